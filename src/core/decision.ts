@@ -1,0 +1,27 @@
+// The one result type returned everywhere: the library, the middleware, the permit endpoint and the client SDK.
+
+/** Why a decision was not made by the bucket itself. */
+export type DecisionReason =
+  /** The store failed or timed out; the policy's onStoreError chose the outcome. */
+  | 'store_error'
+  /** The circuit breaker is open after repeated store failures; onStoreError chose the outcome. */
+  | 'circuit_open'
+  /** Answered from this node's deny cache: the store said no less than retryAfterMs ago. */
+  | 'deny_cache';
+
+export interface Decision {
+  /** Whether the request may proceed (after waitMs, if that is above 0). */
+  allowed: boolean;
+  /** The bucket's capacity in tokens. */
+  limit: number;
+  /** Whole tokens left after this decision (0 while a reservation is pending). */
+  remaining: number;
+  /** 0 when allowed; otherwise ms until the requested tokens exist, rounded up. */
+  retryAfterMs: number;
+  /** Ms until the bucket is full again, rounded up. */
+  resetAfterMs: number;
+  /** Ms the caller must wait before acting on an allowed reservation; 0 for an immediate permit. */
+  waitMs: number;
+  /** Set only when the store did not decide. */
+  reason?: DecisionReason;
+}

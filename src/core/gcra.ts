@@ -1,0 +1,72 @@
+// The token bucket as GCRA: one number per bucket, its TAT (theoretical arrival time, ms since the
+// epoch). Pure: time is a parameter. Stores implement `step` atomically with their own clock; the
+// memory store calls it directly, the Redis script and the MongoDB pipeline mirror its three lines.
+//
+// Invariants (all times in ms):
+// - debt = max(0, tat - now) is how far the bucket is below full, in time: tokens = capacity - debt / intervalMs.
+// - A bucket with no state, or tat <= now, is full. Expiring a key once tat has passed is therefore harmless.
+// - A request of `cost` tokens adds cost * intervalMs of debt. It is allowed when the new debt is at most
+//   burstMs + maxWaitMs (+ slackMs for float rounding); when above burstMs, the caller waits the excess.
+// - A denied request changes nothing.
+import type { ResolvedPolicy } from './policy.js';
+import type { Decision } from './decision.js';
+
+/** What one atomic store step needs: both already multiplied out, so stores do no policy math. */
+export interface StepArgs {
+  /** Debt this request adds: cost * intervalMs. 0 means peek: read only, never write. */
+  costMs: number;
+  /** The largest debt allowed after the request: burstMs + maxWaitMs + slackMs. */
+  limitMs: number;
+}
+
+/** What every store returns from one atomic step. */
+export interface StepResult {
+  allowed: boolean;
+  /** Debt after the step when allowed; the unchanged debt when denied or peeking. */
+  debtMs: number;
+}
+
+export function stepArgs(policy: ResolvedPolicy, cost: number, maxWaitMs: number): StepArgs {
+  return { costMs: cost * policy.intervalMs, limitMs: policy.burstMs + maxWaitMs + policy.slackMs };
+}
+
+/** One GCRA step at `nowMs` on a bucket whose TAT is `tatMs` (undefined: no state, i.e. full). */
+export function step(tatMs: number | undefined, nowMs: number, args: StepArgs): StepResult & { tatMs: number | undefined } {
+  const debtMs = tatMs !== undefined && tatMs > nowMs ? tatMs - nowMs : 0;
+  if (args.costMs === 0) return { allowed: true, debtMs, tatMs };
+  const after = debtMs + args.costMs;
+  if (after > args.limitMs) return { allowed: false, debtMs, tatMs };
+  return { allowed: true, debtMs: after, tatMs: nowMs + after };
+}
+
+/** Rounds a duration up to whole ms, treating anything within slack of a whole ms as that ms. */
+function ceilMs(ms: number, slackMs: number): number {
+  return ms <= slackMs ? 0 : Math.ceil(ms - slackMs);
+}
+
+/** Turns a store's step result into the public Decision. `cost` is 0 for a peek. */
+export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): Decision {
+  const { burstMs, intervalMs, slackMs, capacity } = policy;
+  const debtMs = result.debtMs;
+  const remaining = Math.min(capacity, Math.max(0, Math.floor((burstMs + slackMs - debtMs) / intervalMs)));
+  const resetAfterMs = ceilMs(debtMs, slackMs);
+  if (result.allowed) {
+    return {
+      allowed: true,
+      limit: capacity,
+      remaining,
+      retryAfterMs: 0,
+      resetAfterMs,
+      waitMs: ceilMs(debtMs - burstMs, slackMs),
+    };
+  }
+  return {
+    allowed: false,
+    limit: capacity,
+    remaining,
+    // Time until `cost` tokens exist: the debt must fall to burstMs - costMs.
+    retryAfterMs: Math.max(1, ceilMs(debtMs + cost * intervalMs - burstMs, slackMs)),
+    resetAfterMs,
+    waitMs: 0,
+  };
+}

@@ -1,0 +1,64 @@
+// Typed errors. Every message starts with "[edge-limiter]" and, where a store is involved, its name,
+// so a log line says where it came from; the underlying error is kept as `cause`.
+
+/** Base class: `code` is stable and safe to branch on. */
+export class LimiterError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(`[edge-limiter] ${message}`, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A policy or limiter option is invalid. Thrown when the limiter is created, never per request. */
+export class ConfigError extends LimiterError {
+  /** The offending field, e.g. `policies.api.capacity`. */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super('invalid_config', `invalid config: ${field} ${message}`);
+    this.field = field;
+  }
+}
+
+/**
+ * A request argument (key, cost, maxWaitMs, policy name) is invalid. It is a RangeError so callers
+ * that only check for RangeError still catch it. Nothing was sent to the store.
+ */
+export class InvalidInputError extends RangeError {
+  readonly code = 'invalid_input';
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(`[edge-limiter] invalid ${field}: ${message}`);
+    this.name = 'InvalidInputError';
+    this.field = field;
+  }
+}
+
+/** The policy name is not configured. */
+export class UnknownPolicyError extends LimiterError {
+  readonly policy: string;
+  constructor(policy: string) {
+    super('unknown_policy', `unknown policy ${JSON.stringify(policy.slice(0, 64))}`);
+    this.policy = policy;
+  }
+}
+
+/** The store failed, timed out, or the circuit breaker is open. */
+export class StoreError extends LimiterError {
+  readonly store: string;
+  constructor(store: string, message: string, options?: { cause?: unknown }) {
+    super('store_error', `[${store}] ${message}`, options);
+    this.store = store;
+  }
+}
+
+/** `acquire` could not get a permit within its timeout. Nothing was consumed. */
+export class AcquireTimeoutError extends LimiterError {
+  /** Ms until the requested tokens exist (0 if unknown). */
+  readonly retryAfterMs: number;
+  constructor(message: string, retryAfterMs: number) {
+    super('acquire_timeout', message);
+    this.retryAfterMs = retryAfterMs;
+  }
+}

@@ -1,0 +1,19 @@
+// The one interface every store implements. A store knows nothing of policies: the limiter hands it
+// the multiplied-out step (see core/gcra.ts) and the store runs it atomically against its own clock.
+import type { StepArgs, StepResult } from './core/gcra.js';
+
+export type { StepArgs, StepResult };
+
+export interface Store {
+  /** Short name for logs, errors and /healthz: 'memory', 'redis', 'mongodb'. */
+  readonly name: string;
+  /**
+   * One atomic GCRA step on `key`, timed by the store's clock. With `costMs === 0` it only reads.
+   * `key` is the full storage key ({prefix}{policy}:{key}), always a non-empty string.
+   */
+  step(key: string, args: StepArgs): Promise<StepResult>;
+  /** Forgets the bucket: it is full again. */
+  reset(key: string): Promise<void>;
+  /** Resolves when the store answers; rejects otherwise. Used by /healthz. */
+  ping(): Promise<void>;
+}

@@ -1,0 +1,59 @@
+// Runs the one conformance suite against every store.
+import { inject } from 'vitest';
+import { Redis as IORedis } from 'ioredis';
+import { createClient } from 'redis';
+import { storeConformance } from './support/conformance.js';
+import { MingoCollection } from './support/mingo-collection.js';
+import { memoryStore } from '../src/stores/memory.js';
+import { redisStore } from '../src/stores/redis.js';
+import { mongoStore } from '../src/stores/mongodb.js';
+
+storeConformance('memory', {
+  clockResolutionMs: 0.001,
+  create: async () => memoryStore(),
+});
+
+{
+  let client: IORedis | undefined;
+  storeConformance('redis (ioredis, TCP)', {
+    clockResolutionMs: 0.001,
+    async create() {
+      client = new IORedis(inject('redisUrl'));
+      return redisStore({ client });
+    },
+    expiryMs: async (key) => {
+      const t = await client!.pttl(key);
+      return t < 0 ? null : t;
+    },
+    close: async () => void client?.disconnect(),
+  });
+}
+
+{
+  let client: ReturnType<typeof createClient> | undefined;
+  storeConformance('redis (node-redis, TCP)', {
+    clockResolutionMs: 0.001,
+    async create() {
+      client = createClient({ url: inject('redisUrl') });
+      await client.connect();
+      return redisStore({ client });
+    },
+    expiryMs: async (key) => {
+      const t = await client!.pTTL(key);
+      return t < 0 ? null : t;
+    },
+    close: async () => void (await client?.close()),
+  });
+}
+
+{
+  const collection = new MingoCollection();
+  storeConformance('mongodb (pipeline evaluated by mingo)', {
+    clockResolutionMs: 1,
+    create: async () => mongoStore({ collection }),
+    expiryMs: async (key) => {
+      const doc = collection.docs.find((d) => d._id === key);
+      return doc?.expiresAt instanceof Date ? doc.expiresAt.getTime() - Date.now() : null;
+    },
+  });
+}

@@ -1,0 +1,240 @@
+// The one conformance suite. It runs unchanged against every store (memory, Redis over TCP with two
+// clients, Redis through the Upstash REST protocol, MongoDB through mingo, and a real MongoDB when
+// MONGODB_URI is set). Time is real here, since Redis and MongoDB clocks cannot be faked: each timing
+// assertion brackets the store's elapsed time between client-side timestamps taken around the calls.
+import { describe, expect, it, afterAll } from 'vitest';
+import { createLimiter, InvalidInputError, UnknownPolicyError, type Limiter, type PolicyConfig, type Store } from '../../src/index.js';
+
+export interface StoreHarness {
+  /** Creates a store; called once per suite. */
+  create(): Promise<Store>;
+  /** Ms until the storage key expires in the store, or null when it has no expiry. Stores without expiry omit this. */
+  expiryMs?(storageKey: string): Promise<number | null>;
+  /** The store clock's resolution in ms (Redis TIME: 0.001; $$NOW: 1). */
+  clockResolutionMs: number;
+  close?(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Node timers may fire up to 1 ms early against performance.now(); this never returns early. */
+async function sleepUntil(t: number): Promise<void> {
+  while (performance.now() < t) await sleep(Math.max(1, Math.ceil(t - performance.now())));
+}
+
+/** A store wrapper that counts calls, to prove that rejected input never reaches the store. */
+function counting(store: Store): Store & { calls: number } {
+  const c = {
+    name: store.name,
+    calls: 0,
+    step: (k: string, a: Parameters<Store['step']>[1]) => (c.calls++, store.step(k, a)),
+    reset: (k: string) => (c.calls++, store.reset(k)),
+    ping: () => store.ping(),
+  };
+  return c;
+}
+
+const POLICIES = {
+  five: { capacity: 5, refillPerSecond: 1 },
+  slow: { capacity: 2, refillPerSecond: 1 / 30 },
+  fast: { capacity: 10, refillPerSecond: 1000 },
+  ten: { capacity: 10, refillPerSecond: 1 },
+  tenth: { capacity: 1, refillPerSecond: 10 },
+  fifo: { capacity: 1, refillPerSecond: 20 },
+} satisfies Record<string, PolicyConfig>;
+
+export function storeConformance(name: string, harness: StoreHarness): void {
+  describe(`store conformance: ${name}`, () => {
+    let store: Store & { calls: number };
+    let limiter: Limiter<keyof typeof POLICIES>;
+    const prefix = `conf:${name}:${Math.random().toString(36).slice(2)}:`;
+    const res = harness.clockResolutionMs;
+    let n = 0;
+    const key = () => `k${++n}`;
+
+    const setup = async () => {
+      if (!store) {
+        store = counting(await harness.create());
+        limiter = createLimiter({ store, policies: POLICIES, prefix, timeoutMs: 5000 });
+      }
+    };
+    afterAll(async () => {
+      await harness.close?.();
+    });
+
+    it('starts full and takes one token at a time', async () => {
+      await setup();
+      const k = key();
+      const peek = await limiter.peek('five', k);
+      expect(peek).toMatchObject({ allowed: true, limit: 5, remaining: 5, resetAfterMs: 0, retryAfterMs: 0, waitMs: 0 });
+      const d = await limiter.take('five', k);
+      expect(d).toMatchObject({ allowed: true, limit: 5, remaining: 4, retryAfterMs: 0, waitMs: 0 });
+      expect(d.resetAfterMs).toBeGreaterThan(1000 - 50);
+      expect(d.resetAfterMs).toBeLessThanOrEqual(1000);
+      expect(d.reason).toBeUndefined();
+    });
+
+    it('refills exactly at 1/30 per second: retryAfterMs and resetAfterMs bracket the elapsed store time', async () => {
+      await setup();
+      const k = key();
+      const t0 = performance.now();
+      expect((await limiter.take('slow', k, { cost: 2 })).allowed).toBe(true);
+      const d = await limiter.take('slow', k);
+      const t2 = performance.now();
+      expect(d.allowed).toBe(false);
+      expect(d.remaining).toBe(0);
+      // One token takes exactly 30 000 ms; at most t2 - t0 ms of store time has passed since the bucket emptied.
+      expect(d.retryAfterMs).toBeLessThanOrEqual(30_000);
+      expect(d.retryAfterMs).toBeGreaterThanOrEqual(30_000 - Math.ceil(t2 - t0) - Math.ceil(res));
+      expect(d.resetAfterMs).toBeLessThanOrEqual(60_000);
+      expect(d.resetAfterMs).toBeGreaterThanOrEqual(60_000 - Math.ceil(t2 - t0) - Math.ceil(res));
+      expect(Math.abs(d.resetAfterMs - d.retryAfterMs - 30_000)).toBeLessThanOrEqual(1);
+    });
+
+    it('refills exactly at 1000 per second', async () => {
+      await setup();
+      const k = key();
+      const t0 = performance.now();
+      expect((await limiter.take('fast', k, { cost: 10 })).remaining).toBe(0);
+      const t1 = performance.now();
+      await sleep(4);
+      const t2 = performance.now();
+      const p = await limiter.peek('fast', k);
+      const t3 = performance.now();
+      // One token per ms: the tokens back are the store's elapsed ms, which lies in [t2 - t1, t3 - t0].
+      expect(p.remaining).toBeGreaterThanOrEqual(Math.min(10, Math.floor(t2 - t1 - res)));
+      expect(p.remaining).toBeLessThanOrEqual(Math.min(10, Math.ceil(t3 - t0 + res)));
+      await sleep(15);
+      expect((await limiter.peek('fast', k)).remaining).toBe(10);
+    });
+
+    it('takes a cost above 1, and a denial consumes nothing', async () => {
+      await setup();
+      const k = key();
+      expect(await limiter.take('ten', k, { cost: 4 })).toMatchObject({ allowed: true, remaining: 6 });
+      const denied = await limiter.take('ten', k, { cost: 7 });
+      expect(denied).toMatchObject({ allowed: false, remaining: 6, waitMs: 0 });
+      // 7 tokens need 1 more: about 1000 ms.
+      expect(denied.retryAfterMs).toBeGreaterThan(900);
+      expect(denied.retryAfterMs).toBeLessThanOrEqual(1000);
+      expect((await limiter.peek('ten', k)).remaining).toBe(6);
+      expect(await limiter.take('ten', k, { cost: 6 })).toMatchObject({ allowed: true, remaining: 0 });
+      const none = await limiter.take('ten', k, { cost: 10 });
+      expect(none.allowed).toBe(false);
+      expect(none.retryAfterMs).toBeGreaterThan(9000);
+      expect(none.retryAfterMs).toBeLessThanOrEqual(10_000);
+    });
+
+    it('retryAfterMs is exact on both sides: just before it is denied, at it is allowed', async () => {
+      await setup();
+      const k = key();
+      expect((await limiter.take('tenth', k)).allowed).toBe(true);
+      const d = await limiter.take('tenth', k);
+      expect(d.allowed).toBe(false);
+      expect(d.retryAfterMs).toBeGreaterThan(60);
+      expect(d.retryAfterMs).toBeLessThanOrEqual(100);
+      const denialAt = performance.now();
+      await sleep(d.retryAfterMs - 25);
+      expect((await limiter.take('tenth', k)).allowed).toBe(false);
+      const due = denialAt + d.retryAfterMs + res;
+      await sleepUntil(due);
+      expect((await limiter.take('tenth', k)).allowed).toBe(true);
+    });
+
+    it('reserves future slots FIFO and never beyond maxWaitMs', async () => {
+      await setup();
+      const k = key();
+      expect((await limiter.take('fifo', k)).allowed).toBe(true);
+      const waits: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const d = await limiter.take('fifo', k, { maxWaitMs: 1000 });
+        expect(d).toMatchObject({ allowed: true, remaining: 0, retryAfterMs: 0 });
+        waits.push(d.waitMs);
+      }
+      // Each later reserver waits one more interval (50 ms), less the time between the calls.
+      for (let i = 1; i < waits.length; i++) {
+        const gap = waits[i]! - waits[i - 1]!;
+        expect(gap).toBeGreaterThan(30);
+        expect(gap).toBeLessThanOrEqual(51);
+      }
+      expect(waits[0]).toBeGreaterThan(30);
+      expect(waits[0]).toBeLessThanOrEqual(51);
+      const before = await limiter.peek('fifo', k);
+      const tooLong = await limiter.take('fifo', k, { maxWaitMs: 100 });
+      expect(tooLong.allowed).toBe(false);
+      expect(tooLong.waitMs).toBe(0);
+      expect(tooLong.retryAfterMs).toBeGreaterThan(100);
+      const after = await limiter.peek('fifo', k);
+      expect(after.resetAfterMs).toBeLessThanOrEqual(before.resetAfterMs);
+    });
+
+    it('is atomic: 60 concurrent takes on a bucket of 10 admit exactly 10', async () => {
+      await setup();
+      const k = key();
+      const all = await Promise.all(Array.from({ length: 60 }, () => limiter.take('ten', k)));
+      expect(all.filter((d) => d.allowed)).toHaveLength(10);
+      expect(all.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    });
+
+    it('concurrent reservations get distinct slots one interval apart', async () => {
+      await setup();
+      const k = key();
+      await limiter.take('fifo', k);
+      const all = await Promise.all(Array.from({ length: 6 }, () => limiter.take('fifo', k, { maxWaitMs: 5000 })));
+      const waits = all.map((d) => d.waitMs).sort((a, b) => a - b);
+      expect(all.every((d) => d.allowed)).toBe(true);
+      for (let i = 1; i < waits.length; i++) {
+        expect(waits[i]! - waits[i - 1]!).toBeGreaterThanOrEqual(45);
+        expect(waits[i]! - waits[i - 1]!).toBeLessThanOrEqual(55);
+      }
+    });
+
+    it('peek consumes nothing and reset refills', async () => {
+      await setup();
+      const k = key();
+      await limiter.take('ten', k, { cost: 3 });
+      expect((await limiter.peek('ten', k)).remaining).toBe(7);
+      expect((await limiter.peek('ten', k)).remaining).toBe(7);
+      await limiter.reset('ten', k);
+      expect((await limiter.peek('ten', k)).remaining).toBe(10);
+    });
+
+    if (harness.expiryMs) {
+      const expiryMs = harness.expiryMs.bind(harness);
+      it('sets an expiry on every written bucket, equal to the time until it is full again', async () => {
+        await setup();
+        const k = key();
+        const d = await limiter.take('ten', k, { cost: 3 });
+        const ttl = await expiryMs(`${prefix}ten:${k}`);
+        expect(ttl).not.toBeNull();
+        expect(ttl!).toBeGreaterThan(d.resetAfterMs - 200);
+        expect(ttl!).toBeLessThanOrEqual(d.resetAfterMs + 1);
+      });
+    }
+
+    it('rejects invalid input with documented errors and sends nothing to the store', async () => {
+      await setup();
+      const before = store.calls;
+      const k = key();
+      for (const cost of [0, -1, 1.5, 11, Number.NaN, Infinity, 1e309, '1' as unknown as number]) {
+        await expect(limiter.take('ten', k, { cost })).rejects.toBeInstanceOf(InvalidInputError);
+        await expect(limiter.take('ten', k, { cost })).rejects.toBeInstanceOf(RangeError);
+      }
+      for (const bad of ['', 'x'.repeat(513), 'é'.repeat(257), '\ud800', 42, null, { $gt: '' }]) {
+        await expect(limiter.take('ten', bad as string)).rejects.toMatchObject({ field: 'key' });
+      }
+      await expect(limiter.take('ten', 'é'.repeat(256))).resolves.toMatchObject({ allowed: true });
+      await expect(limiter.take('ten', k, { maxWaitMs: -1 })).rejects.toMatchObject({ field: 'maxWaitMs' });
+      await expect(limiter.take('ten', k, { maxWaitMs: 0.5 })).rejects.toMatchObject({ field: 'maxWaitMs' });
+      await expect(limiter.take('nope' as 'ten', k)).rejects.toBeInstanceOf(UnknownPolicyError);
+      expect(store.calls).toBe(before + 1);
+      expect((await limiter.peek('ten', k)).remaining).toBe(10);
+    });
+
+    it('accepts any UTF-8 key, including $, dots, braces, NUL, RTL and emoji, as distinct buckets', async () => {
+      await setup();
+      const keys = ['$gt', 'a.b', '{}', 'a\u0000b', '\u05e9\u05dc\u05d5\u05dd', '🦄🚀', `${n}:${n}`, ' '];
+      for (const k of keys) expect((await limiter.take('ten', `${prefix}${k}`, { cost: 10 })).allowed).toBe(true);
+      for (const k of keys) expect((await limiter.peek('ten', `${prefix}${k}`)).remaining).toBe(0);
+    });
+  });
+}

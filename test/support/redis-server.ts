@@ -1,0 +1,96 @@
+// Starts a real redis-server on a free loopback port with no persistence, for tests and benchmarks.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, connect } from 'node:net';
+
+export interface RedisProcess {
+  port: number;
+  url: string;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Sends one inline command and resolves with the first reply line (enough for PING / readiness). */
+export function rawCommand(port: number, command: string, timeoutMs = 1000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = connect(port, '127.0.0.1');
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`redis on ${port}: no reply to ${command}`));
+    }, timeoutMs);
+    let buf = '';
+    sock.on('connect', () => sock.write(`${command}\r\n`));
+    sock.on('data', (d) => {
+      buf += d.toString();
+      if (buf.includes('\r\n')) {
+        clearTimeout(timer);
+        sock.end();
+        resolve(buf.split('\r\n')[0]!);
+      }
+    });
+    sock.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+
+export async function waitForRedis(port: number, deadlineMs = 10_000): Promise<void> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      if ((await rawCommand(port, 'PING', 500)) === '+PONG') return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > until) throw new Error(`redis-server on port ${port} did not answer PING within ${deadlineMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Spawns redis-server. `extraArgs` are passed through, e.g. ['--rename-command', 'TIME', '']. */
+export async function startRedis(opts: { port?: number; extraArgs?: string[] } = {}): Promise<RedisProcess> {
+  const port = opts.port ?? (await freePort());
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...(opts.extraArgs ?? [])],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (d) => (stderr += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.once('error', (e) => {
+    stderr += String(e);
+  });
+  try {
+    await waitForRedis(port);
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw new Error(`${(e as Error).message}${stderr ? `: ${stderr}` : ''} (is redis-server installed? .ci/run installs it)`);
+  }
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    process: child,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 3000);
+        await exited;
+        clearTimeout(t);
+      }
+    },
+  };
+}
