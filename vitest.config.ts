@@ -1,12 +1,17 @@
 import { defineConfig } from 'vitest/config';
 
+// Two projects: `unit` (fast, parallel) and `load` (multi-process contention, faults, soak), which
+// run one file at a time after `unit`, so their CPU load cannot disturb the timing assertions of others.
+const LOAD = ['test/load/**/*.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Timing assertions bracket real store time; keep files from starving each other on 2 cores.
-    maxWorkers: 2,
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: LOAD, maxWorkers: 2 } },
+      { extends: true, test: { name: 'load', include: LOAD, maxWorkers: 1, testTimeout: 120_000 } },
+    ],
   },
 });

@@ -48,7 +48,9 @@ function ceilMs(ms: number, slackMs: number): number {
 export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): Decision {
   const { burstMs, intervalMs, slackMs, capacity } = policy;
   const debtMs = result.debtMs;
-  const remaining = Math.min(capacity, Math.max(0, Math.floor((burstMs + slackMs - debtMs) / intervalMs)));
+  // 1e-6 of a token absorbs float error; the time slack is not counted, so at rates near the clock's
+  // resolution (1e6/s) `remaining` never reports the token that the slack might still admit.
+  const remaining = Math.min(capacity, Math.max(0, Math.floor((burstMs - debtMs) / intervalMs + 1e-6)));
   const resetAfterMs = ceilMs(debtMs, slackMs);
   if (result.allowed) {
     return {

@@ -35,7 +35,11 @@ export interface ResolvedPolicy {
   readonly intervalMs: number;
   /** Ms to refill an empty bucket: capacity * intervalMs (GCRA's burst tolerance). */
   readonly burstMs: number;
-  /** Ms of debt forgiven for float rounding and clock resolution: 1 µs plus 1e-12 of the burst. */
+  /**
+   * Ms of debt forgiven for float rounding and clock resolution: 1 µs plus 2e-15 of the burst (a few
+   * ulps of a double that large). Only extreme policies notice the second term: at capacity 1e9 and
+   * 1e-6 tokens/s (one token per 11.6 days) it is 2 s.
+   */
   readonly slackMs: number;
   /** Seconds in the RateLimit-Policy `w` parameter: the time to refill the bucket, rounded up. */
   readonly windowSeconds: number;
@@ -103,7 +107,7 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
     timeoutMs,
     intervalMs,
     burstMs,
-    slackMs: 0.001 + burstMs * 1e-12,
+    slackMs: 0.001 + burstMs * 2e-15,
     windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
   });
 }

@@ -80,7 +80,9 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-const TIME_REFUSED = /not allowed from script|unknown (redis )?command.*time|time.*(not allowed|unknown|disabled)/i;
+// How servers refuse a command inside a script. The script calls only TIME, GET and SET, and a server
+// that has GET and SET but refuses TIME (renamed, disabled, or a proxy that forbids it) says one of these.
+const TIME_REFUSED = /(unknown|not allowed|disabled|unsupported|forbidden)[^\n]*(from|in|inside) script|\bTIME\b[^\n]*(not allowed|unknown|unsupported|disabled)/i;
 
 /** Parses the script's `{allowed, debt}` reply. @upstash/redis may already have turned "12.5" into 12.5. */
 function parseReply(reply: unknown): StepResult {

@@ -1,0 +1,132 @@
+// Redis-specific guarantees, measured at Redis itself (INFO commandstats, PTTL, SCRIPT LOAD).
+import { afterAll, beforeAll, describe, expect, it, inject, vi } from 'vitest';
+import { createHash } from 'node:crypto';
+import { Redis as IORedis } from 'ioredis';
+import { createLimiter, StoreError } from '../src/index.js';
+import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
+import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { startRedis, type RedisProcess } from './support/redis-server.js';
+
+/** Per-command call counts from INFO commandstats (calls + failed + rejected). */
+export async function commandStats(client: IORedis): Promise<Record<string, { calls: number; failed: number; rejected: number }>> {
+  const info = await client.info('commandstats');
+  const out: Record<string, { calls: number; failed: number; rejected: number }> = {};
+  for (const line of info.split('\n')) {
+    const m = /^cmdstat_([^:]+):calls=(\d+),.*?rejected_calls=(\d+),failed_calls=(\d+)/.exec(line.trim());
+    if (m) out[m[1]!] = { calls: Number(m[2]), rejected: Number(m[3]), failed: Number(m[4]) };
+  }
+  return out;
+}
+
+const policies = { p: { capacity: 10, refillPerSecond: 1 } };
+
+describe('redis store', () => {
+  let admin: IORedis;
+  beforeAll(() => {
+    admin = new IORedis(inject('redisUrl'));
+  });
+  afterAll(() => admin.disconnect());
+
+  it('stores the SHA that Redis computes for the script', async () => {
+    expect(createHash('sha1').update(GCRA_SCRIPT).digest('hex')).toBe(GCRA_SCRIPT_SHA);
+    expect(await admin.script('LOAD', GCRA_SCRIPT)).toBe(GCRA_SCRIPT_SHA);
+  });
+
+  it('one EVALSHA per decision; after SCRIPT FLUSH one EVAL, then back to EVALSHA (counted at Redis)', async () => {
+    // A dedicated server, so that other test files' traffic cannot disturb the counts.
+    const redis = await startRedis();
+    const client = new IORedis(redis.url);
+    const stats = new IORedis(redis.url);
+    try {
+      const limiter = createLimiter({ store: redisStore({ client }), policies, prefix: 'rt:' });
+      await limiter.take('p', 'warm');
+      await stats.config('RESETSTAT');
+      for (let i = 0; i < 20; i++) await limiter.take('p', `k${i % 3}`);
+      let s = await commandStats(stats);
+      expect(s.evalsha).toEqual({ calls: 20, failed: 0, rejected: 0 });
+      expect(s.eval).toBeUndefined();
+      // Nothing but the script (and the commands it runs inside) reached Redis.
+      expect(Object.keys(s).filter((c) => !['evalsha', 'time', 'get', 'set', 'info', 'config|resetstat'].includes(c))).toEqual([]);
+
+      await stats.script('FLUSH');
+      await stats.config('RESETSTAT');
+      expect((await limiter.take('p', 'after-flush')).allowed).toBe(true);
+      s = await commandStats(stats);
+      // Redis counts the refused EVALSHA as a call that failed.
+      expect(s.evalsha).toEqual({ calls: 1, failed: 1, rejected: 0 });
+      expect(s.eval!.calls).toBe(1);
+      await stats.config('RESETSTAT');
+      for (let i = 0; i < 5; i++) await limiter.take('p', 'after-flush');
+      s = await commandStats(stats);
+      expect(s.evalsha).toEqual({ calls: 5, failed: 0, rejected: 0 });
+      expect(s.eval).toBeUndefined();
+    } finally {
+      client.disconnect();
+      stats.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('writes {prefix}{policy}:{key} with a PEXPIRE equal to the time until full', async () => {
+    const limiter = createLimiter({ store: redisStore({ client: admin }), policies, prefix: 'layout:' });
+    const d = await limiter.take('p', 'user:1', { cost: 4 });
+    const ttl = await admin.pttl('layout:p:user:1');
+    expect(ttl).toBeGreaterThan(d.resetAfterMs - 100);
+    expect(ttl).toBeLessThanOrEqual(d.resetAfterMs + 1);
+    const tat = Number(await admin.get('layout:p:user:1'));
+    const [sec, usec] = (await admin.time()) as unknown as [string, string];
+    const nowMs = Number(sec) * 1000 + Number(usec) / 1000;
+    expect(tat - nowMs).toBeGreaterThan(3900);
+    expect(tat - nowMs).toBeLessThanOrEqual(4000);
+  });
+
+  it('sends no caller timestamp, and a caller clock hours off changes nothing', async () => {
+    const seen: string[][] = [];
+    const io = new IORedis(inject('redisUrl'));
+    const recording: RedisScriptClient = {
+      evalsha: (sha, keys, args) => (seen.push(args), io.call('EVALSHA', sha, keys.length, ...keys, ...args)),
+      eval: (script, keys, args) => (seen.push(args), io.call('EVAL', script, keys.length, ...keys, ...args)),
+      del: (key) => io.del(key),
+      ping: () => io.ping(),
+    };
+    const limiter = createLimiter({ store: redisStore({ client: recording }), policies, prefix: `skew${Date.now()}:` });
+    try {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(Date.now() + 3 * 3600_000);
+      const a = await limiter.take('p', 'k', { cost: 5 });
+      vi.setSystemTime(Date.now() - 6 * 3600_000);
+      const b = await limiter.take('p', 'k', { cost: 5 });
+      vi.useRealTimers();
+      expect(a).toMatchObject({ allowed: true, remaining: 5 });
+      expect(b).toMatchObject({ allowed: true, remaining: 0 });
+      expect(b.resetAfterMs).toBeGreaterThan(9900);
+      expect(b.resetAfterMs).toBeLessThanOrEqual(10_000);
+      expect(seen.every((args) => args[2] === '')).toBe(true);
+    } finally {
+      vi.useRealTimers();
+      io.disconnect();
+    }
+  });
+
+  it('says clearly when the server refuses TIME in scripts, and the client-clock opt-in works there', async () => {
+    const redis = await startRedis({ extraArgs: ['--rename-command', 'TIME', '""'] });
+    const client = new IORedis(redis.url);
+    try {
+      const store = redisStore({ client });
+      const err = await store.step('k', { costMs: 1000, limitMs: 2000 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreError);
+      expect((err as Error).message).toMatch(/refused TIME inside a script/);
+      expect((err as Error).message).toMatch(/clientClock: true/);
+      const limiter = createLimiter({ store: redisStore({ client, clientClock: true }), policies });
+      expect(await limiter.take('p', 'k', { cost: 10 })).toMatchObject({ allowed: true, remaining: 0 });
+      expect((await limiter.take('p', 'k')).allowed).toBe(false);
+    } finally {
+      client.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('rejects a client it cannot drive, at creation', () => {
+    expect(() => redisStore({ client: {} as never })).toThrow(/client/);
+  });
+});
