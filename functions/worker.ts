@@ -1,0 +1,31 @@
+// Cloudflare Workers entry. Configuration comes from wrangler.toml vars and secrets (see README).
+// The app is built on the first request of each isolate and reused; a configuration error answers
+// 500 problem+json naming the field (Workers have no start-up phase to fail in).
+import type { ExecutionContext, Hono } from 'hono';
+import { loadConfig } from '../src/config/env.js';
+import { createEdgeStore } from '../src/config/store-edge.js';
+import { buildApp } from '../src/http/app.js';
+import { problemResponse } from '../src/http/problem.js';
+
+let built: { env: unknown; app: Hono } | { env: unknown; error: Error } | undefined;
+
+function appFor(env: Record<string, unknown>): Hono | Error {
+  if (!built || built.env !== env) {
+    try {
+      const config = loadConfig(env);
+      built = { env, app: buildApp(config, createEdgeStore(config.store)).app };
+    } catch (err) {
+      built = { env, error: err as Error };
+      console.error(JSON.stringify({ msg: 'invalid configuration', error: (err as Error).message }));
+    }
+  }
+  return 'app' in built ? built.app : built.error;
+}
+
+export default {
+  fetch(request: Request, env: Record<string, unknown>, ctx: ExecutionContext): Response | Promise<Response> {
+    const app = appFor(env);
+    if (app instanceof Error) return problemResponse('server-misconfigured', app.message.replace('[edge-limiter] ', ''));
+    return app.fetch(request, env, ctx);
+  },
+};

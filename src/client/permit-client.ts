@@ -1,0 +1,139 @@
+// Client SDK for the permit endpoint: fetch only, so it runs on Workers, Lambda, Node and browsers.
+import type { Decision } from '../core/decision.js';
+import { AcquireTimeoutError, LimiterError } from '../errors.js';
+import type { Limiter } from '../limiter.js';
+
+export interface PermitClientOptions {
+  /** Base URL of the permit service, e.g. `https://limits.internal.example`. */
+  url: string;
+  /** Bearer token (one of the server's PERMIT_TOKENS). */
+  token: string;
+  /** @default globalThis.fetch */
+  fetch?: typeof fetch;
+  /** Bound on each HTTP call, in ms, on top of any wait the server is asked to reserve. @default 5000 */
+  timeoutMs?: number;
+}
+
+/** A decision as the permit API returns it: the Decision plus the policy and key. */
+export interface PermitDecision extends Decision {
+  policy: string;
+  key: string;
+}
+
+/** The server refused the request (4xx/5xx other than 429); `problem` is its RFC 9457 body. */
+export class PermitError extends LimiterError {
+  readonly status: number;
+  readonly problem: Record<string, unknown> | undefined;
+  constructor(status: number, problem: Record<string, unknown> | undefined) {
+    super(`permit_http_${status}`, `permit API answered ${status}: ${String(problem?.detail ?? problem?.title ?? 'no detail')}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+const MAX_SERVER_WAIT_MS = 300_000;
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export class PermitClient {
+  readonly #base: string;
+  readonly #token: string;
+  readonly #fetch: typeof fetch;
+  readonly #timeoutMs: number;
+
+  constructor(options: PermitClientOptions) {
+    if (!options?.url) throw new TypeError('[edge-limiter] PermitClient: `url` is required');
+    if (!options.token) throw new TypeError('[edge-limiter] PermitClient: `token` is required');
+    this.#base = options.url.replace(/\/$/, '');
+    this.#token = options.token;
+    this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.#timeoutMs = options.timeoutMs ?? 5000;
+  }
+
+  async #call(method: string, path: string, body: unknown, extraMs: number, signal?: AbortSignal): Promise<PermitDecision> {
+    const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
+    const res = await this.#fetch(`${this.#base}${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+    });
+    const text = await res.text();
+    let json: Record<string, unknown> | undefined;
+    try {
+      json = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      json = undefined;
+    }
+    if ((res.status === 200 || res.status === 429) && json && typeof json.allowed === 'boolean') return json as unknown as PermitDecision;
+    throw new PermitError(res.status, json);
+  }
+
+  /** One decision. 429 is not an error: it resolves with `allowed: false`. */
+  take(policy: string, key: string, options: { cost?: number; maxWaitMs?: number; signal?: AbortSignal } = {}): Promise<PermitDecision> {
+    const maxWaitMs = options.maxWaitMs ?? 0;
+    return this.#call('POST', '/v1/permits', { policy, key, cost: options.cost ?? 1, maxWaitMs }, maxWaitMs, options.signal);
+  }
+
+  /** The bucket's state; consumes nothing. */
+  peek(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<PermitDecision> {
+    return this.#call('GET', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, 0, options.signal);
+  }
+
+  /**
+   * Reserves a permit in one request (maxWaitMs = timeoutMs), then sleeps until it is due: no polling.
+   * Rejects with AcquireTimeoutError, consuming nothing, when no permit can be had within timeoutMs.
+   */
+  async acquire(policy: string, key: string, options: { cost?: number; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<PermitDecision> {
+    const timeoutMs = Math.min(options.timeoutMs ?? 30_000, MAX_SERVER_WAIT_MS);
+    const d = await this.take(policy, key, { cost: options.cost, maxWaitMs: timeoutMs, signal: options.signal });
+    if (!d.allowed) throw new AcquireTimeoutError(`no permit within ${timeoutMs} ms; tokens exist in ${d.retryAfterMs} ms`, d.retryAfterMs);
+    if (d.waitMs > 0) await sleep(d.waitMs, options.signal);
+    return d;
+  }
+}
+
+export interface LimitedFetchOptions {
+  /** Decide in-process against a store... */
+  limiter?: Limiter;
+  /** ...or through the permit endpoint. Give exactly one. */
+  client?: PermitClient;
+  policy: string;
+  /** The bucket, e.g. the upstream API's account. A function gets the request's URL. */
+  key: string | ((url: string) => string);
+  /** Tokens per call. @default 1 */
+  cost?: number;
+  /** Longest wait for a permit per call, in ms. @default 30000 */
+  timeoutMs?: number;
+}
+
+/**
+ * Wraps `fetch` so each call first acquires a permit (reserve, then sleep): many workers sharing one
+ * remote bucket stay under an upstream API's limit. Rejects with AcquireTimeoutError when no permit
+ * comes within timeoutMs; the upstream is then not called.
+ */
+export function limitedFetch(fetchImpl: typeof fetch, options: LimitedFetchOptions): typeof fetch {
+  if (!options.limiter === !options.client) throw new TypeError('[edge-limiter] limitedFetch: give exactly one of `limiter` or `client`');
+  const wrapped = async (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    const key = typeof options.key === 'function' ? options.key(url) : options.key;
+    const opts = { cost: options.cost ?? 1, timeoutMs: options.timeoutMs ?? 30_000, signal: init?.signal ?? undefined };
+    if (options.limiter) await options.limiter.acquire(options.policy, key, opts);
+    else await options.client!.acquire(options.policy, key, opts);
+    return fetchImpl(input, init);
+  };
+  return wrapped as typeof fetch;
+}

@@ -1,0 +1,132 @@
+// Reads the runtime configuration from environment variables (the same names on Workers, Lambda and
+// Node). Pure: takes a plain record, returns a validated config or throws a ConfigError naming the
+// variable and field. Never echoes secret values (tokens, URLs with credentials).
+import { ConfigError } from '../errors.js';
+import type { PolicyConfig } from '../core/policy.js';
+
+export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb';
+
+export interface AppConfig {
+  store:
+    | { kind: 'memory' }
+    | { kind: 'redis'; url: string }
+    | { kind: 'upstash'; url: string; token: string }
+    | { kind: 'mongodb'; uri: string; db: string; collection: string };
+  policies: Record<string, PolicyConfig>;
+  tokens: string[];
+  gate?: { origin: string; policy: string; key: 'ip' | { header: string } };
+}
+
+export type EnvRecord = Record<string, unknown>;
+
+/** The policies used when LIMITER_POLICIES is unset: enough to try the endpoint. */
+export const DEFAULT_POLICIES: Record<string, PolicyConfig> = { default: { capacity: 10, refillPerSecond: 1 } };
+
+function str(env: EnvRecord, name: string): string | undefined {
+  const v = env[name];
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string') throw new ConfigError(name, 'must be a string');
+  return v;
+}
+
+function required(env: EnvRecord, name: string, why: string): string {
+  const v = str(env, name);
+  if (!v) throw new ConfigError(name, `is required ${why}`);
+  return v;
+}
+
+function checkUrl(name: string, value: string, schemes: string[]): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    // The value may hold credentials: say what is wrong without repeating it.
+    throw new ConfigError(name, 'is not a valid URL');
+  }
+  if (!schemes.includes(u.protocol)) throw new ConfigError(name, `must use ${schemes.join(' or ')} (got ${u.protocol})`);
+  return value;
+}
+
+export function loadConfig(env: EnvRecord): AppConfig {
+  const explicit = str(env, 'LIMITER_STORE');
+  let kind: StoreKind;
+  if (explicit) {
+    if (!['memory', 'redis', 'upstash', 'mongodb'].includes(explicit)) {
+      throw new ConfigError('LIMITER_STORE', `must be memory, redis, upstash or mongodb, got ${JSON.stringify(explicit.slice(0, 40))}`);
+    }
+    kind = explicit as StoreKind;
+  } else if (str(env, 'UPSTASH_REDIS_REST_URL')) kind = 'upstash';
+  else if (str(env, 'REDIS_URL')) kind = 'redis';
+  else if (str(env, 'MONGODB_URI')) kind = 'mongodb';
+  else kind = 'memory';
+
+  let store: AppConfig['store'];
+  switch (kind) {
+    case 'memory':
+      store = { kind };
+      break;
+    case 'redis':
+      store = { kind, url: checkUrl('REDIS_URL', required(env, 'REDIS_URL', 'for LIMITER_STORE=redis'), ['redis:', 'rediss:']) };
+      break;
+    case 'upstash':
+      store = {
+        kind,
+        url: checkUrl('UPSTASH_REDIS_REST_URL', required(env, 'UPSTASH_REDIS_REST_URL', 'for LIMITER_STORE=upstash'), ['https:', 'http:']),
+        token: required(env, 'UPSTASH_REDIS_REST_TOKEN', 'for LIMITER_STORE=upstash'),
+      };
+      break;
+    case 'mongodb':
+      store = {
+        kind,
+        uri: checkUrl('MONGODB_URI', required(env, 'MONGODB_URI', 'for LIMITER_STORE=mongodb'), ['mongodb:', 'mongodb+srv:']),
+        db: str(env, 'MONGODB_DB') ?? 'edge_limiter',
+        collection: str(env, 'MONGODB_COLLECTION') ?? 'token_buckets',
+      };
+      break;
+  }
+
+  let policies = DEFAULT_POLICIES;
+  const rawPolicies = env.LIMITER_POLICIES;
+  if (rawPolicies !== undefined && rawPolicies !== '') {
+    let parsed: unknown = rawPolicies;
+    if (typeof rawPolicies === 'string') {
+      try {
+        parsed = JSON.parse(rawPolicies);
+      } catch (e) {
+        throw new ConfigError('LIMITER_POLICIES', `is not valid JSON (${(e as Error).message})`);
+      }
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new ConfigError('LIMITER_POLICIES', 'must be a JSON object of named policies');
+    }
+    policies = parsed as Record<string, PolicyConfig>;
+  }
+
+  const tokens = (str(env, 'PERMIT_TOKENS') ?? '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+
+  let gate: AppConfig['gate'];
+  const origin = str(env, 'GATE_ORIGIN');
+  if (origin) {
+    checkUrl('GATE_ORIGIN', origin, ['http:', 'https:']);
+    const policy = str(env, 'GATE_POLICY') ?? Object.keys(policies)[0]!;
+    if (!(policy in policies)) throw new ConfigError('GATE_POLICY', `names no policy in LIMITER_POLICIES: ${JSON.stringify(policy.slice(0, 64))}`);
+    const rawKey = str(env, 'GATE_KEY') ?? 'ip';
+    let key: 'ip' | { header: string };
+    if (rawKey === 'ip') key = 'ip';
+    else if (/^header:[A-Za-z0-9-]{1,64}$/.test(rawKey)) key = { header: rawKey.slice('header:'.length).toLowerCase() };
+    else throw new ConfigError('GATE_KEY', `must be "ip" or "header:<name>", got ${JSON.stringify(rawKey.slice(0, 80))}`);
+    gate = { origin: origin.replace(/\/$/, ''), policy, key };
+  }
+  return { store, policies, tokens, gate };
+}
+
+/** Prefixes a policy ConfigError with the variable it came from, so the message names LIMITER_POLICIES. */
+export function inEnv(err: unknown): unknown {
+  if (err instanceof ConfigError && err.field.startsWith('policies')) {
+    return new ConfigError(`LIMITER_POLICIES${err.field.slice('policies'.length)}`, err.message.replace(/^\[edge-limiter\] invalid config: \S+ /, ''));
+  }
+  return err;
+}

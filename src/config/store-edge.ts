@@ -1,0 +1,20 @@
+// Store factory for Cloudflare Workers: the stores that run there (memory, Upstash over HTTP).
+// It never imports a TCP Redis client or the MongoDB driver, so a Worker bundle holds neither.
+import { Redis } from '@upstash/redis/cloudflare';
+import { ConfigError } from '../errors.js';
+import type { Store } from '../store.js';
+import { memoryStore } from '../stores/memory.js';
+import { redisStore } from '../stores/redis.js';
+import type { AppConfig } from './env.js';
+
+export function createEdgeStore(config: AppConfig['store']): Store {
+  switch (config.kind) {
+    case 'memory':
+      return memoryStore();
+    case 'upstash':
+      // retry: false: the limiter's timeout and fail mode decide what an outage means, not client retries.
+      return redisStore({ client: new Redis({ url: config.url, token: config.token, retry: false }) });
+    default:
+      throw new ConfigError('LIMITER_STORE', `"${config.kind}" needs a TCP connection and is not available on Workers; use upstash or memory`);
+  }
+}

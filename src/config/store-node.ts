@@ -1,0 +1,40 @@
+// Store factory for Node and Lambda: every store, each SDK imported only when chosen.
+import type { Store } from '../store.js';
+import { memoryStore } from '../stores/memory.js';
+import { redisStore } from '../stores/redis.js';
+import { mongoStore, type BucketDocument } from '../stores/mongodb.js';
+import type { AppConfig } from './env.js';
+
+export interface NodeStore {
+  store: Store;
+  /** Closes connections (for a clean shutdown). */
+  close(): Promise<void>;
+}
+
+export async function createNodeStore(config: AppConfig['store']): Promise<NodeStore> {
+  switch (config.kind) {
+    case 'memory':
+      return { store: memoryStore(), close: async () => {} };
+    case 'upstash': {
+      const { Redis } = await import('@upstash/redis');
+      const client = new Redis({ url: config.url, token: config.token, retry: false });
+      return { store: redisStore({ client }), close: async () => {} };
+    }
+    case 'redis': {
+      const { Redis } = await import('ioredis');
+      // No offline queue: while Redis is down, commands fail at once instead of piling up in memory.
+      const client = new Redis(config.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 });
+      client.on('error', () => {}); // reconnects by itself; each failed decision reports through the limiter
+      return { store: redisStore({ client }), close: async () => void client.disconnect() };
+    }
+    case 'mongodb': {
+      const { MongoClient } = await import('mongodb');
+      const client = new MongoClient(config.uri, { serverSelectionTimeoutMS: 2000, maxPoolSize: 20 });
+      const store = mongoStore({ collection: client.db(config.db).collection<BucketDocument>(config.collection) });
+      await store.ensureIndexes().catch(() => {
+        // Not fatal at start: decisions do not depend on the TTL index, only disk usage does.
+      });
+      return { store, close: () => client.close() };
+    }
+  }
+}

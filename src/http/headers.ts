@@ -1,0 +1,40 @@
+// The one place rate-limit response headers are made, shared by the middleware, the gateway and the
+// permit endpoint. Fields of draft-ietf-httpapi-ratelimit-headers-11 plus the legacy X-RateLimit-* trio.
+import type { Decision } from '../core/decision.js';
+import type { ResolvedPolicy } from '../core/policy.js';
+
+const seconds = (ms: number) => Math.ceil(ms / 1000);
+
+/**
+ * - `RateLimit-Policy: "<name>";q=<capacity>;w=<seconds to refill an empty bucket>`
+ * - `RateLimit: "<name>";r=<remaining>;t=<seconds until the bucket is full again>`
+ * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (same numbers; Reset is delta seconds)
+ * - `Retry-After: <whole seconds, rounded up>` on a refusal
+ * - `X-RateLimit-Reason` when the store did not decide (store_error, circuit_open, deny_cache)
+ * Policy names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
+ */
+export function rateLimitHeaders(policy: ResolvedPolicy, decision: Decision): Record<string, string> {
+  const reset = String(seconds(decision.resetAfterMs));
+  const h: Record<string, string> = {
+    'RateLimit-Policy': `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
+    RateLimit: `"${policy.name}";r=${decision.remaining};t=${reset}`,
+    'X-RateLimit-Limit': String(policy.capacity),
+    'X-RateLimit-Remaining': String(decision.remaining),
+    'X-RateLimit-Reset': reset,
+  };
+  if (!decision.allowed) h['Retry-After'] = String(Math.max(1, seconds(decision.retryAfterMs)));
+  if (decision.reason) h['X-RateLimit-Reason'] = decision.reason;
+  return h;
+}
+
+/** Sets the headers on a response, copying it first if its headers are immutable (e.g. a fetched response). */
+export function withHeaders(res: Response, headers: Record<string, string>): Response {
+  try {
+    for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    return res;
+  } catch {
+    const copy = new Response(res.body, res);
+    for (const [k, v] of Object.entries(headers)) copy.headers.set(k, v);
+    return copy;
+  }
+}

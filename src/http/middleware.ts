@@ -1,0 +1,79 @@
+// Hono middleware for edge request gating: one limiter decision per request, the standard headers on
+// every response, 429 problem+json (or your onDenied) on refusal, 503 when the store is down and the
+// policy fails closed.
+import type { Context, Env, MiddlewareHandler } from 'hono';
+import type { Decision } from '../core/decision.js';
+import { InvalidInputError, UnknownPolicyError } from '../errors.js';
+import type { Limiter } from '../limiter.js';
+import { rateLimitHeaders, withHeaders } from './headers.js';
+import { problemResponse } from './problem.js';
+
+type MaybePromise<T> = T | Promise<T>;
+
+export interface RateLimitOptions<E extends Env = Env> {
+  /** The limiter holding the policies. */
+  limiter: Limiter;
+  /** Policy name, or a function choosing it per request (tiers: premium keys get a bigger bucket). */
+  policy: string | ((c: Context<E>) => MaybePromise<string>);
+  /** The bucket key for this request, e.g. `ipKey()` or `headerKey('x-api-key')`. Undefined gets a 400. */
+  key: (c: Context<E>) => MaybePromise<string | undefined>;
+  /** Tokens this request costs. @default 1 */
+  cost?: number | ((c: Context<E>) => MaybePromise<number>);
+  /** Requests for which this returns true are not counted. @default none */
+  skip?: (c: Context<E>) => MaybePromise<boolean>;
+  /** Replaces the default 429 response. The rate-limit headers are added to what it returns. */
+  onDenied?: (c: Context<E>, decision: Decision) => MaybePromise<Response>;
+  /** Only log and add headers; never block. @default the policy's `shadow` */
+  shadow?: boolean;
+  /** Hold the request up to this long for a token instead of refusing it, in ms. @default 0 */
+  maxWaitMs?: number;
+  /** Where shadow-mode refusals are reported. @default console.warn */
+  log?: (line: Record<string, unknown>) => void;
+}
+
+export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): MiddlewareHandler<E> {
+  const { limiter, key, skip, onDenied } = options;
+  if (!limiter || typeof limiter.take !== 'function') throw new TypeError('[edge-limiter] rateLimit: `limiter` is required');
+  if (typeof key !== 'function') throw new TypeError('[edge-limiter] rateLimit: `key` must be a function of the context');
+  if (typeof options.policy === 'string' && !limiter.policy(options.policy)) {
+    throw new UnknownPolicyError(options.policy);
+  }
+  const maxWaitMs = options.maxWaitMs ?? 0;
+  const log = options.log ?? ((line) => console.warn(JSON.stringify(line)));
+
+  return async function rateLimitMiddleware(c, next) {
+    if (skip && (await skip(c))) return next();
+    const policyName = typeof options.policy === 'function' ? await options.policy(c) : options.policy;
+    const policy = limiter.policy(policyName);
+    if (!policy) return problemResponse('internal-error', 'the rate-limit policy chosen for this request is not configured');
+    const k = await key(c);
+    if (k === undefined || k === '') return problemResponse('invalid-request', 'cannot identify the client to rate-limit this request');
+    const cost = typeof options.cost === 'function' ? await options.cost(c) : options.cost ?? 1;
+    let decision: Decision;
+    try {
+      decision = await limiter.take(policyName, k, { cost, maxWaitMs });
+    } catch (err) {
+      if (err instanceof InvalidInputError) return problemResponse('invalid-request', err.message.replace('[edge-limiter] ', ''));
+      throw err;
+    }
+    const headers = rateLimitHeaders(policy, decision);
+    const shadow = options.shadow ?? policy.shadow;
+    if (!decision.allowed && shadow) {
+      log({ msg: 'rate limit exceeded (shadow mode: not blocked)', policy: policyName, retryAfterMs: decision.retryAfterMs, reason: decision.reason });
+    } else if (!decision.allowed) {
+      if (decision.reason === 'store_error' || decision.reason === 'circuit_open') {
+        return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { retryAfterMs: decision.retryAfterMs }, headers);
+      }
+      if (onDenied) return withHeaders(await onDenied(c, decision), headers);
+      return problemResponse(
+        'rate-limited',
+        `rate limit exceeded for policy "${policyName}"; retry in ${decision.retryAfterMs} ms`,
+        { policy: policyName, retryAfterMs: decision.retryAfterMs, limit: decision.limit, remaining: decision.remaining },
+        headers,
+      );
+    }
+    if (decision.waitMs > 0) await new Promise((r) => setTimeout(r, decision.waitMs));
+    await next();
+    c.res = withHeaders(c.res, headers);
+  };
+}

@@ -1,0 +1,160 @@
+// The HTTP permit endpoint: other services POST for a permit and get 200 or 429. Also bucket
+// inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
+import { Hono } from 'hono';
+import type { Decision } from '../core/decision.js';
+import { utf8Length, MAX_KEY_BYTES } from '../core/key.js';
+import type { ResolvedPolicy } from '../core/policy.js';
+import type { Limiter } from '../limiter.js';
+import { tokenChecker } from './auth.js';
+import { readJsonBody } from './body.js';
+import { rateLimitHeaders } from './headers.js';
+import { problemResponse } from './problem.js';
+
+export const MAX_PERMIT_WAIT_MS = 300_000;
+const HEALTH_TIMEOUT_MS = 1000;
+
+export interface PermitAppOptions {
+  limiter: Limiter;
+  /** Accepted bearer tokens. With none, every /v1 request gets 401 (and the log says why, once). */
+  tokens: readonly string[];
+  /** Structured log sink. Never receives tokens. @default console */
+  log?: (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
+}
+
+/** The JSON body of a 200 or 429 from the permit API. */
+export interface PermitBody extends Decision {
+  policy: string;
+  key: string;
+}
+
+const FIELDS = new Set(['policy', 'key', 'cost', 'maxWaitMs']);
+
+type Parsed = { ok: true; policy: ResolvedPolicy; key: string; cost: number; maxWaitMs: number } | { ok: false; response: Response };
+
+function invalid(detail: string, field: string): { ok: false; response: Response } {
+  return { ok: false, response: problemResponse('invalid-request', detail, { field }) };
+}
+
+function isInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v);
+}
+
+function checkKey(key: unknown): string | undefined {
+  if (typeof key !== 'string') return '`key` must be a string';
+  if (key.length === 0) return '`key` must not be empty';
+  if (!key.isWellFormed()) return '`key` must be well-formed Unicode';
+  if (utf8Length(key) > MAX_KEY_BYTES) return `\`key\` must be at most ${MAX_KEY_BYTES} bytes of UTF-8`;
+  return undefined;
+}
+
+function parsePermit(body: unknown, limiter: Limiter): Parsed {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return invalid('the body must be a JSON object', '');
+  const b = body as Record<string, unknown>;
+  for (const f of Object.keys(b)) if (!FIELDS.has(f)) return invalid(`unknown field \`${f.slice(0, 64)}\``, f.slice(0, 64));
+  if (typeof b.policy !== 'string' || b.policy.length === 0) return invalid('`policy` is required and must be a string', 'policy');
+  const policy = limiter.policy(b.policy);
+  if (!policy) return { ok: false, response: problemResponse('unknown-policy', `no policy named ${JSON.stringify(b.policy.slice(0, 64))}`, { field: 'policy' }) };
+  const keyProblem = checkKey(b.key);
+  if (keyProblem) return invalid(keyProblem, 'key');
+  const cost = b.cost ?? 1;
+  if (!isInt(cost) || cost < 1 || cost > policy.capacity) return invalid(`\`cost\` must be an integer from 1 to ${policy.capacity}`, 'cost');
+  const maxWaitMs = b.maxWaitMs ?? 0;
+  if (!isInt(maxWaitMs) || maxWaitMs < 0 || maxWaitMs > MAX_PERMIT_WAIT_MS) return invalid(`\`maxWaitMs\` must be an integer from 0 to ${MAX_PERMIT_WAIT_MS}`, 'maxWaitMs');
+  return { ok: true, policy, key: b.key as string, cost, maxWaitMs };
+}
+
+function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decision, okStatus = 200): Response {
+  const headers = rateLimitHeaders(policy, decision);
+  if (!decision.allowed && (decision.reason === 'store_error' || decision.reason === 'circuit_open')) {
+    return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { policy: policy.name, retryAfterMs: decision.retryAfterMs }, headers);
+  }
+  const body: PermitBody = { allowed: decision.allowed, policy: policy.name, key, limit: decision.limit, remaining: decision.remaining, retryAfterMs: decision.retryAfterMs, resetAfterMs: decision.resetAfterMs, waitMs: decision.waitMs };
+  if (decision.reason) body.reason = decision.reason;
+  return new Response(JSON.stringify(body), {
+    status: decision.allowed ? okStatus : 429,
+    headers: { 'Content-Type': 'application/json', ...headers },
+  });
+}
+
+/** Builds the permit API as a Hono app; mount it or serve it as is. */
+export function permitApp(options: PermitAppOptions): Hono {
+  const { limiter } = options;
+  const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
+  const auth = tokenChecker(options.tokens.filter((t) => t.length > 0));
+  let warnedNoTokens = false;
+  const app = new Hono();
+
+  app.get('/healthz', async () => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await Promise.race([
+        limiter.store.ping(),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), HEALTH_TIMEOUT_MS))),
+      ]);
+      return Response.json({ ok: true, store: limiter.store.name });
+    } catch {
+      return Response.json({ ok: false, store: limiter.store.name }, { status: 503 });
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+
+  app.use('/v1/*', async (c, next) => {
+    if (!auth.configured) {
+      if (!warnedNoTokens) {
+        warnedNoTokens = true;
+        log('warn', { msg: 'permit API refuses every request: no PERMIT_TOKENS are configured' });
+      }
+      return problemResponse('unauthorized', 'no bearer tokens are configured on this server (PERMIT_TOKENS)', {}, { 'WWW-Authenticate': 'Bearer' });
+    }
+    if (!(await auth.check(c.req.header('authorization')))) {
+      return problemResponse('unauthorized', 'send Authorization: Bearer <token> with a configured token', {}, { 'WWW-Authenticate': 'Bearer' });
+    }
+    return next();
+  });
+
+  app.post('/v1/permits', async (c) => {
+    const body = await readJsonBody(c.req.raw);
+    if (!body.ok) return body.response;
+    const p = parsePermit(body.value, limiter);
+    if (!p.ok) return p.response;
+    const decision = await limiter.take(p.policy.name, p.key, { cost: p.cost, maxWaitMs: p.maxWaitMs });
+    return decisionResponse(p.policy, p.key, decision);
+  });
+
+  const bucket = (c: { req: { param(name: string): string | undefined } }) => {
+    const policy = limiter.policy(c.req.param('policy') ?? '');
+    if (!policy) return { response: problemResponse('unknown-policy', `no policy named ${JSON.stringify((c.req.param('policy') ?? '').slice(0, 64))}`, { field: 'policy' }) };
+    const key = c.req.param('key') ?? '';
+    const keyProblem = checkKey(key);
+    if (keyProblem) return { response: problemResponse('invalid-request', keyProblem, { field: 'key' }) };
+    return { policy, key };
+  };
+
+  app.get('/v1/buckets/:policy/:key{.+}', async (c) => {
+    const b = bucket(c);
+    if (b.response) return b.response;
+    const decision = await limiter.peek(b.policy.name, b.key);
+    return decisionResponse(b.policy, b.key, decision);
+  });
+
+  app.delete('/v1/buckets/:policy/:key{.+}', async (c) => {
+    const b = bucket(c);
+    if (b.response) return b.response;
+    try {
+      await limiter.reset(b.policy.name, b.key);
+    } catch {
+      return problemResponse('store-unavailable', 'the rate-limit store is unavailable', {}, { 'Retry-After': '1' });
+    }
+    return c.body(null, 204);
+  });
+
+  app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
+  app.all('/v1/buckets/:policy/:key{.+}', () => problemResponse('method-not-allowed', 'use GET or DELETE', {}, { Allow: 'GET, DELETE' }));
+  app.notFound(() => problemResponse('not-found', 'no such route'));
+  app.onError((err) => {
+    log('error', { msg: 'unhandled error', error: err instanceof Error ? err.message : String(err) });
+    return problemResponse('internal-error', 'an unexpected error occurred');
+  });
+  return app;
+}

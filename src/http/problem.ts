@@ -1,0 +1,35 @@
+// RFC 9457 problem details with a stable `type` per error. Every refusal the HTTP layers make goes through here.
+
+export const PROBLEMS = {
+  'invalid-json': { status: 400, title: 'Malformed JSON body' },
+  'invalid-request': { status: 400, title: 'Invalid request' },
+  unauthorized: { status: 401, title: 'Missing or invalid bearer token' },
+  'unknown-policy': { status: 404, title: 'Unknown policy' },
+  'not-found': { status: 404, title: 'Not found' },
+  'method-not-allowed': { status: 405, title: 'Method not allowed' },
+  'payload-too-large': { status: 413, title: 'Body too large' },
+  'unsupported-media-type': { status: 415, title: 'Body must be application/json' },
+  'rate-limited': { status: 429, title: 'Too many requests' },
+  'server-misconfigured': { status: 500, title: 'Server configuration is invalid' },
+  'internal-error': { status: 500, title: 'Internal error' },
+  'bad-gateway': { status: 502, title: 'Origin unreachable' },
+  'store-unavailable': { status: 503, title: 'Rate-limit store unavailable' },
+} as const;
+
+export type ProblemType = keyof typeof PROBLEMS;
+
+/** The stable `type` URI of a problem. */
+export const problemType = (t: ProblemType) => `urn:edge-limiter:problem:${t}`;
+
+export function problemResponse(
+  type: ProblemType,
+  detail: string,
+  extra: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Response {
+  const { status, title } = PROBLEMS[type];
+  return new Response(JSON.stringify({ type: problemType(type), title, status, detail, ...extra }), {
+    status,
+    headers: { 'Content-Type': 'application/problem+json', ...headers },
+  });
+}
