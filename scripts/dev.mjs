@@ -1,24 +1,55 @@
 // `npm run dev`: runs the Worker locally in workerd (wrangler dev) on the in-memory store, with a
-// development token, and prints a ready-to-paste curl line. `npm run dev -- --upstash` runs it against
-// a real Redis through the local Upstash-compatible server instead (see README).
+// development token, and prints a ready-to-paste curl line.
+//   npm run dev -- --upstash      the same Worker against a real Redis through the local Upstash-compatible server
+//   npm run dev -- --var NAME:VALUE ...   extra Worker variables (repeatable)
+// Environment: PORT (default 8787), PERMIT_TOKENS (default dev-token).
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
+const require = createRequire(import.meta.url);
+const wrangler = join(dirname(require.resolve('wrangler/package.json')), 'bin/wrangler.js');
 const port = process.env.PORT ?? '8787';
 const token = process.env.PERMIT_TOKENS ?? 'dev-token';
-const extraVars = [];
-const args = ['dev', '--ip', '127.0.0.1', '--port', port, '--var', `PERMIT_TOKENS:${token}`, ...extraVars];
+const argv = process.argv.slice(2);
+const extra = [];
+const cleanups = [];
+let storeLabel = 'the in-memory store';
 
-const child = spawn('wrangler', args, { stdio: ['inherit', 'pipe', 'inherit'], env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
+for (let i = 0; i < argv.length; i++) {
+  if (argv[i] === '--var' && argv[i + 1]) extra.push('--var', argv[++i]);
+  else if (argv[i] === '--upstash') {
+    const { startLocalStack } = await import('./upstash-stack.mjs');
+    const stack = await startLocalStack();
+    cleanups.push(stack.stop);
+    extra.push('--var', 'LIMITER_STORE:upstash', '--var', `UPSTASH_REDIS_REST_URL:${stack.url}`, '--var', `UPSTASH_REDIS_REST_TOKEN:${stack.token}`);
+    storeLabel = `Redis ${stack.redisUrl} through the local Upstash REST server ${stack.url}`;
+  } else {
+    console.error(`unknown argument ${argv[i]}`);
+    process.exit(2);
+  }
+}
+
+const args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', port, '--inspector-port', process.env.INSPECTOR_PORT ?? '0', '--var', `PERMIT_TOKENS:${token}`, ...extra];
+const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
 let announced = false;
 child.stdout.on('data', (chunk) => {
   process.stdout.write(chunk);
   if (!announced && /Ready on/i.test(chunk.toString())) {
     announced = true;
     const body = JSON.stringify({ policy: 'default', key: 'user-1' });
-    console.log(`\nedge-limiter is up on the in-memory store. Try:\n\n  curl -i -X POST http://127.0.0.1:${port}/v1/permits -H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json' -d '${body}'\n`);
+    console.log(
+      `\nedge-limiter is up on ${storeLabel}. Try:\n\n` +
+        `curl -i -X POST http://127.0.0.1:${port}/v1/permits -H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json' -d '${body}'\n`,
+    );
   }
 });
-const stop = (sig) => child.kill(sig);
-process.on('SIGINT', () => stop('SIGINT'));
-process.on('SIGTERM', () => stop('SIGTERM'));
-child.on('exit', (code) => process.exit(code ?? 0));
+const stop = async (sig) => {
+  child.kill(sig);
+};
+process.on('SIGINT', () => void stop('SIGINT'));
+process.on('SIGTERM', () => void stop('SIGTERM'));
+child.on('exit', async (code) => {
+  for (const c of cleanups) await c().catch(() => {});
+  process.exit(code ?? 0);
+});

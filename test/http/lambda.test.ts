@@ -1,0 +1,75 @@
+// The Lambda entry driven by real event shapes: API Gateway REST (v1), HTTP API (v2), Function URL, ALB.
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { Hono } from 'hono';
+import { handle } from 'hono/aws-lambda';
+import { clientIp } from '../../src/http/key.js';
+
+const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/lambda/${name}.json`, import.meta.url), 'utf8'));
+const context = { awsRequestId: 'req-1', functionName: 'edge-limiter', getRemainingTimeInMillis: () => 3000 } as never;
+
+type LambdaResult = { statusCode: number; headers?: Record<string, string>; multiValueHeaders?: Record<string, string[]>; body: string; isBase64Encoded: boolean };
+
+function header(res: LambdaResult, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  for (const [k, v] of Object.entries(res.headers ?? {})) if (k.toLowerCase() === lower) return v;
+  for (const [k, v] of Object.entries(res.multiValueHeaders ?? {})) if (k.toLowerCase() === lower) return v.join(', ');
+  return undefined;
+}
+
+async function loadHandler(env: Record<string, string>) {
+  vi.resetModules();
+  for (const k of ['LIMITER_STORE', 'LIMITER_POLICIES', 'PERMIT_TOKENS', 'REDIS_URL', 'UPSTASH_REDIS_REST_URL', 'MONGODB_URI', 'GATE_ORIGIN']) delete process.env[k];
+  Object.assign(process.env, env);
+  return (await import('../../functions/lambda.js')).handler as unknown as (e: unknown, c: unknown) => Promise<LambdaResult>;
+}
+
+const ENV = { LIMITER_POLICIES: JSON.stringify({ api: { capacity: 2, refillPerSecond: 1 } }), PERMIT_TOKENS: 'lambda-token' };
+
+describe('Lambda entry', () => {
+  beforeEach(() => vi.restoreAllMocks());
+
+  for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb']) {
+    it(`${name}: 200 then 429 with the rate-limit headers; the store persists across invocations`, async () => {
+      const handler = await loadHandler(ENV);
+      const event = fixture(name);
+      const first = await handler(structuredClone(event), context);
+      expect(first.statusCode).toBe(200);
+      const body = JSON.parse(first.isBase64Encoded ? Buffer.from(first.body, 'base64').toString() : first.body);
+      expect(body).toMatchObject({ allowed: true, policy: 'api', key: 'user-1', limit: 2, remaining: 1 });
+      expect(header(first, 'ratelimit')).toBe('"api";r=1;t=1');
+      expect(header(first, 'content-type')).toBe('application/json');
+      await handler(structuredClone(event), context);
+      const third = await handler(structuredClone(event), context);
+      expect(third.statusCode).toBe(429);
+      expect(header(third, 'retry-after')).toBe('1');
+    });
+  }
+
+  it('answers 401 problem+json without a token, from a v2 event', async () => {
+    const handler = await loadHandler(ENV);
+    const event = fixture('apigw-v2');
+    delete event.headers.authorization;
+    const res = await handler(event, context);
+    expect(res.statusCode).toBe(401);
+    expect(header(res, 'content-type')).toBe('application/problem+json');
+  });
+
+  it('fails its start with the field named when the configuration is invalid', async () => {
+    vi.spyOn(console, 'error').mockImplementation(() => {});
+    const handler = await loadHandler({ ...ENV, LIMITER_POLICIES: '{"api":{"capacity":-1,"refillPerSecond":1}}' });
+    await expect(handler(fixture('apigw-v1'), context)).rejects.toThrow(/LIMITER_POLICIES\.api\.capacity/);
+  });
+
+  it('the client IP helper sees each event source’s address', async () => {
+    const app = new Hono();
+    app.all('*', (c) => c.text(clientIp(c) ?? 'none'));
+    const h = handle(app);
+    const expected: Record<string, string> = { 'apigw-v1': '203.0.113.10', 'apigw-v2': '198.51.100.7', 'function-url': '192.0.2.44', alb: '72.12.164.125' };
+    for (const [name, ip] of Object.entries(expected)) {
+      const res = (await h(fixture(name), context)) as LambdaResult;
+      const text = res.isBase64Encoded ? Buffer.from(res.body, 'base64').toString() : res.body;
+      expect(text).toBe(ip);
+    }
+  });
+});

@@ -1,0 +1,183 @@
+// The Hono middleware and key helpers, and gateway mode against a real origin server.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Hono } from 'hono';
+import { createServer, type Server } from 'node:http';
+import { createLimiter, memoryStore, type Store } from '../../src/index.js';
+import { rateLimit } from '../../src/http/middleware.js';
+import { clientIp, headerKey, ipKey } from '../../src/http/key.js';
+import { buildApp } from '../../src/http/app.js';
+import { loadConfig } from '../../src/config/env.js';
+
+const policies = {
+  free: { capacity: 2, refillPerSecond: 1 },
+  premium: { capacity: 5, refillPerSecond: 1 },
+  shadowed: { capacity: 1, refillPerSecond: 1, shadow: true },
+  open: { capacity: 1, refillPerSecond: 1, onStoreError: 'allow' as const },
+};
+
+function appWith(opts: Partial<Parameters<typeof rateLimit>[0]> = {}, store: Store = memoryStore()) {
+  const limiter = createLimiter({ store, policies, circuitBreaker: false, timeoutMs: 100 });
+  const app = new Hono();
+  app.use('*', rateLimit({ limiter, policy: 'free', key: headerKey('x-api-key'), ...opts }));
+  app.get('/', (c) => c.text('hello'));
+  app.post('/echo', async (c) => c.json(await c.req.json(), 201));
+  return { app, limiter };
+}
+
+describe('rateLimit middleware', () => {
+  it('passes allowed requests through with headers, then answers 429 problem+json with Retry-After', async () => {
+    const { app } = appWith();
+    const h = { 'x-api-key': 'abc' };
+    const ok = await app.request('/', { headers: h });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toBe('hello');
+    expect(ok.headers.get('ratelimit')).toBe('"free";r=1;t=1');
+    expect(ok.headers.get('ratelimit-policy')).toBe('"free";q=2;w=2');
+    await app.request('/', { headers: h });
+    const denied = await app.request('/', { headers: h });
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get('content-type')).toBe('application/problem+json');
+    expect(denied.headers.get('retry-after')).toBe('1');
+    expect(denied.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(await denied.json()).toMatchObject({ type: 'urn:edge-limiter:problem:rate-limited', status: 429, policy: 'free' });
+    // Another key has its own bucket.
+    expect((await app.request('/', { headers: { 'x-api-key': 'other' } })).status).toBe(200);
+  });
+
+  it('400 problem+json when the key cannot be derived', async () => {
+    const { app } = appWith();
+    const res = await app.request('/');
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toBe('application/problem+json');
+  });
+
+  it('onDenied replaces the 429 and still gets the headers', async () => {
+    const { app } = appWith({ onDenied: (c) => c.text('slow down', 503) });
+    const h = { 'x-api-key': 'k' };
+    await app.request('/', { headers: h });
+    await app.request('/', { headers: h });
+    const res = await app.request('/', { headers: h });
+    expect(res.status).toBe(503);
+    expect(await res.text()).toBe('slow down');
+    expect(res.headers.get('retry-after')).toBe('1');
+  });
+
+  it('skip bypasses counting', async () => {
+    const { app, limiter } = appWith({ skip: (c) => c.req.header('x-internal') === '1' });
+    for (let i = 0; i < 5; i++) expect((await app.request('/', { headers: { 'x-api-key': 'k', 'x-internal': '1' } })).status).toBe(200);
+    expect((await limiter.peek('free', 'k')).remaining).toBe(2);
+  });
+
+  it('tiers: the policy is chosen per request', async () => {
+    const { app } = appWith({ policy: (c) => (c.req.header('x-api-key')?.startsWith('pk_') ? 'premium' : 'free') });
+    const count = async (key: string) => {
+      let ok = 0;
+      for (let i = 0; i < 8; i++) if ((await app.request('/', { headers: { 'x-api-key': key } })).status === 200) ok++;
+      return ok;
+    };
+    expect(await count('pk_gold')).toBe(5);
+    expect(await count('free-user')).toBe(2);
+  });
+
+  it('shadow mode never blocks, logs once per refusal, and still sets headers', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const { app } = appWith({ policy: 'shadowed', log: (l) => lines.push(l) });
+    const statuses = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await app.request('/', { headers: { 'x-api-key': 'k' } });
+      statuses.push(res.status);
+      expect(res.headers.get('ratelimit')).toMatch(/^"shadowed";r=0;t=\d+$/);
+    }
+    expect(statuses).toEqual([200, 200, 200]);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatchObject({ policy: 'shadowed' });
+  });
+
+  it('store down: 503 problem+json for deny policies, pass-through with a reason header for allow policies', async () => {
+    const down: Store = { name: 'redis', step: () => Promise.reject(new Error('ECONNREFUSED')), reset: async () => {}, ping: async () => {} };
+    const closed = appWith({}, down).app;
+    const res = await closed.request('/', { headers: { 'x-api-key': 'k' } });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('1');
+    const open = appWith({ policy: 'open' }, down).app;
+    const ok = await open.request('/', { headers: { 'x-api-key': 'k' } });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('x-ratelimit-reason')).toBe('store_error');
+  });
+
+  it('misconfiguration throws when the middleware is created', () => {
+    const limiter = createLimiter({ store: memoryStore(), policies });
+    expect(() => rateLimit({ limiter, policy: 'nope', key: headerKey('x') })).toThrow(/unknown policy/);
+    expect(() => rateLimit({ limiter, policy: 'free', key: 'ip' as never })).toThrow(/key/);
+  });
+});
+
+describe('clientIp', () => {
+  const ipApp = (opts?: Parameters<typeof ipKey>[0]) => {
+    const app = new Hono();
+    app.get('/', (c) => c.text(clientIp(c, opts) ?? 'none'));
+    return app;
+  };
+  it('ignores X-Forwarded-For unless proxies are trusted, then takes the Nth from the right', async () => {
+    const headers = { 'x-forwarded-for': '6.6.6.6, 1.1.1.1, 10.0.0.2' };
+    expect(await (await ipApp().request('/', { headers })).text()).toBe('none');
+    expect(await (await ipApp({ trustedProxies: 1 }).request('/', { headers })).text()).toBe('10.0.0.2');
+    expect(await (await ipApp({ trustedProxies: 2 }).request('/', { headers })).text()).toBe('1.1.1.1');
+  });
+  it('uses the Lambda source IP and the Node socket address', async () => {
+    const app = ipApp();
+    expect(await (await app.request('/', {}, { event: { requestContext: { http: { sourceIp: '9.9.9.9' } } } })).text()).toBe('9.9.9.9');
+    expect(await (await app.request('/', {}, { event: { requestContext: { identity: { sourceIp: '8.8.8.8' } } } })).text()).toBe('8.8.8.8');
+    expect(
+      await (await app.request('/', { headers: { 'x-forwarded-for': '5.5.5.5, 7.7.7.7' } }, { event: { requestContext: { elb: { targetGroupArn: 'x' } } } })).text(),
+    ).toBe('7.7.7.7');
+    expect(await (await app.request('/', {}, { incoming: { socket: { remoteAddress: '127.0.0.1' } } })).text()).toBe('127.0.0.1');
+  });
+});
+
+describe('gateway mode', () => {
+  let origin: Server;
+  let originUrl: string;
+  const seen: { method: string; url: string; headers: Record<string, unknown>; body: string }[] = [];
+  beforeAll(async () => {
+    origin = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+        res.writeHead(req.url === '/teapot' ? 418 : 200, { 'content-type': 'text/plain', 'x-origin': 'yes' });
+        res.end(`origin saw ${req.method} ${req.url} ${body}`);
+      });
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    originUrl = `http://127.0.0.1:${(origin.address() as { port: number }).port}`;
+  });
+  afterAll(() => new Promise<void>((r) => origin.close(() => r())));
+
+  it('gates every path outside /v1 and /healthz, then proxies method, headers, body and status', async () => {
+    const config = loadConfig({
+      LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 2, refillPerSecond: 1 } }),
+      PERMIT_TOKENS: 't',
+      GATE_ORIGIN: originUrl,
+      GATE_POLICY: 'gate',
+      GATE_KEY: 'header:x-client',
+    });
+    const { app } = buildApp(config, memoryStore());
+    const h = { 'x-client': 'c1', 'x-custom': 'kept', 'content-type': 'text/plain' };
+    const a = await app.request('/items?q=1', { method: 'PUT', headers: h, body: 'payload' });
+    expect(a.status).toBe(200);
+    expect(await a.text()).toBe('origin saw PUT /items?q=1 payload');
+    expect(a.headers.get('x-origin')).toBe('yes');
+    expect(a.headers.get('ratelimit')).toBe('"gate";r=1;t=1');
+    expect(seen.at(-1)!.headers['x-custom']).toBe('kept');
+    const b = await app.request('/teapot', { headers: h });
+    expect(b.status).toBe(418);
+    const c = await app.request('/items', { headers: h });
+    expect(c.status).toBe(429);
+    expect(c.headers.get('retry-after')).toBe('1');
+    expect(seen).toHaveLength(2);
+    // The permit API and health are not gated.
+    expect((await app.request('/healthz')).status).toBe(200);
+    expect((await app.request('/v1/buckets/gate/c1', { headers: { Authorization: 'Bearer t' } })).status).toBe(200);
+  });
+});
