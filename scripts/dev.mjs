@@ -8,6 +8,24 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
 const require = createRequire(import.meta.url);
+
+/** Starts scripts/upstash-stack.ts (redis-server + local Upstash REST server) and reads its JSON line. */
+function startUpstashStack() {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'upstash-stack.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.on('exit', (code) => reject(new Error(`upstash stack exited ${code}`)));
+    child.stdout.on('data', (d) => {
+      out += d;
+      const line = out.split('\n').find((l) => l.startsWith('{'));
+      if (line) {
+        const info = JSON.parse(line);
+        const exited = new Promise((r) => child.once('exit', r));
+        resolve({ ...info, stop: async () => (child.kill('SIGTERM'), exited) });
+      }
+    });
+  });
+}
 const wrangler = join(dirname(require.resolve('wrangler/package.json')), 'bin/wrangler.js');
 const port = process.env.PORT ?? '8787';
 const token = process.env.PERMIT_TOKENS ?? 'dev-token';
@@ -19,8 +37,7 @@ let storeLabel = 'the in-memory store';
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === '--var' && argv[i + 1]) extra.push('--var', argv[++i]);
   else if (argv[i] === '--upstash') {
-    const { startLocalStack } = await import('./upstash-stack.mjs');
-    const stack = await startLocalStack();
+    const stack = await startUpstashStack();
     cleanups.push(stack.stop);
     extra.push('--var', 'LIMITER_STORE:upstash', '--var', `UPSTASH_REDIS_REST_URL:${stack.url}`, '--var', `UPSTASH_REDIS_REST_TOKEN:${stack.token}`);
     storeLabel = `Redis ${stack.redisUrl} through the local Upstash REST server ${stack.url}`;

@@ -5,7 +5,7 @@ import { Redis as IORedis } from 'ioredis';
 import { createLimiter, StoreError } from '../src/index.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
-import { startRedis, type RedisProcess } from './support/redis-server.js';
+import { startRedis, type RedisProcess } from '../scripts/lib/redis-server.js';
 
 /** Per-command call counts from INFO commandstats (calls + failed + rejected). */
 export async function commandStats(client: IORedis): Promise<Record<string, { calls: number; failed: number; rejected: number }>> {

@@ -7,6 +7,8 @@ import { MingoCollection } from './support/mingo-collection.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { redisStore } from '../src/stores/redis.js';
 import { mongoStore } from '../src/stores/mongodb.js';
+import { Redis as UpstashRedis } from '@upstash/redis';
+import { startUpstashLocal, type UpstashLocal } from '../src/upstash-local/server.js';
 
 storeConformance('memory', {
   clockResolutionMs: 0.001,
@@ -54,6 +56,28 @@ storeConformance('memory', {
     expiryMs: async (key) => {
       const doc = collection.docs.find((d) => d._id === key);
       return doc?.expiresAt instanceof Date ? doc.expiresAt.getTime() - Date.now() : null;
+    },
+  });
+}
+
+{
+  // @upstash/redis with its defaults (base64 responses, auto-pipelining) through the local REST server.
+  let server: UpstashLocal | undefined;
+  let admin: IORedis | undefined;
+  storeConformance('redis (@upstash/redis over the Upstash REST protocol)', {
+    clockResolutionMs: 0.001,
+    async create() {
+      server = await startUpstashLocal({ redisUrl: inject('redisUrl'), token: 'conformance' });
+      admin = new IORedis(inject('redisUrl'));
+      return redisStore({ client: new UpstashRedis({ url: server.url, token: 'conformance' }) });
+    },
+    expiryMs: async (key) => {
+      const t = await admin!.pttl(key);
+      return t < 0 ? null : t;
+    },
+    async close() {
+      await server?.close();
+      admin?.disconnect();
     },
   });
 }

@@ -9,8 +9,8 @@ export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb';
 export interface AppConfig {
   store:
     | { kind: 'memory' }
-    | { kind: 'redis'; url: string }
-    | { kind: 'upstash'; url: string; token: string }
+    | { kind: 'redis'; url: string; clientClock: boolean }
+    | { kind: 'upstash'; url: string; token: string; clientClock: boolean }
     | { kind: 'mongodb'; uri: string; db: string; collection: string };
   policies: Record<string, PolicyConfig>;
   tokens: string[];
@@ -47,6 +47,17 @@ function checkUrl(name: string, value: string, schemes: string[]): string {
   return value;
 }
 
+/**
+ * LIMITER_CLIENT_CLOCK=true: the explicit opt-in for Redis servers that refuse TIME inside scripts.
+ * Decisions then use each caller's clock, so skewed callers disagree by their skew.
+ */
+function clientClock(env: EnvRecord): boolean {
+  const v = str(env, 'LIMITER_CLIENT_CLOCK');
+  if (v === undefined || v === 'false') return false;
+  if (v === 'true') return true;
+  throw new ConfigError('LIMITER_CLIENT_CLOCK', `must be "true" or "false", got ${JSON.stringify(v.slice(0, 20))}`);
+}
+
 export function loadConfig(env: EnvRecord): AppConfig {
   const explicit = str(env, 'LIMITER_STORE');
   let kind: StoreKind;
@@ -66,13 +77,14 @@ export function loadConfig(env: EnvRecord): AppConfig {
       store = { kind };
       break;
     case 'redis':
-      store = { kind, url: checkUrl('REDIS_URL', required(env, 'REDIS_URL', 'for LIMITER_STORE=redis'), ['redis:', 'rediss:']) };
+      store = { kind, url: checkUrl('REDIS_URL', required(env, 'REDIS_URL', 'for LIMITER_STORE=redis'), ['redis:', 'rediss:']), clientClock: clientClock(env) };
       break;
     case 'upstash':
       store = {
         kind,
         url: checkUrl('UPSTASH_REDIS_REST_URL', required(env, 'UPSTASH_REDIS_REST_URL', 'for LIMITER_STORE=upstash'), ['https:', 'http:']),
         token: required(env, 'UPSTASH_REDIS_REST_TOKEN', 'for LIMITER_STORE=upstash'),
+        clientClock: clientClock(env),
       };
       break;
     case 'mongodb':

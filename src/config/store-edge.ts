@@ -13,7 +13,7 @@ export function createEdgeStore(config: AppConfig['store']): Store {
       return memoryStore();
     case 'upstash':
       // retry: false: the limiter's timeout and fail mode decide what an outage means, not client retries.
-      return redisStore({ client: new Redis({ url: config.url, token: config.token, retry: false }) });
+      return redisStore({ client: new Redis({ url: config.url, token: config.token, retry: false }), clientClock: config.clientClock });
     default:
       throw new ConfigError('LIMITER_STORE', `"${config.kind}" needs a TCP connection and is not available on Workers; use upstash or memory`);
   }

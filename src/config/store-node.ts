@@ -18,14 +18,14 @@ export async function createNodeStore(config: AppConfig['store']): Promise<NodeS
     case 'upstash': {
       const { Redis } = await import('@upstash/redis');
       const client = new Redis({ url: config.url, token: config.token, retry: false });
-      return { store: redisStore({ client }), close: async () => {} };
+      return { store: redisStore({ client, clientClock: config.clientClock }), close: async () => {} };
     }
     case 'redis': {
       const { Redis } = await import('ioredis');
       // No offline queue: while Redis is down, commands fail at once instead of piling up in memory.
       const client = new Redis(config.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 });
       client.on('error', () => {}); // reconnects by itself; each failed decision reports through the limiter
-      return { store: redisStore({ client }), close: async () => void client.disconnect() };
+      return { store: redisStore({ client, clientClock: config.clientClock }), close: async () => void client.disconnect() };
     }
     case 'mongodb': {
       const { MongoClient } = await import('mongodb');

@@ -46,7 +46,7 @@ export function storeConformance(name: string, harness: StoreHarness): void {
   describe(`store conformance: ${name}`, () => {
     let store: Store & { calls: number };
     let limiter: Limiter<keyof typeof POLICIES>;
-    const prefix = `conf:${name}:${Math.random().toString(36).slice(2)}:`;
+    const prefix = `conf:${Math.random().toString(36).slice(2, 10)}:`;
     const res = harness.clockResolutionMs;
     let n = 0;
     const key = () => `k${++n}`;

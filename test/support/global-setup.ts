@@ -1,6 +1,6 @@
 // One shared redis-server for the whole run, on a free port, without persistence.
 import type { TestProject } from 'vitest/node';
-import { startRedis } from './redis-server.js';
+import { startRedis } from '../../scripts/lib/redis-server.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

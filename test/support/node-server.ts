@@ -1,7 +1,7 @@
 // Starts functions/node.ts (what `npm start` runs) as a real process on a free port.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { freePort } from './redis-server.js';
+import { freePort } from '../../scripts/lib/redis-server.js';
 
 const entry = fileURLToPath(new URL('../../functions/node.ts', import.meta.url));
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { freePort } from './redis-server.js';
+import { freePort } from '../../scripts/lib/redis-server.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const wranglerBin = join(root, 'node_modules/wrangler/bin/wrangler.js');

@@ -1,0 +1,57 @@
+// Environment configuration: store inference, validation messages that name the variable, no secrets echoed.
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/env.js';
+import { buildLimiter } from '../src/http/app.js';
+import { memoryStore, ConfigError } from '../src/index.js';
+
+describe('loadConfig', () => {
+  it('infers the store from the variables present', () => {
+    expect(loadConfig({}).store).toEqual({ kind: 'memory' });
+    expect(loadConfig({ REDIS_URL: 'redis://127.0.0.1:6379' }).store).toMatchObject({ kind: 'redis', clientClock: false });
+    expect(loadConfig({ UPSTASH_REDIS_REST_URL: 'https://x.example', UPSTASH_REDIS_REST_TOKEN: 't', REDIS_URL: 'redis://h' }).store.kind).toBe('upstash');
+    expect(loadConfig({ MONGODB_URI: 'mongodb://h/db' }).store).toEqual({ kind: 'mongodb', uri: 'mongodb://h/db', db: 'edge_limiter', collection: 'token_buckets' });
+    expect(loadConfig({ LIMITER_STORE: 'memory', REDIS_URL: 'redis://h' }).store.kind).toBe('memory');
+    expect(loadConfig({ REDIS_URL: 'redis://h', LIMITER_CLIENT_CLOCK: 'true' }).store).toMatchObject({ clientClock: true });
+  });
+
+  it('parses tokens and gateway settings', () => {
+    const c = loadConfig({ PERMIT_TOKENS: ' a, b ,,c', GATE_ORIGIN: 'https://origin.example/', GATE_KEY: 'header:X-Api-Key', LIMITER_POLICIES: '{"p":{"capacity":1,"refillPerSecond":1}}' });
+    expect(c.tokens).toEqual(['a', 'b', 'c']);
+    expect(c.gate).toEqual({ origin: 'https://origin.example', policy: 'p', key: { header: 'x-api-key' } });
+  });
+
+  const errors: [Record<string, string>, RegExp][] = [
+    [{ LIMITER_STORE: 'dynamo' }, /LIMITER_STORE must be memory, redis, upstash or mongodb/],
+    [{ LIMITER_STORE: 'redis' }, /REDIS_URL is required/],
+    [{ LIMITER_STORE: 'upstash', UPSTASH_REDIS_REST_URL: 'https://x.example' }, /UPSTASH_REDIS_REST_TOKEN is required/],
+    [{ REDIS_URL: 'http://x' }, /REDIS_URL must use redis: or rediss:/],
+    [{ LIMITER_POLICIES: '[1]' }, /LIMITER_POLICIES must be a JSON object/],
+    [{ LIMITER_POLICIES: '{' }, /LIMITER_POLICIES is not valid JSON/],
+    [{ GATE_ORIGIN: 'ftp://x' }, /GATE_ORIGIN must use http: or https:/],
+    [{ GATE_ORIGIN: 'https://x', GATE_POLICY: 'nope' }, /GATE_POLICY names no policy/],
+    [{ GATE_ORIGIN: 'https://x', GATE_KEY: 'cookie' }, /GATE_KEY must be "ip" or "header:<name>"/],
+    [{ REDIS_URL: 'redis://h', LIMITER_CLIENT_CLOCK: 'yes' }, /LIMITER_CLIENT_CLOCK/],
+  ];
+  for (const [env, message] of errors) {
+    it(`rejects ${JSON.stringify(env)}`, () => {
+      expect(() => loadConfig(env)).toThrow(ConfigError);
+      expect(() => loadConfig(env)).toThrow(message);
+    });
+  }
+
+  it('never repeats a secret-bearing value in its errors', () => {
+    let msg = '';
+    try {
+      loadConfig({ REDIS_URL: 'redis//:hunter2@host' });
+    } catch (e) {
+      msg = (e as Error).message;
+    }
+    expect(msg).toMatch(/REDIS_URL is not a valid URL/);
+    expect(msg).not.toContain('hunter2');
+  });
+
+  it('policy errors name the variable and the field', () => {
+    const config = loadConfig({ LIMITER_POLICIES: '{"api":{"capacity":10,"refillPerSecond":-1}}' });
+    expect(() => buildLimiter(config, memoryStore())).toThrow(/LIMITER_POLICIES\.api\.refillPerSecond must be a finite number from 1e-6 to 1e6, got -1/);
+  });
+});

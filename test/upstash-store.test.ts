@@ -1,0 +1,64 @@
+// The Redis store through @upstash/redis and the local REST server: NOSCRIPT recovery and round trips,
+// counted at Redis (INFO commandstats) and at the HTTP server.
+import { describe, expect, it } from 'vitest';
+import { Redis as IORedis } from 'ioredis';
+import { Redis as UpstashRedis } from '@upstash/redis';
+import { createLimiter } from '../src/index.js';
+import { redisStore } from '../src/stores/redis.js';
+import { startUpstashLocal } from '../src/upstash-local/server.js';
+import { startRedis } from '../scripts/lib/redis-server.js';
+import { commandStats } from './redis-store.test.js';
+
+describe('redis store over Upstash REST', () => {
+  it('steady state: one HTTP request and one EVALSHA per decision; after SCRIPT FLUSH, one EVAL and back to EVALSHA', async () => {
+    const redis = await startRedis();
+    const server = await startUpstashLocal({ redisUrl: redis.url, token: 't' });
+    const admin = new IORedis(redis.url);
+    try {
+      const limiter = createLimiter({ store: redisStore({ client: new UpstashRedis({ url: server.url, token: 't' }) }), policies: { p: { capacity: 50, refillPerSecond: 1 } } });
+      await limiter.take('p', 'warm');
+      await admin.config('RESETSTAT');
+      const before = server.stats.requests;
+      for (let i = 0; i < 10; i++) expect((await limiter.take('p', `k${i % 2}`)).allowed).toBe(true);
+      expect(server.stats.requests - before).toBe(10);
+      let s = await commandStats(admin);
+      expect(s.evalsha).toEqual({ calls: 10, failed: 0, rejected: 0 });
+      expect(s.eval).toBeUndefined();
+
+      await admin.script('FLUSH');
+      await admin.config('RESETSTAT');
+      const d = await limiter.take('p', 'after-flush');
+      expect(d.allowed).toBe(true);
+      expect(d.reason).toBeUndefined();
+      s = await commandStats(admin);
+      expect(s.evalsha).toEqual({ calls: 1, failed: 1, rejected: 0 });
+      expect(s.eval!.calls).toBe(1);
+      await admin.config('RESETSTAT');
+      const mid = server.stats.requests;
+      for (let i = 0; i < 3; i++) await limiter.take('p', 'after-flush');
+      s = await commandStats(admin);
+      expect(s.evalsha).toEqual({ calls: 3, failed: 0, rejected: 0 });
+      expect(s.eval).toBeUndefined();
+      expect(server.stats.requests - mid).toBe(3);
+    } finally {
+      admin.disconnect();
+      await server.close();
+      await redis.stop();
+    }
+  });
+
+  it('concurrent decisions are auto-pipelined into fewer HTTP requests and stay exact', async () => {
+    const redis = await startRedis();
+    const server = await startUpstashLocal({ redisUrl: redis.url, token: 't' });
+    try {
+      const limiter = createLimiter({ store: redisStore({ client: new UpstashRedis({ url: server.url, token: 't' }) }), policies: { p: { capacity: 10, refillPerSecond: 1 } } });
+      const before = server.stats.requests;
+      const all = await Promise.all(Array.from({ length: 40 }, () => limiter.take('p', 'hot')));
+      expect(all.filter((d) => d.allowed)).toHaveLength(10);
+      expect(server.stats.requests - before).toBeLessThan(40);
+    } finally {
+      await server.close();
+      await redis.stop();
+    }
+  });
+});
