@@ -12,7 +12,7 @@ import {
   type ResolvedPolicy,
 } from './core/policy.js';
 import { AcquireTimeoutError, ConfigError, StoreError, UnknownPolicyError } from './errors.js';
-import type { Store } from './store.js';
+import type { StepResult, Store } from './store.js';
 
 export interface CircuitBreakerOptions {
   /** Consecutive store failures that open the circuit. @default 5 */
@@ -55,6 +55,12 @@ export interface LimiterOptions<P extends string = string> {
    * it can only deny what the store would deny. @default false
    */
   denyCache?: boolean | { maxKeys?: number };
+  /**
+   * Most store calls that may be outstanding at once, counting calls that timed out but whose store
+   * promise has not settled yet (a paused server). Beyond it, decisions fail at once per onStoreError,
+   * so a stalled store cannot pile up unbounded promises or sockets. @default 1024
+   */
+  maxPendingStoreCalls?: number;
 }
 
 export interface TakeOptions {
@@ -86,6 +92,8 @@ export interface Limiter<P extends string = string> {
   policy(name: string): ResolvedPolicy | undefined;
   readonly policies: ReadonlyMap<string, ResolvedPolicy>;
   readonly store: Store;
+  /** Store calls outstanding now (including timed-out ones not yet settled), and the breaker state. */
+  stats(): { pendingStoreCalls: number; circuit: 'closed' | 'open' | 'half-open' };
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
@@ -146,6 +154,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   let failures = 0;
   let openUntil = 0;
   let probing = false;
+  const maxPending = options.maxPendingStoreCalls ?? 1024;
+  if (!Number.isInteger(maxPending) || maxPending < 1) {
+    throw new ConfigError('maxPendingStoreCalls', `must be a positive integer, got ${String(maxPending)}`);
+  }
+  let pending = 0;
+  const settle = () => {
+    pending--;
+  };
 
   // Deny cache: storage key -> the refusal's due time on this node's monotonic clock, and its cost.
   const denyCacheMax = options.denyCache ? (typeof options.denyCache === 'object' ? options.denyCache.maxKeys ?? 10_000 : 10_000) : 0;
@@ -168,8 +184,20 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       if (now < openUntil || probing) return { decision: failed(policy, 'circuit_open') };
       probing = true;
     }
+    if (pending >= maxPending) {
+      if (probing) probing = false;
+      return { decision: failed(policy, 'store_error'), error: new StoreError(store.name, `${pending} store calls are already pending`) };
+    }
     try {
-      const result = await withTimeout(store.step(storageKey, stepArgs(policy, cost, maxWaitMs)), policy.timeoutMs, store.name);
+      let call: Promise<StepResult>;
+      try {
+        call = store.step(storageKey, stepArgs(policy, cost, maxWaitMs));
+      } catch (err) {
+        call = Promise.reject(err);
+      }
+      pending++;
+      call.then(settle, settle);
+      const result = await withTimeout(call, policy.timeoutMs, store.name);
       failures = 0;
       return { decision: toDecision(policy, cost, result) };
     } catch (error) {
@@ -223,6 +251,10 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     policies,
     store,
     policy: (name) => policies.get(name),
+    stats: () => ({
+      pendingStoreCalls: pending,
+      circuit: !breakerOpts || failures < breakerOpts.failureThreshold ? 'closed' : monotonicMs() < openUntil ? 'open' : 'half-open',
+    }),
     take(name, key, opts = {}) {
       return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0);
     },

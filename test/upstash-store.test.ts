@@ -7,7 +7,7 @@ import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { startUpstashLocal } from '../src/upstash-local/server.js';
 import { startRedis } from '../scripts/lib/redis-server.js';
-import { commandStats } from './redis-store.test.js';
+import { commandStats } from './support/redis-stats.js';
 
 describe('redis store over Upstash REST', () => {
   it('steady state: one HTTP request and one EVALSHA per decision; after SCRIPT FLUSH, one EVAL and back to EVALSHA', async () => {

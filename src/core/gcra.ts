@@ -48,9 +48,10 @@ function ceilMs(ms: number, slackMs: number): number {
 export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): Decision {
   const { burstMs, intervalMs, slackMs, capacity } = policy;
   const debtMs = result.debtMs;
-  // 1e-6 of a token absorbs float error; the time slack is not counted, so at rates near the clock's
-  // resolution (1e6/s) `remaining` never reports the token that the slack might still admit.
-  const remaining = Math.min(capacity, Math.max(0, Math.floor((burstMs - debtMs) / intervalMs + 1e-6)));
+  // The slack absorbs float error, but never more than half a token, so at rates near the clock's
+  // resolution (1e6/s: one token per µs) `remaining` does not report a token the slack merely tolerates.
+  const toleranceMs = Math.min(slackMs, intervalMs / 2);
+  const remaining = Math.min(capacity, Math.max(0, Math.floor((burstMs + toleranceMs - debtMs) / intervalMs)));
   const resetAfterMs = ceilMs(debtMs, slackMs);
   if (result.allowed) {
     return {

@@ -91,9 +91,9 @@ export function permitApp(options: PermitAppOptions): Hono {
         limiter.store.ping(),
         new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), HEALTH_TIMEOUT_MS))),
       ]);
-      return Response.json({ ok: true, store: limiter.store.name });
+      return Response.json({ ok: true, store: limiter.store.name, ...limiter.stats() });
     } catch {
-      return Response.json({ ok: false, store: limiter.store.name }, { status: 503 });
+      return Response.json({ ok: false, store: limiter.store.name, ...limiter.stats() }, { status: 503 });
     } finally {
       clearTimeout(timer);
     }

@@ -32,6 +32,7 @@ async function expectProblem(res: Response, status: number, type: string) {
 describe('POST /v1/permits', () => {
   it('200 with the decision body and headers, then 429 with Retry-After, byte for byte', async () => {
     const { post } = setup();
+    const t0 = performance.now();
     const first = await post({ policy: 'api', key: 'user-1' });
     expect(first.status).toBe(200);
     expect(first.headers.get('content-type')).toBe('application/json');
@@ -50,18 +51,19 @@ describe('POST /v1/permits', () => {
     expect(denied.headers.get('content-type')).toBe('application/json');
     const d = await denied.json();
     expect(d).toMatchObject({ allowed: false, remaining: 0, waitMs: 0 });
-    expect(d.retryAfterMs).toBeGreaterThan(900);
+    expect(d.retryAfterMs).toBeGreaterThanOrEqual(1000 - (performance.now() - t0) - 1);
     expect(denied.headers.get('retry-after')).toBe('1');
     expect(denied.headers.get('ratelimit')).toBe('"api";r=0;t=3');
   });
 
   it('reserves with maxWaitMs: 200 with waitMs > 0', async () => {
     const { post } = setup();
+    const t0 = performance.now();
     await post({ policy: 'api', key: 'k', cost: 3 });
     const res = await post({ policy: 'api', key: 'k', maxWaitMs: 2000 });
     expect(res.status).toBe(200);
     const b = await res.json();
-    expect(b.waitMs).toBeGreaterThan(900);
+    expect(b.waitMs).toBeGreaterThanOrEqual(1000 - (performance.now() - t0) - 1);
     expect(b.waitMs).toBeLessThanOrEqual(1000);
   });
 
@@ -206,7 +208,7 @@ describe('buckets and health', () => {
   });
 
   it('/healthz needs no token and answers 503 when the store is unreachable', async () => {
-    expect(await (await setup().app.request('/healthz')).json()).toEqual({ ok: true, store: 'memory' });
+    expect(await (await setup().app.request('/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, circuit: 'closed' });
     const hanging: Store = { name: 'redis', step: () => new Promise(() => {}), reset: async () => {}, ping: () => new Promise(() => {}) };
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {
@@ -214,7 +216,7 @@ describe('buckets and health', () => {
       await vi.advanceTimersByTimeAsync(1000);
       const res = await pending;
       expect(res.status).toBe(503);
-      expect(await res.json()).toEqual({ ok: false, store: 'redis' });
+      expect(await res.json()).toMatchObject({ ok: false, store: 'redis' });
     } finally {
       vi.useRealTimers();
     }

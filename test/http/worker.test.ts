@@ -49,6 +49,7 @@ describe('Worker in workerd (memory store)', () => {
   });
 
   it('POST /v1/permits: 200 then 429, with draft-11 and legacy headers byte for byte', async () => {
+    const t0 = performance.now();
     const a = await post({ policy: 'api', key: 'w1' });
     expect(a.status).toBe(200);
     expect(await a.json()).toMatchObject({ allowed: true, policy: 'api', key: 'w1', limit: 2, remaining: 1, retryAfterMs: 0, waitMs: 0 });
@@ -63,7 +64,7 @@ describe('Worker in workerd (memory store)', () => {
     expect(c.headers.get('Retry-After')).toBe('1');
     expect(c.headers.get('RateLimit')).toBe('"api";r=0;t=2');
     const body = await c.json();
-    expect(body.retryAfterMs).toBeGreaterThan(900);
+    expect(body.retryAfterMs).toBeGreaterThanOrEqual(1000 - (performance.now() - t0) - 1);
     expect(body.retryAfterMs).toBeLessThanOrEqual(1000);
   });
 
@@ -73,7 +74,7 @@ describe('Worker in workerd (memory store)', () => {
     for (let i = 0; i < 2; i++) expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 1 });
     expect((await fetch(dev.url + '/v1/buckets/api/w2', { method: 'DELETE', headers: auth })).status).toBe(204);
     expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 2 });
-    expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory' });
+    expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, circuit: 'closed' });
   });
 
   it('error rows answer problem+json inside workerd too', async () => {

@@ -38,7 +38,7 @@ const POLICIES = {
   slow: { capacity: 2, refillPerSecond: 1 / 30 },
   fast: { capacity: 10, refillPerSecond: 1000 },
   ten: { capacity: 10, refillPerSecond: 1 },
-  tenth: { capacity: 1, refillPerSecond: 10 },
+  half: { capacity: 1, refillPerSecond: 2 },
   fifo: { capacity: 1, refillPerSecond: 20 },
 } satisfies Record<string, PolicyConfig>;
 
@@ -110,59 +110,69 @@ export function storeConformance(name: string, harness: StoreHarness): void {
     it('takes a cost above 1, and a denial consumes nothing', async () => {
       await setup();
       const k = key();
+      const t0 = performance.now();
       expect(await limiter.take('ten', k, { cost: 4 })).toMatchObject({ allowed: true, remaining: 6 });
       const denied = await limiter.take('ten', k, { cost: 7 });
       expect(denied).toMatchObject({ allowed: false, remaining: 6, waitMs: 0 });
       // 7 tokens need 1 more: about 1000 ms.
-      expect(denied.retryAfterMs).toBeGreaterThan(900);
+      expect(denied.retryAfterMs).toBeGreaterThanOrEqual(1000 - Math.ceil(performance.now() - t0 + res));
       expect(denied.retryAfterMs).toBeLessThanOrEqual(1000);
       expect((await limiter.peek('ten', k)).remaining).toBe(6);
       expect(await limiter.take('ten', k, { cost: 6 })).toMatchObject({ allowed: true, remaining: 0 });
       const none = await limiter.take('ten', k, { cost: 10 });
       expect(none.allowed).toBe(false);
-      expect(none.retryAfterMs).toBeGreaterThan(9000);
+      expect(none.retryAfterMs).toBeGreaterThanOrEqual(10_000 - Math.ceil(performance.now() - t0 + res));
       expect(none.retryAfterMs).toBeLessThanOrEqual(10_000);
     });
 
     it('retryAfterMs is exact on both sides: just before it is denied, at it is allowed', async () => {
       await setup();
       const k = key();
-      expect((await limiter.take('tenth', k)).allowed).toBe(true);
-      const d = await limiter.take('tenth', k);
-      expect(d.allowed).toBe(false);
-      expect(d.retryAfterMs).toBeGreaterThan(60);
-      expect(d.retryAfterMs).toBeLessThanOrEqual(100);
+      const t0 = performance.now();
+      expect((await limiter.take('half', k)).allowed).toBe(true);
+      const d = await limiter.take('half', k);
       const denialAt = performance.now();
-      await sleep(d.retryAfterMs - 25);
-      expect((await limiter.take('tenth', k)).allowed).toBe(false);
+      expect(d.allowed).toBe(false);
+      expect(d.retryAfterMs).toBeGreaterThanOrEqual(500 - Math.ceil(denialAt - t0 + res));
+      expect(d.retryAfterMs).toBeLessThanOrEqual(500);
+      // 100 ms before it is due, the token is not there yet.
+      await sleepUntil(denialAt + d.retryAfterMs - 100);
+      expect((await limiter.take('half', k)).allowed).toBe(false);
       const due = denialAt + d.retryAfterMs + res;
       await sleepUntil(due);
-      expect((await limiter.take('tenth', k)).allowed).toBe(true);
+      expect((await limiter.take('half', k)).allowed).toBe(true);
     });
 
     it('reserves future slots FIFO and never beyond maxWaitMs', async () => {
       await setup();
       const k = key();
+      const starts = [performance.now()];
       expect((await limiter.take('fifo', k)).allowed).toBe(true);
       const waits: number[] = [];
       for (let i = 0; i < 4; i++) {
+        starts.push(performance.now());
         const d = await limiter.take('fifo', k, { maxWaitMs: 1000 });
         expect(d).toMatchObject({ allowed: true, remaining: 0, retryAfterMs: 0 });
         waits.push(d.waitMs);
       }
-      // Each later reserver waits one more interval (50 ms), less the time between the calls.
+      const end = performance.now();
+      // Each later reserver waits one more interval (50 ms), less the store time between the calls,
+      // which is at most the client time from the start of one call to the end of the next.
       for (let i = 1; i < waits.length; i++) {
         const gap = waits[i]! - waits[i - 1]!;
-        expect(gap).toBeGreaterThan(30);
+        const between = (starts[i + 2] ?? end) - starts[i]!;
+        expect(gap).toBeGreaterThanOrEqual(50 - Math.ceil(between + 2 * res) - 1);
         expect(gap).toBeLessThanOrEqual(51);
       }
-      expect(waits[0]).toBeGreaterThan(30);
+      expect(waits[0]).toBeGreaterThanOrEqual(50 - Math.ceil(starts[2]! - starts[0]! + res) - 1);
       expect(waits[0]).toBeLessThanOrEqual(51);
       const before = await limiter.peek('fifo', k);
       const tooLong = await limiter.take('fifo', k, { maxWaitMs: 100 });
       expect(tooLong.allowed).toBe(false);
       expect(tooLong.waitMs).toBe(0);
+      // The queue reaches ~200 ms ahead; 100 ms of waiting cannot cover it.
       expect(tooLong.retryAfterMs).toBeGreaterThan(100);
+      expect(waits[3]).toBeGreaterThan(100);
       const after = await limiter.peek('fifo', k);
       expect(after.resetAfterMs).toBeLessThanOrEqual(before.resetAfterMs);
     });
