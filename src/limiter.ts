@@ -124,6 +124,8 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 const monotonicMs = () => performance.now();
+/** The onDecision `error` of a decision skipped because the circuit breaker is open. */
+const CIRCUIT_OPEN = new StoreError('circuit', 'circuit breaker open: the store failed repeatedly; failing fast until the next probe');
 
 export function createLimiter<P extends string>(options: LimiterOptions<P>): Limiter<P> {
   if (!options || typeof options !== 'object') throw new ConfigError('options', 'must be an object');
@@ -181,7 +183,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<{ decision: Decision; error?: unknown }> {
     const now = monotonicMs();
     if (breakerOpts && failures >= breakerOpts.failureThreshold) {
-      if (now < openUntil || probing) return { decision: failed(policy, 'circuit_open') };
+      if (now < openUntil || probing) return { decision: failed(policy, 'store_error'), error: CIRCUIT_OPEN };
       probing = true;
     }
     if (pending >= maxPending) {
@@ -263,8 +265,8 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const wait = opts.timeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
       const decision = await decide('acquire', name, key, opts.cost ?? 1, wait);
       if (!decision.allowed) {
-        if (decision.reason === 'store_error' || decision.reason === 'circuit_open') {
-          throw new StoreError(store.name, `no permit: the store is unavailable (${decision.reason}) and the policy fails closed`);
+        if (decision.reason === 'store_error') {
+          throw new StoreError(store.name, 'no permit: the store is unavailable and the policy fails closed');
         }
         throw new AcquireTimeoutError(`no permit within ${wait} ms; tokens exist in ${decision.retryAfterMs} ms`, decision.retryAfterMs);
       }

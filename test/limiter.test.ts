@@ -81,13 +81,14 @@ describe('circuit breaker', () => {
     store.mode = 'error';
     for (let i = 0; i < 3; i++) expect((await limiter.take('p', 'k')).reason).toBe('store_error');
     expect(store.steps).toBe(3);
-    for (let i = 0; i < 20; i++) expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'circuit_open' });
+    for (let i = 0; i < 20; i++) expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
+    expect(limiter.stats().circuit).toBe('open');
     expect(store.steps).toBe(3);
     await new Promise((r) => setTimeout(r, 110));
     // Cool-down over: exactly one probe reaches the store while the others still fail fast.
     const burst = await Promise.all([limiter.take('p', 'k'), limiter.take('p', 'k'), limiter.take('p', 'k')]);
     expect(store.steps).toBe(4);
-    expect(burst.map((d) => d.reason)).toEqual(['store_error', 'circuit_open', 'circuit_open']);
+    expect(burst.map((d) => d.reason)).toEqual(['store_error', 'store_error', 'store_error']);
     store.mode = 'ok';
     await new Promise((r) => setTimeout(r, 110));
     for (let i = 0; i < 2; i++) {

@@ -23,7 +23,13 @@ export async function createNodeStore(config: AppConfig['store']): Promise<NodeS
     case 'redis': {
       const { Redis } = await import('ioredis');
       // No offline queue: while Redis is down, commands fail at once instead of piling up in memory.
-      const client = new Redis(config.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 });
+      const client = new Redis(config.url, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        connectTimeout: 2000,
+        // Reconnect quickly (every 50-250 ms) so a restarted Redis is used again within a second.
+        retryStrategy: (times) => Math.min(times * 50, 250),
+      });
       client.on('error', () => {}); // reconnects by itself; each failed decision reports through the limiter
       return { store: redisStore({ client, clientClock: config.clientClock }), close: async () => void client.disconnect() };
     }

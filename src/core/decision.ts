@@ -2,10 +2,11 @@
 
 /** Why a decision was not made by the bucket itself. */
 export type DecisionReason =
-  /** The store failed or timed out; the policy's onStoreError chose the outcome. */
+  /**
+   * The store failed, timed out, or is skipped while the circuit breaker is open after repeated
+   * failures; the policy's onStoreError chose the outcome. (The onDecision event's `error` says which.)
+   */
   | 'store_error'
-  /** The circuit breaker is open after repeated store failures; onStoreError chose the outcome. */
-  | 'circuit_open'
   /** Answered from this node's deny cache: the store said no less than retryAfterMs ago. */
   | 'deny_cache';
 

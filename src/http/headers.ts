@@ -10,7 +10,7 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  * - `RateLimit: "<name>";r=<remaining>;t=<seconds until the bucket is full again>`
  * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (same numbers; Reset is delta seconds)
  * - `Retry-After: <whole seconds, rounded up>` on a refusal
- * - `X-RateLimit-Reason` when the store did not decide (store_error, circuit_open, deny_cache)
+ * - `X-RateLimit-Reason` when the store did not decide (store_error, deny_cache)
  * Policy names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
  */
 export function rateLimitHeaders(policy: ResolvedPolicy, decision: Decision): Record<string, string> {

@@ -61,7 +61,7 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
     if (!decision.allowed && shadow) {
       log({ msg: 'rate limit exceeded (shadow mode: not blocked)', policy: policyName, retryAfterMs: decision.retryAfterMs, reason: decision.reason });
     } else if (!decision.allowed) {
-      if (decision.reason === 'store_error' || decision.reason === 'circuit_open') {
+      if (decision.reason === 'store_error') {
         return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { retryAfterMs: decision.retryAfterMs }, headers);
       }
       if (onDenied) return withHeaders(await onDenied(c, decision), headers);

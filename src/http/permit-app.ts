@@ -65,7 +65,7 @@ function parsePermit(body: unknown, limiter: Limiter): Parsed {
 
 function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decision, okStatus = 200): Response {
   const headers = rateLimitHeaders(policy, decision);
-  if (!decision.allowed && (decision.reason === 'store_error' || decision.reason === 'circuit_open')) {
+  if (!decision.allowed && decision.reason === 'store_error') {
     return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { policy: policy.name, retryAfterMs: decision.retryAfterMs }, headers);
   }
   const body: PermitBody = { allowed: decision.allowed, policy: policy.name, key, limit: decision.limit, remaining: decision.remaining, retryAfterMs: decision.retryAfterMs, resetAfterMs: decision.resetAfterMs, waitMs: decision.waitMs };

@@ -81,7 +81,12 @@ export async function startUpstashLocal(options: UpstashLocalOptions): Promise<U
   const redisUrl = options.redisUrl ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const maxBody = options.maxBodyBytes ?? 1024 * 1024;
   // No offline queue and one attempt per command: when Redis is down, requests fail at once with 500.
-  const redis = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: false, connectTimeout: 2000 });
+  const redis = new Redis(redisUrl, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 2000,
+    retryStrategy: (times) => Math.min(times * 50, 250),
+  });
   redis.on('error', () => {});
   // Give Redis a moment to connect, so the first requests do not fail for want of a connection; a Redis
   // that is down now is not fatal (requests answer 500 until it is back).
