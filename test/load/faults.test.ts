@@ -89,7 +89,7 @@ describe('store faults under load', () => {
     let redis: RedisProcess = await startRedis();
     const port = redis.port;
     const server = await startNodeServer({ REDIS_URL: redis.url, LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: TOKEN });
-    const load = startLoad({ url: server.url, token: TOKEN, policies: ['closed', 'open'], concurrency: 16 });
+    const load = startLoad({ url: server.url, token: TOKEN, policies: ['closed', 'open'], concurrency: 8 });
     const outages: Window[] = [];
     const recovery: number[] = [];
     try {
@@ -152,7 +152,7 @@ describe('store faults under load', () => {
       LIMITER_POLICIES: POLICIES,
       PERMIT_TOKENS: TOKEN,
     });
-    const load = startLoad({ url: server.url, token: TOKEN, policies: ['closed', 'open'], concurrency: 16 });
+    const load = startLoad({ url: server.url, token: TOKEN, policies: ['closed', 'open'], concurrency: 8 });
     const outages: Window[] = [];
     const recovery: number[] = [];
     try {
