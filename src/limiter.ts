@@ -181,6 +181,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   }
 
   async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<{ decision: Decision; error?: unknown }> {
+    if (store.inProcess) {
+      // No I/O, so no timer, breaker or pending count: they would only cost time on the hot path.
+      try {
+        return { decision: toDecision(policy, cost, await store.step(storageKey, stepArgs(policy, cost, maxWaitMs))) };
+      } catch (error) {
+        return { decision: failed(policy, 'store_error'), error };
+      }
+    }
     const now = monotonicMs();
     if (breakerOpts && failures >= breakerOpts.failureThreshold) {
       if (now < openUntil || probing) return { decision: failed(policy, 'store_error'), error: CIRCUIT_OPEN };
@@ -212,21 +220,37 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   }
 
   function emit(event: DecisionEvent): void {
-    if (!onDecision) return;
     try {
-      onDecision(event);
+      onDecision!(event);
     } catch {
       // A logging hook must never change a decision.
     }
   }
 
-  async function decide(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number): Promise<Decision> {
-    const policy = getPolicy(name);
-    assertKey(key);
-    assertCost(cost, policy.capacity);
-    assertWaitMs(op === 'take' ? 'maxWaitMs' : 'timeoutMs', maxWaitMs);
+  /** Validates, then decides; a synchronous store with no hook or cache answers without any await. */
+  function decide(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number): Promise<Decision> {
+    let policy: ResolvedPolicy;
+    try {
+      policy = getPolicy(name);
+      assertKey(key);
+      assertCost(cost, policy.capacity);
+      assertWaitMs(op === 'take' ? 'maxWaitMs' : 'timeoutMs', maxWaitMs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const storageKey = `${prefix}${policy.name}:${key}`;
-    const started = monotonicMs();
+    if (store.stepSync && !onDecision && denyCacheMax === 0) {
+      try {
+        return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, stepArgs(policy, cost, maxWaitMs))));
+      } catch {
+        return Promise.resolve(failed(policy, 'store_error'));
+      }
+    }
+    return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey);
+  }
+
+  async function decideAsync(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number, policy: ResolvedPolicy, storageKey: string): Promise<Decision> {
+    const started = onDecision || denyCacheMax > 0 ? monotonicMs() : 0;
     if (denyCacheMax > 0) {
       const hit = denied.get(storageKey);
       if (hit) {
@@ -234,7 +258,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         // Only a request at least as large, that will not wait as long, is certainly refused too.
         if (leftMs > 0 && cost >= hit.cost && maxWaitMs < leftMs) {
           const decision: Decision = { ...hit.decision, retryAfterMs: Math.ceil(leftMs), reason: 'deny_cache' };
-          emit({ policy: name, key, cost, op, decision, durationMs: 0 });
+          if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: 0 });
           return decision;
         }
         if (leftMs <= 0) denied.delete(storageKey);
@@ -245,7 +269,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       if (denied.size >= denyCacheMax) denied.delete(denied.keys().next().value!);
       denied.set(storageKey, { untilMs: started + decision.retryAfterMs, cost, decision });
     }
-    emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
+    if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
     return decision;
   }
 
@@ -278,7 +302,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       assertKey(key);
       const started = monotonicMs();
       const { decision, error } = await call(policy, `${prefix}${policy.name}:${key}`, 0, 0);
-      emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
+      if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;
     },
     async reset(name, key) {

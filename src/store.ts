@@ -16,4 +16,11 @@ export interface Store {
   reset(key: string): Promise<void>;
   /** Resolves when the store answers; rejects otherwise. Used by /healthz. */
   ping(): Promise<void>;
+  /**
+   * True for a store that does no I/O (memory): it cannot hang or fail for outside reasons, so the
+   * limiter skips the timeout timer and circuit breaker around its calls.
+   */
+  readonly inProcess?: boolean;
+  /** The same step, synchronously, for in-process stores: lets the limiter answer without an await. */
+  stepSync?(key: string, args: StepArgs): StepResult;
 }

@@ -74,6 +74,9 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
     }
     if (decision.waitMs > 0) await new Promise((r) => setTimeout(r, decision.waitMs));
     await next();
-    c.res = withHeaders(c.res, headers);
+    // Set the headers on the response in place. Reassigning c.res would make Hono copy the response,
+    // which turns @hono/node-server's fast cached response into a streamed one (measured: ~5x slower).
+    const res = withHeaders(c.res, headers);
+    if (res !== c.res) c.res = res;
   };
 }

@@ -17,6 +17,7 @@ export interface MemoryStoreOptions {
 }
 
 export interface MemoryStore extends Store {
+  stepSync(key: string, args: StepArgs): StepResult;
   /** Buckets held now. */
   readonly size: number;
   /** Non-full buckets dropped to stay under maxKeys since creation (each one is a bucket refilled early). */
@@ -53,15 +54,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
-  return {
+  const store: MemoryStore = {
     name: 'memory',
+    inProcess: true,
     get size() {
       return buckets.size;
     },
     get evictedActive() {
       return evictedActive;
     },
-    async step(key: string, args: StepArgs): Promise<StepResult> {
+    stepSync(key: string, args: StepArgs): StepResult {
       const now = nowMs();
       const tat = buckets.get(key);
       const r = step(tat, now, args);
@@ -72,9 +74,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
       return { allowed: r.allowed, debtMs: r.debtMs };
     },
+    async step(key: string, args: StepArgs): Promise<StepResult> {
+      return store.stepSync(key, args);
+    },
     async reset(key: string): Promise<void> {
       buckets.delete(key);
     },
     async ping(): Promise<void> {},
   };
+  return store;
 }

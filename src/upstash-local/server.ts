@@ -9,6 +9,7 @@
 // numbers and null pass through; errors are never encoded. Auth: `Authorization: Bearer <token>`.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
+import { ScriptShaMap } from './script-compat.js';
 
 export interface UpstashLocalOptions {
   /** The Redis to forward to. @default REDIS_URL or redis://127.0.0.1:6379 */
@@ -50,14 +51,20 @@ function encodeResult(value: unknown, base64: boolean): unknown {
   return value ?? null;
 }
 
-function toArgs(command: unknown, where: string): string[] {
+function toArgs(command: unknown, where: string, scripts: ScriptShaMap): string[] {
   if (!Array.isArray(command) || command.length === 0) throw new HttpError(400, `${where} must be a non-empty JSON array`);
-  return command.map((a, i) => {
+  const args = command.map((a, i) => {
     if (typeof a === 'string') return a;
     if (typeof a === 'number' && Number.isFinite(a)) return String(a);
     if (typeof a === 'boolean') return a ? '1' : '0';
     throw new HttpError(400, `${where}[${i}] must be a string or a number`);
   });
+  // Upstash-only script flags (see script-compat.ts): strip them, and map SHAs accordingly.
+  const name = args[0]!.toUpperCase();
+  if ((name === 'EVAL' || name === 'EVAL_RO') && args[1] !== undefined) args[1] = scripts.script(args[1]);
+  else if ((name === 'EVALSHA' || name === 'EVALSHA_RO') && args[1] !== undefined) args[1] = scripts.sha(args[1]);
+  else if (name === 'SCRIPT' && args[1]?.toUpperCase() === 'LOAD' && args[2] !== undefined) args[2] = scripts.script(args[2]);
+  return args;
 }
 
 /** A Redis reply error (the command ran and failed) as opposed to a connection problem. */
@@ -98,6 +105,7 @@ export async function startUpstashLocal(options: UpstashLocalOptions): Promise<U
     });
   });
   const stats = { requests: 0, byPath: {} as Record<string, number> };
+  const scripts = new ScriptShaMap();
 
   async function single(args: string[]): Promise<Reply> {
     try {
@@ -156,12 +164,12 @@ export async function startUpstashLocal(options: UpstashLocalOptions): Promise<U
       const base64 = String(req.headers['upstash-encoding'] ?? '').toLowerCase() === 'base64';
       const encode = (r: Reply): Reply => ('error' in r ? r : { result: encodeResult(r.result, base64) });
       if (path === '/' || path === '') {
-        const reply = await single(toArgs(body, 'the command'));
+        const reply = await single(toArgs(body, 'the command', scripts));
         return send('error' in reply ? 400 : 200, encode(reply));
       }
       if (path === '/pipeline' || path === '/multi-exec') {
         if (!Array.isArray(body) || body.length === 0) throw new HttpError(400, 'the body must be a non-empty JSON array of commands');
-        const commands = body.map((c, i) => toArgs(c, `command ${i}`));
+        const commands = body.map((c, i) => toArgs(c, `command ${i}`, scripts));
         const replies = await batch(commands, path === '/multi-exec');
         return send(200, replies.map(encode));
       }

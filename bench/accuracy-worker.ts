@@ -1,0 +1,114 @@
+// One OS process of the accuracy benchmarks. It gets ready, waits for "go" on stdin, then runs N
+// concurrent callers for durationMs against one bucket and prints one JSON line. All times it reports
+// are monotonic offsets from "go" (performance.now is not shifted by faketime), so they stay comparable
+// even when this process's wall clock is skewed on purpose.
+//   mode http:           POST /v1/permits to the given servers, round robin
+//   mode ours:           createLimiter + redisStore over ioredis, in this process
+//   mode upstash:        @upstash/ratelimit tokenBucket over the same ioredis client (thin adapter)
+import { createInterface } from 'node:readline';
+import { Redis as IORedis } from 'ioredis';
+import { Ratelimit } from '@upstash/ratelimit';
+import { createLimiter } from '../src/index.js';
+import { redisStore } from '../src/stores/redis.js';
+import { upstashOverIoredis } from './lib.js';
+
+interface Config {
+  mode: 'http' | 'ours' | 'upstash';
+  callers: number;
+  durationMs: number;
+  policy: { capacity: number; refillPerSecond: number };
+  key: string;
+  targets?: string[];
+  token?: string;
+  redisUrl?: string;
+}
+
+const config = JSON.parse(process.argv[2]!) as Config;
+
+
+let decide: () => Promise<boolean>;
+let io: IORedis | undefined;
+if (config.mode === 'http') {
+  let n = 0;
+  const targets = config.targets!;
+  const body = JSON.stringify({ policy: 'contention', key: config.key });
+  decide = async () => {
+    const res = await fetch(`${targets[n++ % targets.length]}/v1/permits`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${config.token}`, 'Content-Type': 'application/json' },
+      body,
+    });
+    const b = (await res.json()) as { allowed?: boolean; reason?: string };
+    if (b.reason || (res.status !== 200 && res.status !== 429)) throw new Error(`status ${res.status} ${b.reason ?? ''}`);
+    return b.allowed === true;
+  };
+} else if (config.mode === 'ours') {
+  io = new IORedis(config.redisUrl!);
+  const limiter = createLimiter({ store: redisStore({ client: io }), policies: { c: config.policy }, timeoutMs: 5000, circuitBreaker: false });
+  decide = async () => {
+    const d = await limiter.take('c', config.key);
+    if (d.reason) throw new Error(d.reason);
+    return d.allowed;
+  };
+} else {
+  io = new IORedis(config.redisUrl!);
+  const intervalMs = 1000 / config.policy.refillPerSecond;
+  const rl = new Ratelimit({
+    redis: upstashOverIoredis(io) as never,
+    // Its finest continuous-looking setting for this rate: 1 token every intervalMs, up to capacity.
+    limiter: Ratelimit.tokenBucket(1, `${intervalMs} ms`, config.policy.capacity),
+    analytics: false,
+    ephemeralCache: false,
+    timeout: 5000,
+    prefix: 'bench-upstash',
+  });
+  decide = async () => (await rl.limit(config.key)).success;
+}
+
+const wallAtReady = Date.now();
+// performance.now must stay usable under faketime: check that 50 ms of timer reads as ~50 ms.
+const p0 = performance.now();
+await new Promise((r) => setTimeout(r, 50));
+const perfCheckMs = performance.now() - p0;
+if (io) await io.ping();
+process.stdout.write(`${JSON.stringify({ ready: true, wallAtReady, perfCheckMs })}\n`);
+const rl = createInterface({ input: process.stdin });
+await new Promise<void>((resolve) => rl.once('line', () => resolve()));
+const go = performance.now();
+const deadline = go + config.durationMs;
+
+let admitted = 0;
+let decisions = 0;
+let errors = 0;
+let firstStart = Infinity;
+let firstEnd = Infinity;
+let lastStart = 0;
+let lastEnd = 0;
+const admittedAt: number[] = [];
+await Promise.all(
+  Array.from({ length: config.callers }, async () => {
+    while (performance.now() < deadline) {
+      const s = performance.now() - go;
+      let ok = false;
+      try {
+        ok = await decide();
+      } catch {
+        errors++;
+        continue;
+      }
+      const e = performance.now() - go;
+      decisions++;
+      firstStart = Math.min(firstStart, s);
+      firstEnd = Math.min(firstEnd, e);
+      lastStart = Math.max(lastStart, s);
+      lastEnd = Math.max(lastEnd, e);
+      if (ok) {
+        admitted++;
+        admittedAt.push(e);
+      }
+    }
+  }),
+);
+process.stdout.write(`${JSON.stringify({ admitted, decisions, errors, firstStart, firstEnd, lastStart, lastEnd, admittedAt })}\n`);
+io?.disconnect();
+rl.close();

@@ -1,0 +1,436 @@
+// `npm run bench` (or `npm run bench -- --quick`): every comparison in one run, on this machine, against
+// one real redis-server. Writes bench/RESULTS.md (bench/RESULTS.quick.md in quick mode) and
+// bench/admitted.svg. Peers: @upstash/ratelimit, rate-limiter-flexible, hono-rate-limiter.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
+import { Redis as IORedis } from 'ioredis';
+import { Redis as UpstashRedis } from '@upstash/redis';
+import { Ratelimit } from '@upstash/ratelimit';
+import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
+import autocannon from 'autocannon';
+import { createLimiter, memoryStore } from '../src/index.js';
+import { redisStore } from '../src/stores/redis.js';
+import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { startUpstashLocal } from '../src/upstash-local/server.js';
+import { startRedis, freePort } from '../scripts/lib/redis-server.js';
+import { commandStats } from '../test/support/redis-stats.js';
+import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
+
+const quick = process.argv.includes('--quick') || process.env.npm_config_quick === 'true';
+const root = fileURLToPath(new URL('..', import.meta.url));
+const run = promisify(execFile);
+const started = Date.now();
+
+const P = quick
+  ? { runs: 3, tcpN: 1500, restN: 300, memN: 20_000, memKeys: 100_000, httpSec: 1, accuracyMs: 1000, waitCallers: 10, waitRate: 10 }
+  : { runs: 5, tcpN: 15_000, restN: 3000, memN: 300_000, memKeys: 100_000, httpSec: 5, accuracyMs: 5000, waitCallers: 50, waitRate: 10 };
+
+const log = (...a: unknown[]) => console.log('[bench]', ...a);
+const md: string[] = [];
+
+// ---------------------------------------------------------------------------------------------------
+log(`mode: ${quick ? 'quick' : 'full'}`);
+const redis = await startRedis();
+const io = new IORedis(redis.url);
+await io.script('LOAD', GCRA_SCRIPT).then((sha) => {
+  if (sha !== GCRA_SCRIPT_SHA) throw new Error(`script SHA mismatch: ${sha}`);
+});
+const redisVersion = ((await io.info('server')).match(/redis_version:(\S+)/) ?? [])[1];
+
+const upstashOverTcp = upstashOverIoredis(io);
+
+const HUGE = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 };
+let uniq = 0;
+
+type Row = { name: string; figures: { ops: Spread; p50: Spread; p99: Spread }; ratio?: Spread };
+
+async function repeat(fn: () => Promise<Throughput>): Promise<Throughput[]> {
+  const out: Throughput[] = [];
+  for (let r = 0; r < P.runs; r++) out.push(await fn());
+  return out;
+}
+const fig = (ts: Throughput[]) => ({ ops: spread(ts.map((t) => t.opsPerSec)), p50: spread(ts.map((t) => t.p50Ms)), p99: spread(ts.map((t) => t.p99Ms)) });
+
+function table(rows: Row[], ratioLabel: string): string[] {
+  const out = [`| implementation | decisions/s | p50 ms | p99 ms | ${ratioLabel} |`, '| --- | ---: | ---: | ---: | ---: |'];
+  for (const r of rows) {
+    out.push(`| ${r.name} | ${fmtSpread(r.figures.ops)} | ${fmtSpread(r.figures.p50, 3)} | ${fmtSpread(r.figures.p99, 3)} | ${r.ratio ? fmtSpread(r.ratio, 2) : '—'} |`);
+  }
+  return out;
+}
+
+/** Runs each implementation once per round, interleaved, so drift hits all alike; ratios are per round. */
+async function compare(impls: { name: string; run: () => Promise<Throughput> }[], baseline = 0): Promise<Row[]> {
+  const results: Throughput[][] = impls.map(() => []);
+  for (let r = 0; r < P.runs; r++) for (let i = 0; i < impls.length; i++) results[i]!.push(await impls[i]!.run());
+  return impls.map((impl, i) => ({
+    name: impl.name,
+    figures: fig(results[i]!),
+    ratio: i === baseline ? undefined : spread(results[baseline]!.map((b, r) => b.opsPerSec / results[i]![r]!.opsPerSec)),
+  }));
+}
+
+// 1. Redis over TCP -------------------------------------------------------------------------------
+md.push('## 1. Redis over TCP, one process', '');
+md.push('Every implementation uses the same ioredis connection to the same redis-server; all decisions are allowed (huge limits), keys spread over 1,000 buckets. The ratio column is ours ÷ that row, per round (above 1: ours is faster). The ceiling is `redis-benchmark` running our script by SHA with the same number of connections.', '');
+const ours = createLimiter({ store: redisStore({ client: io }), policies: { bench: HUGE }, prefix: 'b1:', circuitBreaker: false });
+const upstashTcp = new Ratelimit({ redis: upstashOverTcp as never, limiter: Ratelimit.tokenBucket(1000, '1 ms', 1_000_000_000), analytics: false, ephemeralCache: false, prefix: 'b1u' });
+const rlf = new RateLimiterRedis({ storeClient: io, points: 1_000_000_000, duration: 1, keyPrefix: 'b1f' });
+
+async function redisBenchmark(concurrency: number, n: number): Promise<Throughput> {
+  const { stdout } = await run('redis-benchmark', ['-p', String(redis.port), '-c', String(concurrency), '-n', String(n), '-r', '1000', '--csv', '--precision', '3', 'EVALSHA', GCRA_SCRIPT_SHA, '1', 'b1c:bench:__rand_int__', '0.001', '1000000000', '']);
+  const line = stdout.trim().split('\n').pop()!.split('","').map((s) => s.replace(/"/g, ''));
+  return { opsPerSec: Number(line[1]), p50Ms: Number(line[4]), p99Ms: Number(line[6]) };
+}
+
+const tcpRatios: Record<string, Spread> = {};
+for (const c of [1, 16, 256]) {
+  log(`tcp concurrency ${c}`);
+  const n = c === 1 ? Math.round(P.tcpN / 2) : P.tcpN;
+  const rows = await compare([
+    { name: 'edge-limiter `redisStore`', run: () => measure(n, c, (i) => ours.take('bench', `k${i % 1000}`)) },
+    { name: '@upstash/ratelimit `tokenBucket` (ioredis adapter)', run: () => measure(n, c, (i) => upstashTcp.limit(`k${i % 1000}`)) },
+    { name: 'rate-limiter-flexible `RateLimiterRedis`', run: () => measure(n, c, (i) => rlf.consume(`k${i % 1000}`)) },
+    { name: 'ceiling: `redis-benchmark` EVALSHA of our script', run: () => redisBenchmark(c, n) },
+  ]);
+  for (const r of rows.slice(1)) tcpRatios[`${r.name} @${c}`] = r.ratio!;
+  md.push(`**Concurrency ${c}** (${fmt(n)} decisions per run, ${P.runs} runs; median (min–max))`, '', ...table(rows, 'ours ÷ this'), '');
+}
+
+// 2. Through the local Upstash REST server ----------------------------------------------------------
+log('upstash rest');
+md.push('## 2. Through the local Upstash REST server (`@upstash/redis` client)', '');
+md.push('Both use `@upstash/redis` with its defaults (base64 responses, auto-pipelining) against the local Upstash-compatible server in front of the same redis-server. Concurrency 16.', '');
+const rest = await startUpstashLocal({ redisUrl: redis.url, token: 'bench' });
+const restClient = new UpstashRedis({ url: rest.url, token: 'bench' });
+const oursRest = createLimiter({ store: redisStore({ client: restClient }), policies: { bench: HUGE }, prefix: 'b2:', circuitBreaker: false });
+const upstashRest = new Ratelimit({ redis: restClient, limiter: Ratelimit.tokenBucket(1000, '1 ms', 1_000_000_000), analytics: false, ephemeralCache: false, prefix: 'b2u' });
+await oursRest.take('bench', 'warm');
+await upstashRest.limit('warm');
+const restRows = await compare([
+  { name: 'edge-limiter `redisStore`', run: () => measure(P.restN, 16, (i) => oursRest.take('bench', `k${i % 1000}`)) },
+  { name: '@upstash/ratelimit `tokenBucket`', run: () => measure(P.restN, 16, (i) => upstashRest.limit(`k${i % 1000}`)) },
+]);
+md.push(...table(restRows, 'ours ÷ this'), '');
+await rest.close();
+
+// 3. Memory -----------------------------------------------------------------------------------------
+log('memory');
+md.push('## 3. Memory store', '');
+md.push(`One process, concurrency 1, all allowed. "1 key" hits one bucket; "${fmt(P.memKeys)} keys" cycles through that many (ours at its default maxKeys of 100,000).`, '');
+for (const keys of [1, P.memKeys]) {
+  const oursMem = createLimiter({ store: memoryStore(), policies: { bench: HUGE } });
+  const rlfMem = new RateLimiterMemory({ points: 1_000_000_000, duration: 60 });
+  const rows = await compare([
+    { name: 'edge-limiter `memoryStore`', run: () => measure(P.memN, 1, (i) => oursMem.take('bench', `k${i % keys}`)) },
+    { name: 'rate-limiter-flexible `RateLimiterMemory`', run: () => measure(P.memN, 1, (i) => rlfMem.consume(`k${i % keys}`)) },
+  ]);
+  md.push(`**${keys === 1 ? '1 key' : `${fmt(keys)} keys`}** (${fmt(P.memN)} decisions per run)`, '', ...table(rows, 'ours ÷ this'), '');
+}
+
+// 4. HTTP -------------------------------------------------------------------------------------------
+log('http');
+md.push('## 4. HTTP: a Hono app on @hono/node-server', '');
+md.push(`\`GET /hello\` through no limiter, our middleware, and hono-rate-limiter (memory store each time; every request allowed). Load from a second process: autocannon, 50 connections, ${P.httpSec} s per run.`, '');
+
+async function startHttp(mode: string): Promise<{ port: number; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'bench/http-server.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.on('data', (d) => {
+      const m = /listening (\d+)/.exec(String(d));
+      if (m) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`http server ${mode} exited ${code}`)));
+  });
+  return { port, child };
+}
+async function cannon(port: number): Promise<Throughput> {
+  // autocannon runs in its own process: the server under test must not share its CPU time slice.
+  const { stdout } = await run(process.execPath, [join(root, 'node_modules/autocannon/autocannon.js'), '-c', '50', '-d', String(P.httpSec), '-j', `http://127.0.0.1:${port}/hello`], { maxBuffer: 1 << 24 });
+  const r = JSON.parse(stdout) as { requests: { average: number; total: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
+  if (r.non2xx || r.errors) throw new Error(`autocannon saw ${r.non2xx} non-2xx and ${r.errors} errors`);
+  return { opsPerSec: r.requests.total / P.httpSec, p50Ms: r.latency.p50, p99Ms: r.latency.p99 };
+}
+const servers = { none: await startHttp('none'), ours: await startHttp('ours'), hrl: await startHttp('hono-rate-limiter') };
+for (const s of Object.values(servers)) await cannon(s.port).catch(() => undefined); // warm up JIT
+const httpRows = await compare([
+  { name: 'no limiter', run: () => cannon(servers.none.port) },
+  { name: 'edge-limiter `rateLimit` (memory)', run: () => cannon(servers.ours.port) },
+  { name: 'hono-rate-limiter (memory)', run: () => cannon(servers.hrl.port) },
+], 1);
+for (const s of Object.values(servers)) s.child.kill();
+md.push(
+  `| app | requests/s | p50 ms | p99 ms | ours ÷ this |`,
+  '| --- | ---: | ---: | ---: | ---: |',
+  ...httpRows.map((r) => `| ${r.name} | ${fmtSpread(r.figures.ops)} | ${fmtSpread(r.figures.p50, 1)} | ${fmtSpread(r.figures.p99, 1)} | ${r.ratio ? fmtSpread(r.ratio, 2) : '—'} |`),
+  '',
+);
+
+// 5 & 6. Accuracy under contention and under clock skew -------------------------------------------
+interface WorkerResult {
+  admitted: number;
+  decisions: number;
+  errors: number;
+  firstStart: number;
+  firstEnd: number;
+  lastStart: number;
+  lastEnd: number;
+  admittedAt: number[];
+  skewSeenMs?: number;
+  perfCheckMs?: number;
+}
+
+/** Starts worker processes, waits until all are ready, sends "go" to all at once, collects results. */
+async function accuracyRun(configs: { config: object; skewSeconds?: number }[]): Promise<WorkerResult[]> {
+  const children = configs.map(({ config, skewSeconds }) => {
+    const args = ['--import', 'tsx', join(root, 'bench/accuracy-worker.ts'), JSON.stringify(config)];
+    const child = skewSeconds
+      ? spawn('faketime', ['-f', `${skewSeconds > 0 ? '+' : ''}${skewSeconds}s`, process.execPath, ...args], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+          env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+        })
+      : spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines: string[] = [];
+    let buf = '';
+    child.stdout!.on('data', (d) => {
+      buf += d;
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        lines.push(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+    return { child, lines, exited };
+  });
+  const until = Date.now() + 60_000;
+  while (children.some((c) => c.lines.length < 1)) {
+    if (Date.now() > until || children.some((c) => c.child.exitCode !== null)) throw new Error('accuracy workers did not get ready');
+    await sleep(20);
+  }
+  const parentWall = Date.now();
+  const ready = children.map((c) => JSON.parse(c.lines[0]!) as { wallAtReady: number; perfCheckMs: number });
+  for (const c of children) c.child.stdin!.write('go\n');
+  const codes = await Promise.all(children.map((c) => c.exited));
+  if (codes.some((c) => c !== 0)) throw new Error(`accuracy worker exit codes ${codes}`);
+  return children.map((c, i) => ({ ...(JSON.parse(c.lines[1]!) as WorkerResult), skewSeenMs: ready[i]!.wallAtReady - parentWall, perfCheckMs: ready[i]!.perfCheckMs }));
+}
+
+function accuracy(results: WorkerResult[], policy: { capacity: number; refillPerSecond: number }) {
+  const admitted = results.reduce((a, r) => a + r.admitted, 0);
+  const decisions = results.reduce((a, r) => a + r.decisions, 0);
+  const errors = results.reduce((a, r) => a + r.errors, 0);
+  const minSpan = Math.max(...results.map((r) => r.lastStart)) - Math.min(...results.map((r) => r.firstEnd));
+  const maxSpan = Math.max(...results.map((r) => r.lastEnd)) - Math.min(...results.map((r) => r.firstStart));
+  const idealMin = policy.capacity + (policy.refillPerSecond * minSpan) / 1000;
+  const idealMax = policy.capacity + (policy.refillPerSecond * maxSpan) / 1000;
+  return {
+    admitted,
+    decisions,
+    errors,
+    idealMin,
+    idealMax,
+    over: Math.max(0, admitted - Math.floor(idealMax)),
+    under: Math.max(0, Math.floor(idealMin) - admitted),
+    underPct: (Math.max(0, idealMin - admitted) / idealMin) * 100,
+    admittedAt: results.flatMap((r) => r.admittedAt).sort((a, b) => a - b),
+  };
+}
+
+const CONTENTION = { capacity: 20, refillPerSecond: 100 };
+log('contention');
+md.push('## 5. Accuracy under contention', '');
+md.push(
+  `Policy: capacity ${CONTENTION.capacity}, ${CONTENTION.refillPerSecond}/s. Two Node server instances (functions/node.ts) on the same redis-server; four worker processes × 200 concurrent callers, round robin over both servers, one bucket, ${P.accuracyMs / 1000} s. Ideal = capacity + rate × elapsed, bracketed by the callers' first and last decision times.`,
+  '',
+);
+const TOKEN = 'bench-token';
+async function nodeServer(): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'functions/node.ts')], {
+    env: { ...process.env, PORT: String(port), REDIS_URL: redis.url, PERMIT_TOKENS: TOKEN, LIMITER_POLICIES: JSON.stringify({ contention: { ...CONTENTION, timeoutMs: 5000 } }) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (d) => String(d).includes('"msg":"listening"') && resolve());
+    child.once('exit', (c) => reject(new Error(`node server exited ${c}`)));
+  });
+  return { url: `http://127.0.0.1:${port}`, child };
+}
+const nodes = [await nodeServer(), await nodeServer()];
+const contentionResults: ReturnType<typeof accuracy>[] = [];
+const contentionRuns = quick ? 1 : 3;
+for (let r = 0; r < contentionRuns; r++) {
+  const key = `contention-${Date.now()}-${uniq++}`;
+  const res = await accuracyRun(
+    Array.from({ length: 4 }, () => ({ config: { mode: 'http', callers: 200, durationMs: P.accuracyMs, policy: CONTENTION, key, targets: nodes.map((n) => n.url), token: TOKEN } })),
+  );
+  contentionResults.push(accuracy(res, CONTENTION));
+}
+for (const n of nodes) n.child.kill('SIGTERM');
+md.push('| run | decisions | admitted | ideal | over-admission | under-admission |', '| ---: | ---: | ---: | ---: | ---: | ---: |');
+contentionResults.forEach((a, i) =>
+  md.push(`| ${i + 1} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} (${a.underPct.toFixed(2)} %) |`),
+);
+md.push('', 'Goals: over-admission 0; under-admission ≤ 1 token + 0.5 %.', '');
+
+log('clock skew');
+md.push('## 6. Accuracy under clock skew', '');
+md.push(
+  `The same policy and load shape, but each worker process decides directly against Redis (no HTTP hop), and two of the four run under \`faketime -f +2s\`, two under \`-2s\` (with \`FAKETIME_DONT_FAKE_MONOTONIC=1\`, so \`performance.now()\` stays usable; the table shows the wall-clock offset each process really had and a 50 ms timer as it measured it). ${P.accuracyMs / 1000} s per run.`,
+  '',
+);
+const skewRows: { lib: string; a: ReturnType<typeof accuracy>; skews: number[]; perf: number[] }[] = [];
+for (const lib of ['ours', 'upstash'] as const) {
+  const key = `skew-${lib}-${Date.now()}`;
+  const res = await accuracyRun(
+    [2, 2, -2, -2].map((skewSeconds) => ({ skewSeconds, config: { mode: lib, callers: 200, durationMs: P.accuracyMs, policy: CONTENTION, key, redisUrl: redis.url } })),
+  );
+  skewRows.push({ lib, a: accuracy(res, CONTENTION), skews: res.map((r) => r.skewSeenMs!), perf: res.map((r) => r.perfCheckMs!) });
+}
+md.push('| limiter | wall-clock offsets seen (ms) | 50 ms timer read as (ms) | decisions | admitted | ideal | over-admission | under-admission |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |');
+for (const { lib, a, skews, perf } of skewRows) {
+  md.push(
+    `| ${lib === 'ours' ? 'edge-limiter (store clock)' : '@upstash/ratelimit `tokenBucket` (caller clock)'} | ${skews.map((s) => (s > 0 ? '+' : '') + Math.round(s)).join(', ')} | ${perf.map((p) => p.toFixed(0)).join(', ')} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} |`,
+  );
+}
+md.push('');
+
+// SVG: admitted over time against the ideal line.
+function svg(series: { label: string; color: string; times: number[] }[], durationMs: number, policy: typeof CONTENTION): string {
+  const W = 760;
+  const H = 420;
+  const pad = { l: 60, r: 20, t: 30, b: 50 };
+  const maxY = Math.max(policy.capacity + (policy.refillPerSecond * durationMs) / 1000, ...series.map((s) => s.times.length)) * 1.05;
+  const x = (ms: number) => pad.l + (ms / durationMs) * (W - pad.l - pad.r);
+  const y = (n: number) => H - pad.b - (n / maxY) * (H - pad.t - pad.b);
+  const path = (times: number[]) => {
+    let d = `M${x(0).toFixed(1)},${y(0).toFixed(1)}`;
+    times.forEach((t, i) => {
+      d += ` L${x(Math.min(t, durationMs)).toFixed(1)},${y(i).toFixed(1)} L${x(Math.min(t, durationMs)).toFixed(1)},${y(i + 1).toFixed(1)}`;
+    });
+    return d;
+  };
+  const ticks = Array.from({ length: 6 }, (_, i) => (durationMs / 5) * i);
+  const yTicks = Array.from({ length: 6 }, (_, i) => Math.round((maxY / 5) * i));
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="14">Admitted requests over time (capacity ${policy.capacity}, ${policy.refillPerSecond}/s; 800 callers; clocks skewed ±2 s)</text>`,
+    ...ticks.map((t) => `<line x1="${x(t)}" y1="${H - pad.b}" x2="${x(t)}" y2="${pad.t}" stroke="#eee"/><text x="${x(t)}" y="${H - pad.b + 16}" text-anchor="middle">${(t / 1000).toFixed(1)} s</text>`),
+    ...yTicks.map((v) => `<line x1="${pad.l}" y1="${y(v)}" x2="${W - pad.r}" y2="${y(v)}" stroke="#eee"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end">${v}</text>`),
+    `<line x1="${x(0)}" y1="${y(policy.capacity)}" x2="${x(durationMs)}" y2="${y(policy.capacity + (policy.refillPerSecond * durationMs) / 1000)}" stroke="#888" stroke-width="2" stroke-dasharray="6 4"/>`,
+    ...series.map((s) => `<path d="${path(s.times)}" fill="none" stroke="${s.color}" stroke-width="1.6"/>`),
+    `<g transform="translate(${pad.l + 10},${pad.t + 10})">`,
+    `<line x1="0" y1="0" x2="24" y2="0" stroke="#888" stroke-width="2" stroke-dasharray="6 4"/><text x="30" y="4">ideal: capacity + rate × t</text>`,
+    ...series.map((s, i) => `<line x1="0" y1="${18 * (i + 1)}" x2="24" y2="${18 * (i + 1)}" stroke="${s.color}" stroke-width="2"/><text x="30" y="${18 * (i + 1) + 4}">${s.label} (${s.times.length} admitted)</text>`),
+    '</g>',
+    `<text x="${W / 2}" y="${H - 10}" text-anchor="middle">time since start</text>`,
+    '</svg>',
+  ].join('\n');
+}
+writeFileSync(
+  join(root, quick ? 'bench/admitted.quick.svg' : 'bench/admitted.svg'),
+  svg(
+    [
+      { label: 'edge-limiter (store clock)', color: '#1f77b4', times: skewRows[0]!.a.admittedAt },
+      { label: '@upstash/ratelimit tokenBucket (caller clock)', color: '#d62728', times: skewRows[1]!.a.admittedAt },
+    ],
+    P.accuracyMs,
+    CONTENTION,
+  ),
+);
+md.push(`![admitted over time](${quick ? 'admitted.quick.svg' : 'admitted.svg'})`, '');
+
+// 7. Waiting: reserve-and-sleep vs polling ----------------------------------------------------------
+log('waiting');
+md.push('## 7. Waiting for a permit', '');
+md.push(
+  `${P.waitCallers} callers want a permit from a policy of ${P.waitRate}/s (capacity ${P.waitRate}) whose bucket starts empty, through the Redis store. \`acquire()\` reserves in one round trip and sleeps; the polling loop (as in the seed code) calls \`take()\` and sleeps 100 ms until allowed. Round trips are EVALSHA calls counted by Redis (INFO commandstats).`,
+  '',
+);
+async function waiting(kind: 'acquire' | 'poll') {
+  const limiter = createLimiter({ store: redisStore({ client: io }), policies: { w: { capacity: P.waitRate, refillPerSecond: P.waitRate } }, prefix: `b7${uniq++}:` });
+  await limiter.take('w', 'k', { cost: P.waitRate });
+  await io.config('RESETSTAT');
+  const t0 = performance.now();
+  const starts: { i: number; t: number }[] = [];
+  await Promise.all(
+    Array.from({ length: P.waitCallers }, async (_, i) => {
+      if (kind === 'acquire') await limiter.acquire('w', 'k', { timeoutMs: 60_000 });
+      else while (!(await limiter.take('w', 'k')).allowed) await sleep(100);
+      starts.push({ i, t: performance.now() - t0 });
+    }),
+  );
+  const s = await commandStats(io);
+  const trips = (s.evalsha?.calls ?? 0) + (s.eval?.calls ?? 0);
+  const ordered = [...starts].sort((a, b) => a.t - b.t);
+  const gaps = ordered.slice(1).map((x, k) => x.t - ordered[k]!.t);
+  const sortedGaps = [...gaps].sort((a, b) => a - b);
+  const fifo = ordered.every((x, k) => x.i === k);
+  return { trips, perPermit: trips / P.waitCallers, gapMedian: percentile(sortedGaps, 50), gapMin: sortedGaps[0]!, gapMax: sortedGaps[sortedGaps.length - 1]!, fifo, totalMs: ordered[ordered.length - 1]!.t };
+}
+const waitAcquire = await waiting('acquire');
+const waitPoll = await waiting('poll');
+md.push('| strategy | round trips | per permit | spacing of starts, median (min–max) ms | FIFO | last start |', '| --- | ---: | ---: | ---: | --- | ---: |');
+for (const [name, w] of [['`acquire()` (reserve, then sleep)', waitAcquire], ['polling loop (take, sleep 100 ms)', waitPoll]] as const) {
+  md.push(`| ${name} | ${w.trips} | ${w.perPermit.toFixed(2)} | ${w.gapMedian.toFixed(1)} (${w.gapMin.toFixed(1)}–${w.gapMax.toFixed(1)}) | ${w.fifo ? 'yes' : 'no'} | ${(w.totalMs / 1000).toFixed(2)} s |`);
+}
+md.push('', `Goal for \`acquire()\`: ${1000 / P.waitRate} ms ± 15 ms apart, FIFO, 1 round trip per permit.`, '');
+
+// 8. Commands per decision ---------------------------------------------------------------------------
+log('commands per decision');
+md.push('## 8. Redis commands per decision', '');
+md.push('Counted by Redis (INFO commandstats deltas) over 100 decisions each. "Top level" is what the client sent; the commands the script runs inside are listed separately.', '');
+async function commandsPer(label: string, op: (i: number) => Promise<unknown>) {
+  await io.config('RESETSTAT');
+  for (let i = 0; i < 100; i++) await op(i);
+  const s = await commandStats(io);
+  const top = (s.evalsha?.calls ?? 0) + (s.eval?.calls ?? 0) + Object.entries(s).filter(([k]) => !['evalsha', 'eval', 'time', 'get', 'set', 'config|resetstat'].includes(k)).reduce((a, [, v]) => a + v.calls, 0);
+  const inner = ['time', 'get', 'set'].map((c) => `${c.toUpperCase()} ${((s[c]?.calls ?? 0) / 100).toFixed(2)}`).join(', ');
+  return `| ${label} | ${(top / 100).toFixed(2)} | ${inner} |`;
+}
+const cl = createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 1_000_000, refillPerSecond: 1 }, r: { capacity: 1, refillPerSecond: 1000 } }, prefix: `b8${uniq++}:` });
+await cl.take('p', 'steady');
+md.push('| decision | top-level commands per decision | inside the script, per decision |', '| --- | ---: | --- |');
+md.push(await commandsPer('steady state (existing bucket)', () => cl.take('p', 'steady')));
+md.push(await commandsPer('new key each time', (i) => cl.take('p', `new-${i}`)));
+md.push(await commandsPer('reserve-and-wait (maxWaitMs)', () => cl.take('r', 'queue', { maxWaitMs: 60_000 })));
+md.push('');
+
+// 9. Worker bundle size --------------------------------------------------------------------------------
+log('bundles');
+md.push('## 9. Worker bundle size', '');
+md.push('`wrangler deploy --dry-run --outdir`, then gzip -9 of the bundle.', '');
+md.push('| build | bundle | gzip |', '| --- | ---: | ---: |');
+for (const [label, config, file] of [
+  ['memory / Upstash (wrangler.toml, functions/worker.ts)', 'wrangler.toml', 'worker.js'],
+  ['MongoDB driver (wrangler.mongodb.toml, functions/worker-mongodb.ts, nodejs_compat)', 'wrangler.mongodb.toml', 'worker-mongodb.js'],
+] as const) {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-bundle-'));
+  await run(process.execPath, [join(root, 'node_modules/wrangler/bin/wrangler.js'), 'deploy', '--dry-run', '--outdir', dir, '--config', config], { cwd: root, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
+  const code = readFileSync(join(dir, file));
+  md.push(`| ${label} | ${fmt(code.length / 1024, 1)} KiB | ${fmt(gzipSync(code, { level: 9 }).length / 1024, 1)} KiB |`);
+}
+md.push('');
+
+// Summary and file -------------------------------------------------------------------------------------
+io.disconnect();
+await redis.stop();
+const header = [
+  '# Benchmark results',
+  '',
+  `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` on ${new Date(started).toISOString()} in ${((Date.now() - started) / 1000).toFixed(0)} s${quick ? ' (quick mode: small samples, for checking the harness, not for quoting)' : ''}.`,
+  '',
+  `Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB; Node ${process.version}; redis-server ${redisVersion}; ${P.runs} runs per figure unless stated, shown as median (min–max). Ratios are taken per round within this one run.`,
+  '',
+];
+const out = [...header, ...md].join('\n') + '\n';
+writeFileSync(join(root, quick ? 'bench/RESULTS.quick.md' : 'bench/RESULTS.md'), out);
+console.log(out);
+log(`done in ${((Date.now() - started) / 1000).toFixed(0)} s`);
