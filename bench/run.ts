@@ -47,7 +47,7 @@ const upstashOverTcp = upstashOverIoredis(io);
 const HUGE = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 };
 let uniq = 0;
 
-type Row = { name: string; figures: { ops: Spread; p50: Spread; p99: Spread }; ratio?: Spread };
+type Row = { name: string; figures: { ops: Spread; p50: Spread; p99: Spread }; ratio?: Spread; redisUs?: Spread };
 
 async function repeat(fn: () => Promise<Throughput>): Promise<Throughput[]> {
   const out: Throughput[] = [];
@@ -57,27 +57,55 @@ async function repeat(fn: () => Promise<Throughput>): Promise<Throughput[]> {
 const fig = (ts: Throughput[]) => ({ ops: spread(ts.map((t) => t.opsPerSec)), p50: spread(ts.map((t) => t.p50Ms)), p99: spread(ts.map((t) => t.p99Ms)) });
 
 function table(rows: Row[], ratioLabel: string): string[] {
-  const out = [`| implementation | decisions/s | p50 ms | p99 ms | ${ratioLabel} |`, '| --- | ---: | ---: | ---: | ---: |'];
+  const withUs = rows.some((r) => r.redisUs);
+  const out = [
+    `| implementation | decisions/s | p50 ms | p99 ms | ${ratioLabel} |${withUs ? ' Redis CPU µs/decision |' : ''}`,
+    `| --- | ---: | ---: | ---: | ---: |${withUs ? ' ---: |' : ''}`,
+  ];
   for (const r of rows) {
-    out.push(`| ${r.name} | ${fmtSpread(r.figures.ops)} | ${fmtSpread(r.figures.p50, 3)} | ${fmtSpread(r.figures.p99, 3)} | ${r.ratio ? fmtSpread(r.ratio, 2) : '—'} |`);
+    out.push(
+      `| ${r.name} | ${fmtSpread(r.figures.ops)} | ${fmtSpread(r.figures.p50, 3)} | ${fmtSpread(r.figures.p99, 3)} | ${r.ratio ? fmtSpread(r.ratio, 2) : '—'} |${withUs ? ` ${r.redisUs ? fmtSpread(r.redisUs, 1) : '—'} |` : ''}`,
+    );
   }
   return out;
 }
 
-/** Runs each implementation once per round, interleaved, so drift hits all alike; ratios are per round. */
-async function compare(impls: { name: string; run: () => Promise<Throughput> }[], baseline = 0): Promise<Row[]> {
+/** Total Redis CPU (µs, from INFO commandstats) spent since the last RESETSTAT. */
+async function redisUsec(): Promise<number> {
+  const info = await io.info('commandstats');
+  let total = 0;
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) if (!m[1]!.startsWith('config') && m[1] !== 'info') total += Number(m[2]);
+  return total;
+}
+
+/**
+ * Runs each implementation once per round, interleaved, so drift hits all alike; ratios are per round.
+ * With `decisions`, also records Redis-side CPU per decision (the server's own profile of the work).
+ */
+async function compare(impls: { name: string; run: () => Promise<Throughput> }[], baseline = 0, decisions?: number): Promise<Row[]> {
   const results: Throughput[][] = impls.map(() => []);
-  for (let r = 0; r < P.runs; r++) for (let i = 0; i < impls.length; i++) results[i]!.push(await impls[i]!.run());
+  const us: number[][] = impls.map(() => []);
+  for (let r = 0; r < P.runs; r++) {
+    for (let i = 0; i < impls.length; i++) {
+      if (decisions) await io.config('RESETSTAT');
+      results[i]!.push(await impls[i]!.run());
+      if (decisions) us[i]!.push((await redisUsec()) / decisions);
+    }
+  }
   return impls.map((impl, i) => ({
     name: impl.name,
     figures: fig(results[i]!),
     ratio: i === baseline ? undefined : spread(results[baseline]!.map((b, r) => b.opsPerSec / results[i]![r]!.opsPerSec)),
+    redisUs: decisions ? spread(us[i]!) : undefined,
   }));
 }
 
 // 1. Redis over TCP -------------------------------------------------------------------------------
 md.push('## 1. Redis over TCP, one process', '');
-md.push('Every implementation uses the same ioredis connection to the same redis-server; all decisions are allowed (huge limits), keys spread over 1,000 buckets. The ratio column is ours ÷ that row, per round (above 1: ours is faster). The ceiling is `redis-benchmark` running our script by SHA with the same number of connections.', '');
+md.push(
+  'Every implementation uses the same ioredis connection to the same redis-server; all decisions are allowed (huge limits), keys spread over 1,000 buckets. The ratio column is ours ÷ that row, per round (above 1: ours is faster). The ceiling is `redis-benchmark` running our script by SHA over as many connections as our concurrency (at high concurrency, one pipelining ioredis connection beats many connections, so it can be below ours). "Redis CPU" is the server\'s own time per decision (INFO commandstats usec), the profile of where Redis-side cost goes.',
+  '',
+);
 const ours = createLimiter({ store: redisStore({ client: io }), policies: { bench: HUGE }, prefix: 'b1:', circuitBreaker: false });
 const upstashTcp = new Ratelimit({ redis: upstashOverTcp as never, limiter: Ratelimit.tokenBucket(1000, '1 ms', 1_000_000_000), analytics: false, ephemeralCache: false, prefix: 'b1u' });
 const rlf = new RateLimiterRedis({ storeClient: io, points: 1_000_000_000, duration: 1, keyPrefix: 'b1f' });
@@ -97,7 +125,7 @@ for (const c of [1, 16, 256]) {
     { name: '@upstash/ratelimit `tokenBucket` (ioredis adapter)', run: () => measure(n, c, (i) => upstashTcp.limit(`k${i % 1000}`)) },
     { name: 'rate-limiter-flexible `RateLimiterRedis`', run: () => measure(n, c, (i) => rlf.consume(`k${i % 1000}`)) },
     { name: 'ceiling: `redis-benchmark` EVALSHA of our script', run: () => redisBenchmark(c, n) },
-  ]);
+  ], 0, n);
   for (const r of rows.slice(1)) tcpRatios[`${r.name} @${c}`] = r.ratio!;
   md.push(`**Concurrency ${c}** (${fmt(n)} decisions per run, ${P.runs} runs; median (min–max))`, '', ...table(rows, 'ours ÷ this'), '');
 }
