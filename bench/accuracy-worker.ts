@@ -5,6 +5,7 @@
 //   mode http:           POST /v1/permits to the given servers, round robin
 //   mode ours:           createLimiter + redisStore over ioredis, in this process
 //   mode upstash:        @upstash/ratelimit tokenBucket over the same ioredis client (thin adapter)
+// With startDelayMs, its callers join late (to model a fast-clock node arriving after slow-clock ones).
 import { createInterface } from 'node:readline';
 import { Redis as IORedis } from 'ioredis';
 import { Ratelimit } from '@upstash/ratelimit';
@@ -21,6 +22,8 @@ interface Config {
   targets?: string[];
   token?: string;
   redisUrl?: string;
+  /** Callers start this long after "go" (a late joiner). @default 0 */
+  startDelayMs?: number;
 }
 
 const config = JSON.parse(process.argv[2]!) as Config;
@@ -71,6 +74,10 @@ const p0 = performance.now();
 await new Promise((r) => setTimeout(r, 50));
 const perfCheckMs = performance.now() - p0;
 if (io) await io.ping();
+if (config.targets) {
+  // Open the keep-alive connections now, so the first decisions after "go" do not wait for them.
+  await Promise.all(Array.from({ length: config.callers }, (_, i) => fetch(`${config.targets![i % config.targets!.length]}/healthz`).then((r) => r.arrayBuffer())));
+}
 process.stdout.write(`${JSON.stringify({ ready: true, wallAtReady, perfCheckMs })}\n`);
 const rl = createInterface({ input: process.stdin });
 await new Promise<void>((resolve) => rl.once('line', () => resolve()));
@@ -85,6 +92,7 @@ let firstEnd = Infinity;
 let lastStart = 0;
 let lastEnd = 0;
 const admittedAt: number[] = [];
+if (config.startDelayMs) await new Promise((r) => setTimeout(r, config.startDelayMs));
 await Promise.all(
   Array.from({ length: config.callers }, async () => {
     while (performance.now() < deadline) {

@@ -7,11 +7,11 @@ import { rateLimiter } from 'hono-rate-limiter';
 import { createLimiter, memoryStore } from '../src/index.js';
 import { rateLimit, ipKey } from '../src/hono.js';
 
-const mode = process.argv[2] as 'none' | 'ours' | 'hono-rate-limiter';
+const mode = process.argv[2] as 'none' | 'ours' | 'ours-draft-headers' | 'hono-rate-limiter';
 const app = new Hono();
-if (mode === 'ours') {
+if (mode === 'ours' || mode === 'ours-draft-headers') {
   const limiter = createLimiter({ store: memoryStore(), policies: { bench: { capacity: 1_000_000_000, refillPerSecond: 1_000_000 } } });
-  app.use('*', rateLimit({ limiter, policy: 'bench', key: ipKey() }));
+  app.use('*', rateLimit({ limiter, policy: 'bench', key: ipKey(), legacyHeaders: mode === 'ours' }));
 } else if (mode === 'hono-rate-limiter') {
   app.use(
     '*',

@@ -12,13 +12,13 @@ import { Redis as IORedis } from 'ioredis';
 import { Redis as UpstashRedis } from '@upstash/redis';
 import { Ratelimit } from '@upstash/ratelimit';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
-import autocannon from 'autocannon';
 import { createLimiter, memoryStore } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
 import { startUpstashLocal } from '../src/upstash-local/server.js';
 import { startRedis, freePort } from '../scripts/lib/redis-server.js';
 import { commandStats } from '../test/support/redis-stats.js';
+import { accuracyRun, score, type Accuracy } from './accuracy.js';
 import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
 
 const quick = process.argv.includes('--quick') || process.env.npm_config_quick === 'true';
@@ -200,76 +200,6 @@ md.push(
 );
 
 // 5 & 6. Accuracy under contention and under clock skew -------------------------------------------
-interface WorkerResult {
-  admitted: number;
-  decisions: number;
-  errors: number;
-  firstStart: number;
-  firstEnd: number;
-  lastStart: number;
-  lastEnd: number;
-  admittedAt: number[];
-  skewSeenMs?: number;
-  perfCheckMs?: number;
-}
-
-/** Starts worker processes, waits until all are ready, sends "go" to all at once, collects results. */
-async function accuracyRun(configs: { config: object; skewSeconds?: number }[]): Promise<WorkerResult[]> {
-  const children = configs.map(({ config, skewSeconds }) => {
-    const args = ['--import', 'tsx', join(root, 'bench/accuracy-worker.ts'), JSON.stringify(config)];
-    const child = skewSeconds
-      ? spawn('faketime', ['-f', `${skewSeconds > 0 ? '+' : ''}${skewSeconds}s`, process.execPath, ...args], {
-          stdio: ['pipe', 'pipe', 'inherit'],
-          env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
-        })
-      : spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
-    const lines: string[] = [];
-    let buf = '';
-    child.stdout!.on('data', (d) => {
-      buf += d;
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        lines.push(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-      }
-    });
-    const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
-    return { child, lines, exited };
-  });
-  const until = Date.now() + 60_000;
-  while (children.some((c) => c.lines.length < 1)) {
-    if (Date.now() > until || children.some((c) => c.child.exitCode !== null)) throw new Error('accuracy workers did not get ready');
-    await sleep(20);
-  }
-  const parentWall = Date.now();
-  const ready = children.map((c) => JSON.parse(c.lines[0]!) as { wallAtReady: number; perfCheckMs: number });
-  for (const c of children) c.child.stdin!.write('go\n');
-  const codes = await Promise.all(children.map((c) => c.exited));
-  if (codes.some((c) => c !== 0)) throw new Error(`accuracy worker exit codes ${codes}`);
-  return children.map((c, i) => ({ ...(JSON.parse(c.lines[1]!) as WorkerResult), skewSeenMs: ready[i]!.wallAtReady - parentWall, perfCheckMs: ready[i]!.perfCheckMs }));
-}
-
-function accuracy(results: WorkerResult[], policy: { capacity: number; refillPerSecond: number }) {
-  const admitted = results.reduce((a, r) => a + r.admitted, 0);
-  const decisions = results.reduce((a, r) => a + r.decisions, 0);
-  const errors = results.reduce((a, r) => a + r.errors, 0);
-  const minSpan = Math.max(...results.map((r) => r.lastStart)) - Math.min(...results.map((r) => r.firstEnd));
-  const maxSpan = Math.max(...results.map((r) => r.lastEnd)) - Math.min(...results.map((r) => r.firstStart));
-  const idealMin = policy.capacity + (policy.refillPerSecond * minSpan) / 1000;
-  const idealMax = policy.capacity + (policy.refillPerSecond * maxSpan) / 1000;
-  return {
-    admitted,
-    decisions,
-    errors,
-    idealMin,
-    idealMax,
-    over: Math.max(0, admitted - Math.floor(idealMax)),
-    under: Math.max(0, Math.floor(idealMin) - admitted),
-    underPct: (Math.max(0, idealMin - admitted) / idealMin) * 100,
-    admittedAt: results.flatMap((r) => r.admittedAt).sort((a, b) => a - b),
-  };
-}
-
 const CONTENTION = { capacity: 20, refillPerSecond: 100 };
 log('contention');
 md.push('## 5. Accuracy under contention', '');
@@ -291,14 +221,14 @@ async function nodeServer(): Promise<{ url: string; child: ChildProcess }> {
   return { url: `http://127.0.0.1:${port}`, child };
 }
 const nodes = [await nodeServer(), await nodeServer()];
-const contentionResults: ReturnType<typeof accuracy>[] = [];
+const contentionResults: Accuracy[] = [];
 const contentionRuns = quick ? 1 : 3;
 for (let r = 0; r < contentionRuns; r++) {
   const key = `contention-${Date.now()}-${uniq++}`;
   const res = await accuracyRun(
-    Array.from({ length: 4 }, () => ({ config: { mode: 'http', callers: 200, durationMs: P.accuracyMs, policy: CONTENTION, key, targets: nodes.map((n) => n.url), token: TOKEN } })),
+    Array.from({ length: 4 }, () => ({ config: { mode: 'http' as const, callers: 200, durationMs: P.accuracyMs, policy: CONTENTION, key, targets: nodes.map((n) => n.url), token: TOKEN } })),
   );
-  contentionResults.push(accuracy(res, CONTENTION));
+  contentionResults.push(score(res, CONTENTION));
 }
 for (const n of nodes) n.child.kill('SIGTERM');
 md.push('| run | decisions | admitted | ideal | over-admission | under-admission |', '| ---: | ---: | ---: | ---: | ---: | ---: |');
@@ -313,21 +243,42 @@ md.push(
   `The same policy and load shape, but each worker process decides directly against Redis (no HTTP hop), and two of the four run under \`faketime -f +2s\`, two under \`-2s\` (with \`FAKETIME_DONT_FAKE_MONOTONIC=1\`, so \`performance.now()\` stays usable; the table shows the wall-clock offset each process really had and a 50 ms timer as it measured it). ${P.accuracyMs / 1000} s per run.`,
   '',
 );
-const skewRows: { lib: string; a: ReturnType<typeof accuracy>; skews: number[]; perf: number[] }[] = [];
-for (const lib of ['ours', 'upstash'] as const) {
-  const key = `skew-${lib}-${Date.now()}`;
-  const res = await accuracyRun(
-    [2, 2, -2, -2].map((skewSeconds) => ({ skewSeconds, config: { mode: lib, callers: 200, durationMs: P.accuracyMs, policy: CONTENTION, key, redisUrl: redis.url } })),
-  );
-  skewRows.push({ lib, a: accuracy(res, CONTENTION), skews: res.map((r) => r.skewSeenMs!), perf: res.map((r) => r.perfCheckMs!) });
+const skewRows: { lib: string; scenario: string; a: Accuracy; skews: number[]; perf: number[] }[] = [];
+for (const scenario of ['together', 'late joiners'] as const) {
+  for (const lib of ['ours', 'upstash'] as const) {
+    const key = `skew-${lib}-${uniq++}-${Date.now()}`;
+    const res = await accuracyRun(
+      [-2, -2, 2, 2].map((skewSeconds) => ({
+        skewSeconds,
+        config: {
+          mode: lib,
+          callers: 200,
+          durationMs: P.accuracyMs,
+          policy: CONTENTION,
+          key,
+          redisUrl: redis.url,
+          // Late joiners: the +2 s processes start halfway through, after the -2 s ones drained the bucket.
+          startDelayMs: scenario === 'late joiners' && skewSeconds > 0 ? P.accuracyMs / 2 : 0,
+        },
+      })),
+    );
+    skewRows.push({ lib, scenario, a: score(res, CONTENTION), skews: res.map((r) => r.skewSeenMs), perf: res.map((r) => r.perfCheckMs) });
+  }
 }
-md.push('| limiter | wall-clock offsets seen (ms) | 50 ms timer read as (ms) | decisions | admitted | ideal | over-admission | under-admission |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |');
-for (const { lib, a, skews, perf } of skewRows) {
+md.push(
+  '| scenario | limiter | wall-clock offsets seen (ms) | 50 ms timer read as (ms) | decisions | admitted | ideal | over-admission | under-admission |',
+  '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |',
+);
+for (const { lib, scenario, a, skews, perf } of skewRows) {
   md.push(
-    `| ${lib === 'ours' ? 'edge-limiter (store clock)' : '@upstash/ratelimit `tokenBucket` (caller clock)'} | ${skews.map((s) => (s > 0 ? '+' : '') + Math.round(s)).join(', ')} | ${perf.map((p) => p.toFixed(0)).join(', ')} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} |`,
+    `| ${scenario} | ${lib === 'ours' ? 'edge-limiter (store clock)' : '@upstash/ratelimit `tokenBucket` (caller clock)'} | ${skews.map((s) => (s > 0 ? '+' : '') + Math.round(s)).join(', ')} | ${perf.map((p) => p.toFixed(0)).join(', ')} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} |`,
   );
 }
-md.push('');
+md.push(
+  '',
+  '"Together": all four processes hammer the bucket from the start. "Late joiners": the two −2 s processes start alone and drain the bucket; the two +2 s processes join halfway through.',
+  '',
+);
 
 // SVG: admitted over time against the ideal line.
 function svg(series: { label: string; color: string; times: number[] }[], durationMs: number, policy: typeof CONTENTION): string {
@@ -349,7 +300,7 @@ function svg(series: { label: string; color: string; times: number[] }[], durati
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="14">Admitted requests over time (capacity ${policy.capacity}, ${policy.refillPerSecond}/s; 800 callers; clocks skewed ±2 s)</text>`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="14">Admitted over time (capacity ${policy.capacity}, ${policy.refillPerSecond}/s; clocks −2 s from 0, +2 s joining at ${(durationMs / 2000).toFixed(1)} s)</text>`,
     ...ticks.map((t) => `<line x1="${x(t)}" y1="${H - pad.b}" x2="${x(t)}" y2="${pad.t}" stroke="#eee"/><text x="${x(t)}" y="${H - pad.b + 16}" text-anchor="middle">${(t / 1000).toFixed(1)} s</text>`),
     ...yTicks.map((v) => `<line x1="${pad.l}" y1="${y(v)}" x2="${W - pad.r}" y2="${y(v)}" stroke="#eee"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end">${v}</text>`),
     `<line x1="${x(0)}" y1="${y(policy.capacity)}" x2="${x(durationMs)}" y2="${y(policy.capacity + (policy.refillPerSecond * durationMs) / 1000)}" stroke="#888" stroke-width="2" stroke-dasharray="6 4"/>`,
@@ -366,8 +317,8 @@ writeFileSync(
   join(root, quick ? 'bench/admitted.quick.svg' : 'bench/admitted.svg'),
   svg(
     [
-      { label: 'edge-limiter (store clock)', color: '#1f77b4', times: skewRows[0]!.a.admittedAt },
-      { label: '@upstash/ratelimit tokenBucket (caller clock)', color: '#d62728', times: skewRows[1]!.a.admittedAt },
+      { label: 'edge-limiter (store clock)', color: '#1f77b4', times: skewRows[2]!.a.admittedAt },
+      { label: '@upstash/ratelimit tokenBucket (caller clock)', color: '#d62728', times: skewRows[3]!.a.admittedAt },
     ],
     P.accuracyMs,
     CONTENTION,

@@ -1,6 +1,8 @@
 // The local Upstash-compatible REST server: protocol details, checked with raw HTTP and with @upstash/redis.
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { Redis as UpstashRedis } from '@upstash/redis';
+import { Ratelimit } from '@upstash/ratelimit';
+import { createHash } from 'node:crypto';
 import { startUpstashLocal, type UpstashLocal } from '../src/upstash-local/server.js';
 import { startRedis } from '../scripts/lib/redis-server.js';
 
@@ -86,6 +88,18 @@ describe('local Upstash REST server', () => {
     } finally {
       await s.close();
     }
+  });
+
+  it('accepts the Upstash-only shebang flag allow-key-locking, and EVALSHA by the original SHA', async () => {
+    const script = `#!lua flags=allow-key-locking\nreturn redis.call('INCR', KEYS[1])`;
+    const sha = createHash('sha1').update(script).digest('hex');
+    expect(await (await post('/', ['EVAL', script, '1', `${key}:kl`])).json()).toEqual({ result: 1 });
+    expect(await (await post('/', ['EVALSHA', sha, '1', `${key}:kl`])).json()).toEqual({ result: 2 });
+    // @upstash/ratelimit's scripts declare that flag; through this server they run on plain Redis.
+    const rl = new Ratelimit({ redis: new UpstashRedis({ url: server.url, token: TOKEN }), limiter: Ratelimit.tokenBucket(1, '1 s', 2), analytics: false, ephemeralCache: false, prefix: `${key}:rl` });
+    expect((await rl.limit('a')).success).toBe(true);
+    expect((await rl.limit('a')).success).toBe(true);
+    expect((await rl.limit('a')).success).toBe(false);
   });
 
   it('@upstash/redis works against it with its defaults (base64 responses, auto-pipelining)', async () => {

@@ -8,20 +8,23 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
 /**
  * - `RateLimit-Policy: "<name>";q=<capacity>;w=<seconds to refill an empty bucket>`
  * - `RateLimit: "<name>";r=<remaining>;t=<seconds until the bucket is full again>`
- * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (same numbers; Reset is delta seconds)
+ * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (same numbers; Reset is delta seconds),
+ *   unless `legacy` is false
  * - `Retry-After: <whole seconds, rounded up>` on a refusal
  * - `X-RateLimit-Reason` when the store did not decide (store_error, deny_cache)
  * Policy names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
  */
-export function rateLimitHeaders(policy: ResolvedPolicy, decision: Decision): Record<string, string> {
+export function rateLimitHeaders(policy: ResolvedPolicy, decision: Decision, legacy = true): Record<string, string> {
   const reset = String(seconds(decision.resetAfterMs));
   const h: Record<string, string> = {
     'RateLimit-Policy': `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
     RateLimit: `"${policy.name}";r=${decision.remaining};t=${reset}`,
-    'X-RateLimit-Limit': String(policy.capacity),
-    'X-RateLimit-Remaining': String(decision.remaining),
-    'X-RateLimit-Reset': reset,
   };
+  if (legacy) {
+    h['X-RateLimit-Limit'] = String(policy.capacity);
+    h['X-RateLimit-Remaining'] = String(decision.remaining);
+    h['X-RateLimit-Reset'] = reset;
+  }
   if (!decision.allowed) h['Retry-After'] = String(Math.max(1, seconds(decision.retryAfterMs)));
   if (decision.reason) h['X-RateLimit-Reason'] = decision.reason;
   return h;

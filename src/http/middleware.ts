@@ -27,6 +27,8 @@ export interface RateLimitOptions<E extends Env = Env> {
   shadow?: boolean;
   /** Hold the request up to this long for a token instead of refusing it, in ms. @default 0 */
   maxWaitMs?: number;
+  /** Also send the legacy X-RateLimit-Limit/-Remaining/-Reset headers. @default true */
+  legacyHeaders?: boolean;
   /** Where shadow-mode refusals are reported. @default console.warn */
   log?: (line: Record<string, unknown>) => void;
 }
@@ -56,7 +58,7 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
       if (err instanceof InvalidInputError) return problemResponse('invalid-request', err.message.replace('[edge-limiter] ', ''));
       throw err;
     }
-    const headers = rateLimitHeaders(policy, decision);
+    const headers = rateLimitHeaders(policy, decision, options.legacyHeaders ?? true);
     const shadow = options.shadow ?? policy.shadow;
     if (!decision.allowed && shadow) {
       log({ msg: 'rate limit exceeded (shadow mode: not blocked)', policy: policyName, retryAfterMs: decision.retryAfterMs, reason: decision.reason });

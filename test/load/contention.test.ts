@@ -1,24 +1,16 @@
 // 4 OS processes x 50 concurrent callers on one Redis bucket for 3 s: the admitted count is exact.
+// The processes are the benchmark's accuracy workers (bench/accuracy-worker.ts), started together.
 import { expect, it, inject } from 'vitest';
-import { runContention } from '../support/contention.js';
+import { accuracyRun, score } from '../../bench/accuracy.js';
 
 it('4 processes x 50 callers for 3 s admit within [ideal - 1 - 0.5%, ideal]', { timeout: 60_000 }, async () => {
   const policy = { capacity: 20, refillPerSecond: 100 };
-  const r = await runContention({
-    redisUrl: inject('redisUrl'),
-    policy,
-    processes: 4,
-    callersPerProcess: 50,
-    durationMs: 3000,
-    key: `contention-${Date.now()}`,
-  });
-  const idealMax = policy.capacity + (policy.refillPerSecond * r.maxSpanMs) / 1000;
-  const idealMin = policy.capacity + (policy.refillPerSecond * r.minSpanMs) / 1000;
-  console.log(
-    `[contention] decisions=${r.decisions} admitted=${r.admitted} ideal∈[${idealMin.toFixed(2)}, ${idealMax.toFixed(2)}] span∈[${r.minSpanMs.toFixed(1)}, ${r.maxSpanMs.toFixed(1)}] ms`,
-  );
-  expect(r.errors).toBe(0);
-  expect(r.decisions).toBeGreaterThan(r.admitted * 5);
-  expect(r.admitted).toBeLessThanOrEqual(Math.floor(idealMax));
-  expect(r.admitted).toBeGreaterThanOrEqual(Math.floor(idealMin - 1 - idealMin * 0.005));
+  const key = `contention-${Date.now()}`;
+  const results = await accuracyRun(Array.from({ length: 4 }, () => ({ config: { mode: 'ours' as const, callers: 50, durationMs: 3000, policy, key, redisUrl: inject('redisUrl') } })));
+  const a = score(results, policy);
+  console.log(`[contention] decisions=${a.decisions} admitted=${a.admitted} ideal∈[${a.idealMin.toFixed(2)}, ${a.idealMax.toFixed(2)}]`);
+  expect(a.errors).toBe(0);
+  expect(a.decisions).toBeGreaterThan(a.admitted * 5);
+  expect(a.admitted).toBeLessThanOrEqual(Math.floor(a.idealMax));
+  expect(a.admitted).toBeGreaterThanOrEqual(Math.floor(a.idealMin - 1 - a.idealMin * 0.005));
 });

@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http';
 import { AcquireTimeoutError } from '../../src/index.js';
 import { limitedFetch, PermitClient, PermitError } from '../../src/client/permit-client.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
+import { combinedRun } from '../support/combined.js';
 
 const TOKEN = 'node-token';
 const POLICIES = { shared: { capacity: 10, refillPerSecond: 20 }, paced: { capacity: 1, refillPerSecond: 10 }, slow: { capacity: 1, refillPerSecond: 0.1 } };
@@ -21,32 +22,8 @@ afterAll(async () => {
 
 describe('Node server on Redis', () => {
   it('two instances sharing one Redis obey one combined limit', async () => {
-    const key = `combined-${Date.now()}`;
     const clients = [new PermitClient({ url: a.url, token: TOKEN }), new PermitClient({ url: b.url, token: TOKEN })];
-    const now = () => performance.now();
-    const deadline = now() + 2000;
-    let admitted = 0;
-    let firstStart = Infinity;
-    let firstEnd = Infinity;
-    let lastStart = 0;
-    let lastEnd = 0;
-    await Promise.all(
-      Array.from({ length: 32 }, async (_, i) => {
-        const client = clients[i % 2]!;
-        while (now() < deadline) {
-          const s = now();
-          const d = await client.take('shared', key);
-          const e = now();
-          firstStart = Math.min(firstStart, s);
-          firstEnd = Math.min(firstEnd, e);
-          lastStart = Math.max(lastStart, s);
-          lastEnd = Math.max(lastEnd, e);
-          if (d.allowed) admitted++;
-        }
-      }),
-    );
-    const idealMax = 10 + (20 * (lastEnd - firstStart)) / 1000;
-    const idealMin = 10 + (20 * (lastStart - firstEnd)) / 1000;
+    const { admitted, idealMin, idealMax } = await combinedRun(clients, { policy: 'shared', key: `combined-${Date.now()}`, callers: 32, durationMs: 2000, ...POLICIES.shared });
     console.log(`[node x2 on redis] admitted=${admitted} ideal∈[${idealMin.toFixed(2)}, ${idealMax.toFixed(2)}]`);
     expect(admitted).toBeLessThanOrEqual(Math.floor(idealMax));
     expect(admitted).toBeGreaterThanOrEqual(Math.floor(idealMin - 1 - idealMin * 0.005));

@@ -8,6 +8,7 @@ import { PermitClient } from '../../src/client/permit-client.js';
 import { startUpstashLocal, type UpstashLocal } from '../../src/upstash-local/server.js';
 import { startDevWorker, type DevWorker } from '../support/worker.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
+import { combinedRun } from '../support/combined.js';
 
 const TOKEN = 'shared-token';
 const POLICIES = JSON.stringify({ shared: { capacity: 10, refillPerSecond: 20 }, api: { capacity: 2, refillPerSecond: 1 } });
@@ -47,35 +48,15 @@ describe('Worker on Upstash (local REST server over real Redis)', () => {
   });
 
   it('a Worker and a Node server sharing one Redis obey one combined limit', async () => {
-    const key = `combined-${Date.now()}`;
     const clients = [new PermitClient({ url: worker.url, token: TOKEN }), new PermitClient({ url: node.url, token: TOKEN })];
-    const now = () => performance.now();
-    const deadline = now() + 2000;
-    let admitted = 0;
-    let firstStart = Infinity;
-    let firstEnd = Infinity;
-    let lastStart = 0;
-    let lastEnd = 0;
-    const perServer = [0, 0];
-    await Promise.all(
-      Array.from({ length: 24 }, async (_, i) => {
-        while (now() < deadline) {
-          const s = now();
-          const d = await clients[i % 2]!.take('shared', key);
-          const e = now();
-          firstStart = Math.min(firstStart, s);
-          firstEnd = Math.min(firstEnd, e);
-          lastStart = Math.max(lastStart, s);
-          lastEnd = Math.max(lastEnd, e);
-          if (d.allowed) {
-            admitted++;
-            perServer[i % 2]!++;
-          }
-        }
-      }),
-    );
-    const idealMax = 10 + (20 * (lastEnd - firstStart)) / 1000;
-    const idealMin = 10 + (20 * (lastStart - firstEnd)) / 1000;
+    const { admitted, perClient: perServer, idealMin, idealMax } = await combinedRun(clients, {
+      policy: 'shared',
+      key: `combined-${Date.now()}`,
+      callers: 24,
+      durationMs: 2000,
+      capacity: 10,
+      refillPerSecond: 20,
+    });
     console.log(`[worker+node on one redis] admitted=${admitted} (worker ${perServer[0]}, node ${perServer[1]}) ideal∈[${idealMin.toFixed(2)}, ${idealMax.toFixed(2)}]`);
     expect(perServer[0]).toBeGreaterThan(0);
     expect(perServer[1]).toBeGreaterThan(0);
