@@ -12,21 +12,9 @@ import { Ratelimit } from '@upstash/ratelimit';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { upstashOverIoredis } from './lib.js';
+import type { WorkerConfig } from './accuracy.js';
 
-interface Config {
-  mode: 'http' | 'ours' | 'upstash';
-  callers: number;
-  durationMs: number;
-  policy: { capacity: number; refillPerSecond: number };
-  key: string;
-  targets?: string[];
-  token?: string;
-  redisUrl?: string;
-  /** Callers start this long after "go" (a late joiner). @default 0 */
-  startDelayMs?: number;
-}
-
-const config = JSON.parse(process.argv[2]!) as Config;
+const config = JSON.parse(process.argv[2]!) as WorkerConfig;
 
 
 let decide: () => Promise<boolean>;

@@ -15,6 +15,7 @@ export interface WorkerConfig {
   targets?: string[];
   token?: string;
   redisUrl?: string;
+  /** Callers start this long after "go" (a late joiner). @default 0 */
   startDelayMs?: number;
 }
 
