@@ -31,6 +31,16 @@ export async function createNodeStore(config: AppConfig['store']): Promise<NodeS
         retryStrategy: (times) => Math.min(times * 50, 250),
       });
       client.on('error', () => {}); // reconnects by itself; each failed decision reports through the limiter
+      // Without an offline queue, commands sent before the connection is up fail at once: wait for it
+      // (a Lambda cold start would otherwise answer its first requests with store errors). A Redis that
+      // is down now is not fatal; decisions follow the fail mode until it is back.
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, 2000);
+        client.once('ready', () => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
       return { store: redisStore({ client, clientClock: config.clientClock }), close: async () => void client.disconnect() };
     }
     case 'mongodb': {
