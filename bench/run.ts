@@ -412,6 +412,8 @@ const header = [
   '',
   `Machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, ${fmt(totalmem() / 2 ** 30, 1)} GiB; Node ${process.version}; redis-server ${redisVersion}; ${P.runs} runs per figure unless stated, shown as median (min–max). Ratios are taken per round within this one run.`,
   '',
+  'Where edge-limiter is slower than a peer, [PROFILES.md](PROFILES.md) gives the measured cause.',
+  '',
 ];
 const out = [...header, ...md].join('\n') + '\n';
 writeFileSync(join(root, quick ? 'bench/RESULTS.quick.md' : 'bench/RESULTS.md'), out);
