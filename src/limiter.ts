@@ -189,13 +189,13 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         return { decision: failed(policy, 'store_error'), error };
       }
     }
-    const now = monotonicMs();
+    let isProbe = false;
     if (breakerOpts && failures >= breakerOpts.failureThreshold) {
-      if (now < openUntil || probing) return { decision: failed(policy, 'store_error'), error: CIRCUIT_OPEN };
-      probing = true;
+      if (monotonicMs() < openUntil || probing) return { decision: failed(policy, 'store_error'), error: CIRCUIT_OPEN };
+      probing = isProbe = true;
     }
     if (pending >= maxPending) {
-      if (probing) probing = false;
+      if (isProbe) probing = false;
       return { decision: failed(policy, 'store_error'), error: new StoreError(store.name, `${pending} store calls are already pending`) };
     }
     try {
@@ -215,7 +215,8 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       if (breakerOpts && failures >= breakerOpts.failureThreshold) openUntil = monotonicMs() + breakerOpts.cooldownMs;
       return { decision: failed(policy, 'store_error'), error };
     } finally {
-      probing = false;
+      // Only the probe ends the probe: a call that started before the circuit opened may settle meanwhile.
+      if (isProbe) probing = false;
     }
   }
 

@@ -99,6 +99,34 @@ describe('circuit breaker', () => {
     expect(store.steps).toBe(6);
   });
 
+  it('lets exactly one probe through even when an older call settles during the probe', async () => {
+    const sleepMs = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    let steps = 0;
+    // Call 1 fails after 150 ms; calls 2-3 fail at once; call 4 (the probe) hangs 300 ms, then fails.
+    const plan = [150, 0, 0, 300];
+    const store: Store = {
+      name: 'scripted',
+      async step() {
+        const delay = plan[steps++] ?? 0;
+        await sleepMs(delay);
+        throw new Error('down');
+      },
+      reset: async () => {},
+      ping: async () => {},
+    };
+    const limiter = createLimiter({ store, timeoutMs: 1000, circuitBreaker: { failureThreshold: 2, cooldownMs: 20 }, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
+    const slow = limiter.take('p', 'k'); // call 1, still in flight when the circuit opens
+    await limiter.take('p', 'k');
+    await limiter.take('p', 'k'); // failures = 2: open
+    await sleepMs(30);
+    const probe = limiter.take('p', 'k'); // call 4: the probe
+    await slow; // call 1 settles (and fails) while the probe is in flight, re-arming the cool-down
+    await sleepMs(30); // the cool-down is over again, but the probe has not answered yet
+    for (let i = 0; i < 5; i++) await limiter.take('p', 'k');
+    expect(steps).toBe(4);
+    await probe;
+  });
+
   it('validates its options', () => {
     expect(() => createLimiter({ store: memoryStore(), circuitBreaker: { failureThreshold: 0 }, policies: { p: { capacity: 1, refillPerSecond: 1 } } })).toThrow(
       /circuitBreaker\.failureThreshold/,
