@@ -2,7 +2,7 @@
 // inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
 import { Hono } from 'hono';
 import type { Decision } from '../core/decision.js';
-import { utf8Length, MAX_KEY_BYTES } from '../core/key.js';
+import { assertKey } from '../core/key.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { Limiter } from '../limiter.js';
 import { tokenChecker } from './auth.js';
@@ -39,12 +39,14 @@ function isInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isInteger(v);
 }
 
+/** The key rules are the limiter's own (core/key.ts); this only turns a violation into a detail string. */
 function checkKey(key: unknown): string | undefined {
-  if (typeof key !== 'string') return '`key` must be a string';
-  if (key.length === 0) return '`key` must not be empty';
-  if (!key.isWellFormed()) return '`key` must be well-formed Unicode';
-  if (utf8Length(key) > MAX_KEY_BYTES) return `\`key\` must be at most ${MAX_KEY_BYTES} bytes of UTF-8`;
-  return undefined;
+  try {
+    assertKey(key);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message.replace('[edge-limiter] ', '');
+  }
 }
 
 function parsePermit(body: unknown, limiter: Limiter): Parsed {
