@@ -1,7 +1,7 @@
 // Root entry: the limiter, the memory store and the types. Imports no database driver or Redis SDK.
 export { createLimiter } from './limiter.js';
-export type { Limiter, LimiterOptions, TakeOptions, AcquireOptions, DecisionEvent, CircuitBreakerOptions } from './limiter.js';
-export type { Decision, DecisionReason } from './core/decision.js';
+export type { Limiter, LimiterOptions, LimiterStats, TakeOptions, AcquireOptions, DecisionEvent, CircuitBreakerOptions, CircuitState, StoreStatusEvent } from './limiter.js';
+export type { Decision, DecisionReason, BucketDecision, StoreErrorDecision } from './core/decision.js';
 export type { PolicyConfig, ResolvedPolicy, FailMode } from './core/policy.js';
 export type { Store, StepArgs, StepResult } from './store.js';
 export { memoryStore } from './stores/memory.js';

@@ -1,7 +1,8 @@
 // createLimiter: validates policies once, then turns take/acquire/peek/reset into one bounded store
 // call each. Keeps no bucket state of its own (the optional deny cache only remembers refusals).
-import { stepArgs, toDecision } from './core/gcra.js';
-import type { Decision, DecisionReason } from './core/decision.js';
+// The guarded store call, the circuit breaker and the deny cache live in ./limiter/.
+import { stepArgs, toDecision, toPeekDecision } from './core/gcra.js';
+import type { Decision, StoreErrorDecision } from './core/decision.js';
 import { assertCost, assertKey, assertWaitMs, MAX_WAIT_MS } from './core/key.js';
 import {
   resolvePolicy,
@@ -13,13 +14,11 @@ import {
 } from './core/policy.js';
 import { AcquireTimeoutError, ConfigError, StoreError, UnknownPolicyError } from './errors.js';
 import type { StepResult, Store } from './store.js';
+import { createBreaker, type CircuitBreakerOptions, type CircuitState } from './limiter/breaker.js';
+import { createDenyCache } from './limiter/deny-cache.js';
+import { createStoreCaller, type StoreStatusEvent } from './limiter/store-call.js';
 
-export interface CircuitBreakerOptions {
-  /** Consecutive store failures that open the circuit. @default 5 */
-  failureThreshold?: number;
-  /** How long the circuit stays open (decisions fail fast) before one probe is let through, in ms. @default 500 */
-  cooldownMs?: number;
-}
+export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent };
 
 export interface DecisionEvent {
   policy: string;
@@ -51,16 +50,30 @@ export interface LimiterOptions<P extends string = string> {
   circuitBreaker?: CircuitBreakerOptions | false;
   /**
    * Remember denials on this node and answer them locally until their retryAfterMs has passed, without a
-   * store call. Measured on this node's monotonic clock (relative time), so clock skew cannot affect it, and
-   * it can only deny what the store would deny. @default false
+   * store call; `remaining` and `resetAfterMs` of such an answer are recomputed from the time elapsed.
+   * Measured on this node's monotonic clock (relative time), so clock skew cannot affect it, and it can
+   * only deny what the store would deny.
+   *
+   * Trade-off: a `reset` (or any refill) made through another node is not seen on this node until the
+   * cached refusal's retryAfterMs has passed. `reset` through this limiter clears its own entry.
+   * @default false
    */
   denyCache?: boolean | { maxKeys?: number };
   /**
-   * Most store calls that may be outstanding at once, counting calls that timed out but whose store
-   * promise has not settled yet (a paused server). Beyond it, decisions fail at once per onStoreError,
-   * so a stalled store cannot pile up unbounded promises or sockets. @default 1024
+   * Most store calls in flight at once. A call stops counting when it settles or when its timeoutMs
+   * passes (its I/O is then aborted through the signal passed to `Store.step`), so a store whose calls
+   * never settle cannot lock the limiter. Beyond it, decisions fail at once per onStoreError.
+   * @default 1024
    */
   maxPendingStoreCalls?: number;
+  /**
+   * Called once when decisions start failing because of the store (timeouts, errors, open circuit) and
+   * once when the store decides again: one log line per outage, not one per request. Errors it throws
+   * are ignored.
+   */
+  onStoreStatus?: (event: StoreStatusEvent) => void;
+  /** Monotonic clock in ms for timeouts, the breaker and the deny cache. Tests pass a fake one. @default performance.now */
+  monotonicMs?: () => number;
 }
 
 export interface TakeOptions {
@@ -92,21 +105,21 @@ export interface Limiter<P extends string = string> {
   policy(name: string): ResolvedPolicy | undefined;
   readonly policies: ReadonlyMap<string, ResolvedPolicy>;
   readonly store: Store;
-  /** Store calls outstanding now (including timed-out ones not yet settled), and the breaker state. */
-  stats(): { pendingStoreCalls: number; circuit: 'closed' | 'open' | 'half-open' };
+  /** Store calls in flight now, the most allowed, and the breaker state. */
+  stats(): LimiterStats;
+}
+
+export interface LimiterStats {
+  /** Store calls started and neither settled nor timed out. */
+  pendingStoreCalls: number;
+  /** The maxPendingStoreCalls option: at it, decisions fail without calling the store. */
+  maxPendingStoreCalls: number;
+  circuit: CircuitState;
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
 /** Retry-After suggested for a refusal caused by a store failure. */
 const STORE_ERROR_RETRY_MS = 1000;
-
-function withTimeout<T>(promise: Promise<T>, ms: number, store: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreError(store, `timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -123,9 +136,19 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-const monotonicMs = () => performance.now();
-/** The onDecision `error` of a decision skipped because the circuit breaker is open. */
-const CIRCUIT_OPEN = new StoreError('circuit', 'circuit breaker open: the store failed repeatedly; failing fast until the next probe');
+/** A reset is one store call too, bounded like a decision. */
+async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StoreError(store, `timed out after ${ms} ms`)), ms);
+  });
+  promise.catch(() => {});
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 export function createLimiter<P extends string>(options: LimiterOptions<P>): Limiter<P> {
   if (!options || typeof options !== 'object') throw new ConfigError('options', 'must be an object');
@@ -143,31 +166,23 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
   const onDecision = options.onDecision;
 
-  // Circuit breaker: consecutive failures open it; after the cool-down one probe goes through.
-  const breakerOpts = options.circuitBreaker === false ? undefined : { failureThreshold: 5, cooldownMs: 500, ...options.circuitBreaker };
-  if (breakerOpts) {
-    if (!Number.isInteger(breakerOpts.failureThreshold) || breakerOpts.failureThreshold < 1) {
-      throw new ConfigError('circuitBreaker.failureThreshold', `must be a positive integer, got ${String(breakerOpts.failureThreshold)}`);
-    }
-    if (!Number.isFinite(breakerOpts.cooldownMs) || breakerOpts.cooldownMs < 0) {
-      throw new ConfigError('circuitBreaker.cooldownMs', `must be a non-negative number, got ${String(breakerOpts.cooldownMs)}`);
-    }
-  }
-  let failures = 0;
-  let openUntil = 0;
-  let probing = false;
+  const monotonicMs = options.monotonicMs ?? (() => performance.now());
   const maxPending = options.maxPendingStoreCalls ?? 1024;
   if (!Number.isInteger(maxPending) || maxPending < 1) {
     throw new ConfigError('maxPendingStoreCalls', `must be a positive integer, got ${String(maxPending)}`);
   }
-  let pending = 0;
-  const settle = () => {
-    pending--;
-  };
-
-  // Deny cache: storage key -> the refusal's due time on this node's monotonic clock, and its cost.
+  const caller = createStoreCaller({
+    store,
+    breaker: createBreaker(options.circuitBreaker, monotonicMs),
+    maxPending,
+    monotonicMs,
+    onStatus: options.onStoreStatus,
+  });
   const denyCacheMax = options.denyCache ? (typeof options.denyCache === 'object' ? options.denyCache.maxKeys ?? 10_000 : 10_000) : 0;
-  const denied = new Map<string, { untilMs: number; cost: number; decision: Decision }>();
+  if (!Number.isInteger(denyCacheMax) || denyCacheMax < 0) {
+    throw new ConfigError('denyCache.maxKeys', `must be a positive integer, got ${String(denyCacheMax)}`);
+  }
+  const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax) : undefined;
 
   function getPolicy(name: string): ResolvedPolicy {
     const p = typeof name === 'string' ? policies.get(name) : undefined;
@@ -175,49 +190,31 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     return p;
   }
 
-  function failed(policy: ResolvedPolicy, reason: DecisionReason): Decision {
+  /** The store did not decide: the fail mode does, and no bucket numbers are claimed. */
+  function failed(policy: ResolvedPolicy): StoreErrorDecision {
     const allowed = policy.onStoreError === 'allow';
-    return { allowed, limit: policy.capacity, remaining: 0, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, resetAfterMs: 0, waitMs: 0, reason };
+    return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' };
   }
 
-  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<{ decision: Decision; error?: unknown }> {
+  type Outcome = { decision: Decision; debtMs?: number; error?: unknown };
+
+  /** One store step: the decision, plus the debt the store reported (for the deny cache). */
+  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<Outcome> {
+    const args = stepArgs(policy, cost, maxWaitMs);
+    const toOutcome = (result: StepResult): Outcome => ({
+      decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result),
+      debtMs: result.debtMs,
+    });
     if (store.inProcess) {
       // No I/O, so no timer, breaker or pending count: they would only cost time on the hot path.
       try {
-        return { decision: toDecision(policy, cost, await store.step(storageKey, stepArgs(policy, cost, maxWaitMs))) };
+        return toOutcome(await store.step(storageKey, args));
       } catch (error) {
-        return { decision: failed(policy, 'store_error'), error };
+        return { decision: failed(policy), error };
       }
     }
-    let isProbe = false;
-    if (breakerOpts && failures >= breakerOpts.failureThreshold) {
-      if (monotonicMs() < openUntil || probing) return { decision: failed(policy, 'store_error'), error: CIRCUIT_OPEN };
-      probing = isProbe = true;
-    }
-    if (pending >= maxPending) {
-      if (isProbe) probing = false;
-      return { decision: failed(policy, 'store_error'), error: new StoreError(store.name, `${pending} store calls are already pending`) };
-    }
-    try {
-      let call: Promise<StepResult>;
-      try {
-        call = store.step(storageKey, stepArgs(policy, cost, maxWaitMs));
-      } catch (err) {
-        call = Promise.reject(err);
-      }
-      pending++;
-      call.then(settle, settle);
-      const result = await withTimeout(call, policy.timeoutMs, store.name);
-      failures = 0;
-      return { decision: toDecision(policy, cost, result) };
-    } catch (error) {
-      failures++;
-      if (breakerOpts && failures >= breakerOpts.failureThreshold) openUntil = monotonicMs() + breakerOpts.cooldownMs;
-      return { decision: failed(policy, 'store_error'), error };
-    } finally {
-      // Only the probe ends the probe: a call that started before the circuit opened may settle meanwhile.
-      if (isProbe) probing = false;
-    }
+    const outcome = await caller.call(storageKey, args, policy.timeoutMs);
+    return outcome.ok ? toOutcome(outcome.result) : { decision: failed(policy), error: outcome.error };
   }
 
   function emit(event: DecisionEvent): void {
@@ -240,35 +237,26 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       return Promise.reject(err);
     }
     const storageKey = `${prefix}${policy.name}:${key}`;
-    if (store.stepSync && !onDecision && denyCacheMax === 0) {
+    if (store.stepSync && !onDecision && !denied) {
       try {
         return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, stepArgs(policy, cost, maxWaitMs))));
       } catch {
-        return Promise.resolve(failed(policy, 'store_error'));
+        return Promise.resolve(failed(policy));
       }
     }
     return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey);
   }
 
   async function decideAsync(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number, policy: ResolvedPolicy, storageKey: string): Promise<Decision> {
-    const started = onDecision || denyCacheMax > 0 ? monotonicMs() : 0;
-    if (denyCacheMax > 0) {
-      const hit = denied.get(storageKey);
-      if (hit) {
-        const leftMs = hit.untilMs - started;
-        // Only a request at least as large, that will not wait as long, is certainly refused too.
-        if (leftMs > 0 && cost >= hit.cost && maxWaitMs < leftMs) {
-          const decision: Decision = { ...hit.decision, retryAfterMs: Math.ceil(leftMs), reason: 'deny_cache' };
-          if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: 0 });
-          return decision;
-        }
-        if (leftMs <= 0) denied.delete(storageKey);
-      }
+    const started = onDecision || denied ? monotonicMs() : 0;
+    const hit = denied?.lookup(policy, storageKey, cost, maxWaitMs, started);
+    if (hit) {
+      if (onDecision) emit({ policy: name, key, cost, op, decision: hit, durationMs: 0 });
+      return hit;
     }
-    const { decision, error } = await call(policy, storageKey, cost, maxWaitMs);
-    if (denyCacheMax > 0 && !decision.allowed && decision.reason === undefined) {
-      if (denied.size >= denyCacheMax) denied.delete(denied.keys().next().value!);
-      denied.set(storageKey, { untilMs: started + decision.retryAfterMs, cost, decision });
+    const { decision, debtMs, error } = await call(policy, storageKey, cost, maxWaitMs);
+    if (denied && !decision.allowed && decision.reason === undefined && debtMs !== undefined) {
+      denied.remember(storageKey, cost, debtMs, started, decision.retryAfterMs);
     }
     if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
     return decision;
@@ -278,10 +266,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     policies,
     store,
     policy: (name) => policies.get(name),
-    stats: () => ({
-      pendingStoreCalls: pending,
-      circuit: !breakerOpts || failures < breakerOpts.failureThreshold ? 'closed' : monotonicMs() < openUntil ? 'open' : 'half-open',
-    }),
+    stats: () => ({ pendingStoreCalls: caller.pending(), maxPendingStoreCalls: caller.maxPending, circuit: caller.circuit() }),
     take(name, key, opts = {}) {
       return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0);
     },
@@ -310,7 +295,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const policy = getPolicy(name);
       assertKey(key);
       const storageKey = `${prefix}${policy.name}:${key}`;
-      denied.delete(storageKey);
+      denied?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);
     },
   };

@@ -4,6 +4,17 @@ import type { StepArgs, StepResult } from './core/gcra.js';
 
 export type { StepArgs, StepResult };
 
+/** What the limiter tells a store about one call's deadline. */
+export interface StepOptions {
+  /**
+   * Aborted when the limiter stops waiting for this call (its timeoutMs has passed). A store should
+   * cancel the call's I/O: the limiter has already answered per the fail mode and freed the call's slot.
+   */
+  signal?: AbortSignal;
+  /** The limiter's bound on this call, in ms, for clients that take a per-operation timeout instead. */
+  timeoutMs?: number;
+}
+
 export interface Store {
   /** Short name for logs, errors and /healthz: 'memory', 'redis', 'mongodb'. */
   readonly name: string;
@@ -11,7 +22,7 @@ export interface Store {
    * One atomic GCRA step on `key`, timed by the store's clock. With `costMs === 0` it only reads.
    * `key` is the full storage key ({prefix}{policy}:{key}), always a non-empty string.
    */
-  step(key: string, args: StepArgs): Promise<StepResult>;
+  step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult>;
   /** Forgets the bucket: it is full again. */
   reset(key: string): Promise<void>;
   /** Resolves when the store answers; rejects otherwise. Used by /healthz. */

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { createLimiter, ConfigError } from '../src/index.js';
 import { memoryStore } from '../src/stores/memory.js';
-import { resolvePolicy } from '../src/core/policy.js';
+import { MAX_BURST_MS, resolvePolicy } from '../src/core/policy.js';
 import { step, stepArgs, toDecision } from '../src/core/gcra.js';
 
 /** A continuous token bucket in exact integer units: one token = 1000*q units, p units refill per ms. */
@@ -95,7 +95,8 @@ describe('GCRA core against an exact continuous token bucket', () => {
 
   it('handles the extremes of the policy ranges without losing whole tokens', () => {
     for (const [capacity, refillPerSecond] of [
-      [1e9, 1e-6],
+      // The slowest refill for the largest bucket: exactly MAX_BURST_MS to refill.
+      [1e9, 1e-3],
       [1e9, 1e6],
       [1, 1e-6],
       [1, 1e6],
@@ -166,7 +167,36 @@ describe('policy validation names the field and the value', () => {
   });
   it('accepts the boundaries', () => {
     expect(() =>
-      createLimiter({ store: memoryStore(), policies: { a: { capacity: 1, refillPerSecond: 1e-6 }, b: { capacity: 1e9, refillPerSecond: 1e6 } } }),
+      createLimiter({
+        store: memoryStore(),
+        policies: { a: { capacity: 1, refillPerSecond: 1e-6 }, b: { capacity: 1e9, refillPerSecond: 1e6 }, c: { capacity: 1e9, refillPerSecond: 1e-3 } },
+      }),
     ).not.toThrow();
+  });
+
+  it('caps the time to refill an empty bucket at MAX_BURST_MS, naming the field and the limit', () => {
+    expect(MAX_BURST_MS).toBe(1e15);
+    const make = (capacity: number, refillPerSecond: number) => () => resolvePolicy('big', { capacity, refillPerSecond }, { onStoreError: 'deny', timeoutMs: 1000 });
+    expect(make(1e9, 1e-3)).not.toThrow();
+    for (const [capacity, refill] of [
+      [1e9, 1e-6],
+      [1e9, 9.99e-4],
+      [1e7, 1e-6],
+    ] as const) {
+      let err: unknown;
+      try {
+        make(capacity, refill)();
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).field).toBe('policies.big.refillPerSecond');
+      expect((err as Error).message).toMatch(/capacity \/ refillPerSecond <= 1000000000000 s/);
+    }
+    // At the cap every number a decision carries is a safe integer in ms, and at most 15 digits in seconds.
+    const policy = make(1e9, 1e-3)();
+    const d = toDecision(policy, 1, { allowed: false, debtMs: policy.burstMs });
+    for (const ms of [d.retryAfterMs, d.resetAfterMs!, policy.burstMs + 300_000]) expect(Number.isSafeInteger(ms)).toBe(true);
+    expect(String(policy.windowSeconds).length).toBeLessThanOrEqual(15);
   });
 });

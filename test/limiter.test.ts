@@ -227,7 +227,8 @@ describe('onDecision hook', () => {
     expect(events.map((e) => [e.op, e.decision.allowed])).toEqual([
       ['take', true],
       ['take', false],
-      ['peek', true],
+      // The bucket is empty: a take of 1 would not pass, so the peek is not "allowed".
+      ['peek', false],
     ]);
     expect(events[0]).toMatchObject({ policy: 'p', key: 'a', cost: 1 });
   });

@@ -10,19 +10,38 @@ export type DecisionReason =
   /** Answered from this node's deny cache: the store said no less than retryAfterMs ago. */
   | 'deny_cache';
 
-export interface Decision {
+interface DecisionBase {
   /** Whether the request may proceed (after waitMs, if that is above 0). */
   allowed: boolean;
   /** The bucket's capacity in tokens. */
   limit: number;
-  /** Whole tokens left after this decision (0 while a reservation is pending). */
-  remaining: number;
   /** 0 when allowed; otherwise ms until the requested tokens exist, rounded up. */
   retryAfterMs: number;
-  /** Ms until the bucket is full again, rounded up. */
-  resetAfterMs: number;
   /** Ms the caller must wait before acting on an allowed reservation; 0 for an immediate permit. */
   waitMs: number;
-  /** Set only when the store did not decide. */
-  reason?: DecisionReason;
 }
+
+/** The bucket decided (directly, or through this node's deny cache). */
+export interface BucketDecision extends DecisionBase {
+  /** Whole tokens left after this decision (0 while a reservation is pending). */
+  remaining: number;
+  /** Ms until the bucket is full again, rounded up. */
+  resetAfterMs: number;
+  reason?: 'deny_cache';
+}
+
+/**
+ * The store did not answer: the policy's onStoreError chose `allowed`. The store gave no remaining count
+ * or reset time, so those are absent rather than guessed.
+ */
+export interface StoreErrorDecision extends DecisionBase {
+  reason: 'store_error';
+  remaining?: undefined;
+  resetAfterMs?: undefined;
+}
+
+/**
+ * One decision. `reason` tells the two kinds apart: `if (d.reason !== 'store_error')` narrows
+ * `remaining` and `resetAfterMs` to numbers.
+ */
+export type Decision = BucketDecision | StoreErrorDecision;

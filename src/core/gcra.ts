@@ -9,7 +9,7 @@
 //   burstMs + maxWaitMs (+ slackMs for float rounding); when above burstMs, the caller waits the excess.
 // - A denied request changes nothing.
 import type { ResolvedPolicy } from './policy.js';
-import type { Decision } from './decision.js';
+import type { BucketDecision } from './decision.js';
 
 /** What one atomic store step needs: both already multiplied out, so stores do no policy math. */
 export interface StepArgs {
@@ -44,8 +44,17 @@ function ceilMs(ms: number, slackMs: number): number {
   return ms <= slackMs ? 0 : Math.ceil(ms - slackMs);
 }
 
-/** Turns a store's step result into the public Decision. `cost` is 0 for a peek. */
-export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): Decision {
+/**
+ * A peek's Decision: `allowed` says whether a take of cost 1 would pass now (the same test the store
+ * applies), so an empty bucket, or one holding a reservation, is not "allowed". Consumes nothing.
+ */
+export function toPeekDecision(policy: ResolvedPolicy, result: StepResult): BucketDecision {
+  const one = stepArgs(policy, 1, 0);
+  return toDecision(policy, 1, { allowed: result.debtMs + one.costMs <= one.limitMs, debtMs: result.debtMs });
+}
+
+/** Turns a store's step result into the public Decision. */
+export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): BucketDecision {
   const { burstMs, intervalMs, slackMs, capacity } = policy;
   const debtMs = result.debtMs;
   // The slack absorbs float error, but never more than half a token, so at rates near the clock's

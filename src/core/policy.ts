@@ -4,6 +4,12 @@ import { ConfigError } from '../errors.js';
 export const MAX_CAPACITY = 1e9;
 export const MIN_REFILL_PER_SECOND = 1e-6;
 export const MAX_REFILL_PER_SECOND = 1e6;
+/**
+ * The longest time to refill an empty bucket (capacity / refillPerSecond), in ms: 1e15 ms, about 31,700
+ * years. Below it every number a decision carries stays a safe integer in ms (JSON) and fits an HTTP
+ * structured-field integer (15 digits) in seconds, and every Redis expiry is a valid PX.
+ */
+export const MAX_BURST_MS = 1e15;
 /** Policy names become part of store keys and of quoted header values, so they are kept plain. */
 export const POLICY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -98,6 +104,13 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
   const timeoutMs = c.timeoutMs === undefined ? defaults.timeoutMs : validateTimeoutMs(at('timeoutMs'), c.timeoutMs);
   const intervalMs = 1000 / refillPerSecond;
   const burstMs = capacity * intervalMs;
+  if (burstMs > MAX_BURST_MS) {
+    throw new ConfigError(
+      at('refillPerSecond'),
+      `is too slow for capacity ${capacity}: refilling the empty bucket would take ${(burstMs / 1000).toExponential(3)} s, ` +
+        `and the limit is capacity / refillPerSecond <= ${MAX_BURST_MS / 1000} s (about 31,700 years)`,
+    );
+  }
   return Object.freeze({
     name,
     capacity,

@@ -26,7 +26,7 @@ function counting(store: Store): Store & { calls: number } {
   const c = {
     name: store.name,
     calls: 0,
-    step: (k: string, a: Parameters<Store['step']>[1]) => (c.calls++, store.step(k, a)),
+    step: (k: string, a: Parameters<Store['step']>[1], o?: Parameters<Store['step']>[2]) => (c.calls++, store.step(k, a, o)),
     reset: (k: string) => (c.calls++, store.reset(k)),
     ping: () => store.ping(),
   };
@@ -40,6 +40,8 @@ const POLICIES = {
   ten: { capacity: 10, refillPerSecond: 1 },
   half: { capacity: 1, refillPerSecond: 2 },
   fifo: { capacity: 1, refillPerSecond: 20 },
+  // The largest bucket at the slowest refill the limits allow: exactly MAX_BURST_MS (1e15 ms) to refill.
+  huge: { capacity: 1e9, refillPerSecond: 1e-3 },
 } satisfies Record<string, PolicyConfig>;
 
 export function storeConformance(name: string, harness: StoreHarness): void {
@@ -87,7 +89,7 @@ export function storeConformance(name: string, harness: StoreHarness): void {
       expect(d.retryAfterMs).toBeGreaterThanOrEqual(30_000 - Math.ceil(t2 - t0) - Math.ceil(res));
       expect(d.resetAfterMs).toBeLessThanOrEqual(60_000);
       expect(d.resetAfterMs).toBeGreaterThanOrEqual(60_000 - Math.ceil(t2 - t0) - Math.ceil(res));
-      expect(Math.abs(d.resetAfterMs - d.retryAfterMs - 30_000)).toBeLessThanOrEqual(1);
+      expect(Math.abs(d.resetAfterMs! - d.retryAfterMs - 30_000)).toBeLessThanOrEqual(1);
     });
 
     it('refills exactly at 1000 per second', async () => {
@@ -174,7 +176,7 @@ export function storeConformance(name: string, harness: StoreHarness): void {
       expect(tooLong.retryAfterMs).toBeGreaterThan(100);
       expect(waits[3]).toBeGreaterThan(100);
       const after = await limiter.peek('fifo', k);
-      expect(after.resetAfterMs).toBeLessThanOrEqual(before.resetAfterMs);
+      expect(after.resetAfterMs).toBeLessThanOrEqual(before.resetAfterMs!);
     });
 
     it('is atomic: 60 concurrent takes on a bucket of 10 admit exactly 10', async () => {
@@ -182,7 +184,7 @@ export function storeConformance(name: string, harness: StoreHarness): void {
       const k = key();
       const all = await Promise.all(Array.from({ length: 60 }, () => limiter.take('ten', k)));
       expect(all.filter((d) => d.allowed)).toHaveLength(10);
-      expect(all.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(all.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a! - b!)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
 
     it('concurrent reservations get distinct slots one interval apart', async () => {
@@ -200,6 +202,45 @@ export function storeConformance(name: string, harness: StoreHarness): void {
         expect(waits[i]! - waits[i - 1]!).toBeLessThanOrEqual(51);
       }
       expect(waits[waits.length - 1]! - waits[0]!).toBeGreaterThanOrEqual(250 - spread - 1 - res);
+    });
+
+    it('peek is allowed only when a take of 1 would pass now: not on an empty bucket, nor under a reservation', async () => {
+      await setup();
+      const k = key();
+      const t0 = performance.now();
+      expect((await limiter.take('half', k)).allowed).toBe(true);
+      const empty = await limiter.peek('half', k);
+      const elapsed = performance.now() - t0;
+      expect(empty).toMatchObject({ allowed: false, remaining: 0, waitMs: 0 });
+      // One token takes 500 ms; the store has aged the bucket by at most the elapsed time.
+      expect(empty.retryAfterMs).toBeLessThanOrEqual(500);
+      expect(empty.retryAfterMs).toBeGreaterThanOrEqual(500 - Math.ceil(elapsed) - Math.ceil(res));
+      // The peek agrees with the take that follows it.
+      expect((await limiter.take('half', k)).allowed).toBe(false);
+      const reserved = await limiter.take('half', k, { maxWaitMs: 1000 });
+      expect(reserved.allowed).toBe(true);
+      expect((await limiter.peek('half', k)).allowed).toBe(false);
+      const fresh = await limiter.peek('half', key());
+      expect(fresh).toMatchObject({ allowed: true, remaining: 1, retryAfterMs: 0 });
+    });
+
+    it('a policy at the burst cap (1e9 tokens, 1e-3/s) decides, denies and expires correctly', async () => {
+      await setup();
+      const k = key();
+      const all = await limiter.take('huge', k, { cost: 1e9 });
+      expect(all).toMatchObject({ allowed: true, remaining: 0, waitMs: 0 });
+      expect(all.resetAfterMs).toBeGreaterThan(1e15 - 10_000);
+      const denied = await limiter.take('huge', k);
+      expect(denied.allowed).toBe(false);
+      // One token is 1e6 ms away, less the time since (float slack at this size is 2 ms).
+      expect(denied.retryAfterMs).toBeGreaterThan(1e6 - 10_000);
+      expect(denied.retryAfterMs).toBeLessThanOrEqual(1e6 + 2);
+      if (harness.expiryMs) {
+        const ttl = await harness.expiryMs(`${prefix}huge:${k}`);
+        expect(ttl).not.toBeNull();
+        expect(ttl!).toBeGreaterThan(1e15 - 10_000);
+        expect(ttl!).toBeLessThanOrEqual(1e15 + 1);
+      }
     });
 
     it('peek consumes nothing and reset refills', async () => {
@@ -220,8 +261,8 @@ export function storeConformance(name: string, harness: StoreHarness): void {
         const d = await limiter.take('ten', k, { cost: 3 });
         const ttl = await expiryMs(`${prefix}ten:${k}`);
         expect(ttl).not.toBeNull();
-        expect(ttl!).toBeGreaterThan(d.resetAfterMs - 200);
-        expect(ttl!).toBeLessThanOrEqual(d.resetAfterMs + 1);
+        expect(ttl!).toBeGreaterThan(d.resetAfterMs! - 200);
+        expect(ttl!).toBeLessThanOrEqual(d.resetAfterMs! + 1);
       });
     }
 

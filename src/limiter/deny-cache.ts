@@ -1,0 +1,54 @@
+// Deny cache: remembers the store's refusals on this node and answers repeats locally until the
+// refused tokens would exist, without a store call. Times are this node's monotonic clock (relative
+// time), so clock skew cannot matter, and it can only refuse what the store would refuse.
+//
+// Known limit: a reset (or a refill by any other means) made through another node is not seen here
+// until the cached refusal's retryAfterMs has passed.
+import { toDecision } from '../core/gcra.js';
+import type { Decision } from '../core/decision.js';
+import type { ResolvedPolicy } from '../core/policy.js';
+
+interface Entry {
+  /** When the refused cost is due again (monotonic ms); the entry is useless afterwards. */
+  untilMs: number;
+  cost: number;
+  /** The bucket's debt as the store reported it, at `atMs` (monotonic, taken before the call). */
+  debtMs: number;
+  atMs: number;
+}
+
+export interface DenyCache {
+  /** A refusal for this request, recomputed for now, or undefined when the store must decide. */
+  lookup(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, nowMs: number): Decision | undefined;
+  /** Remembers a store refusal of `cost` with the bucket's debt `debtMs`, decided by a call that started at `atMs`. */
+  remember(storageKey: string, cost: number, debtMs: number, atMs: number, retryAfterMs: number): void;
+  forget(storageKey: string): void;
+}
+
+export function createDenyCache(maxKeys: number): DenyCache {
+  const entries = new Map<string, Entry>();
+  return {
+    lookup(policy, storageKey, cost, maxWaitMs, nowMs) {
+      const hit = entries.get(storageKey);
+      if (!hit) return undefined;
+      const leftMs = hit.untilMs - nowMs;
+      if (leftMs <= 0) {
+        entries.delete(storageKey);
+        return undefined;
+      }
+      // Only a request at least as large, that will not wait as long, is certainly refused too.
+      if (cost < hit.cost || maxWaitMs >= leftMs) return undefined;
+      // The debt has fallen by the time elapsed since the call started. Measuring from the start (not the
+      // store's decision, which came later) can only under-state the debt: the retry hint is never late.
+      const debtMs = Math.max(0, hit.debtMs - (nowMs - hit.atMs));
+      return { ...toDecision(policy, cost, { allowed: false, debtMs }), reason: 'deny_cache' };
+    },
+    remember(storageKey, cost, debtMs, atMs, retryAfterMs) {
+      if (!entries.has(storageKey) && entries.size >= maxKeys) entries.delete(entries.keys().next().value!);
+      entries.set(storageKey, { untilMs: atMs + retryAfterMs, cost, debtMs, atMs });
+    },
+    forget(storageKey) {
+      entries.delete(storageKey);
+    },
+  };
+}

@@ -1,0 +1,223 @@
+// The limiter's parts: store calls that never settle, the breaker and the deny cache on fake clocks (no
+// sleeps), outage events, and decisions that claim no numbers the store did not give.
+import { describe, expect, it } from 'vitest';
+import { createLimiter, memoryStore, type Decision, type Store, type StoreStatusEvent } from '../src/index.js';
+import { createBreaker } from '../src/limiter/breaker.js';
+import { permitApp } from '../src/http/permit-app.js';
+
+/** A store whose calls hang forever (they never settle, even when aborted) until `answering` is set. */
+function blackHoleStore() {
+  const inner = memoryStore();
+  const s = {
+    name: 'blackhole',
+    answering: false,
+    calls: 0,
+    aborted: 0,
+    step(key: string, args: Parameters<Store['step']>[1], options?: Parameters<Store['step']>[2]) {
+      s.calls++;
+      options?.signal?.addEventListener('abort', () => s.aborted++, { once: true });
+      if (s.answering) return inner.step(key, args);
+      return new Promise<never>(() => {});
+    },
+    reset: (key: string) => inner.reset(key),
+    ping: async () => {},
+  };
+  return s;
+}
+
+describe('store calls that never settle', () => {
+  it('2,000 timed-out decisions do not block the next one: the slot is freed at the timeout and the call aborted', async () => {
+    const store = blackHoleStore();
+    const limiter = createLimiter({ store, timeoutMs: 5, circuitBreaker: false, policies: { p: { capacity: 10, refillPerSecond: 1 } } });
+    let timedOut = 0;
+    for (let round = 0; round < 20; round++) {
+      const batch = await Promise.all(Array.from({ length: 100 }, (_, i) => limiter.take('p', `k${i}`)));
+      timedOut += batch.filter((d) => d.reason === 'store_error').length;
+      expect(limiter.stats().pendingStoreCalls).toBe(0);
+    }
+    expect(timedOut).toBe(2000);
+    expect(store.calls).toBe(2000);
+    // Every hung call was told to stop through the signal passed to Store.step.
+    expect(store.aborted).toBe(2000);
+    store.answering = true;
+    const next = await limiter.take('p', 'k0');
+    expect(next).toMatchObject({ allowed: true, remaining: 9 });
+    expect(next.reason).toBeUndefined();
+    expect(limiter.stats()).toEqual({ pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed' });
+  });
+
+  it('counts calls in flight up to maxPendingStoreCalls, fails fast beyond it, and /healthz says not ok meanwhile', async () => {
+    const store = blackHoleStore();
+    const limiter = createLimiter({ store, timeoutMs: 300, circuitBreaker: false, maxPendingStoreCalls: 4, policies: { p: { capacity: 10, refillPerSecond: 1 } } });
+    const app = permitApp({ limiter, tokens: ['t'] });
+    const inFlight = Array.from({ length: 4 }, () => limiter.take('p', 'k'));
+    expect(limiter.stats().pendingStoreCalls).toBe(4);
+    const t0 = performance.now();
+    const refused = await limiter.take('p', 'k');
+    expect(performance.now() - t0).toBeLessThan(50);
+    expect(refused).toMatchObject({ allowed: false, reason: 'store_error' });
+    expect(store.calls).toBe(4);
+    const busy = await app.request('/healthz');
+    expect(busy.status).toBe(503);
+    expect(await busy.json()).toEqual({ ok: false, store: 'blackhole', pendingStoreCalls: 4, maxPendingStoreCalls: 4, circuit: 'closed' });
+    await Promise.all(inFlight);
+    const idle = await app.request('/healthz');
+    expect(idle.status).toBe(200);
+    expect(await idle.json()).toMatchObject({ ok: true, pendingStoreCalls: 0 });
+  });
+});
+
+describe('circuit breaker on a fake clock', () => {
+  it('opens after the threshold, refuses during the cool-down, lets exactly one probe through, closes on success', () => {
+    let now = 0;
+    const b = createBreaker({ failureThreshold: 2, cooldownMs: 100 }, () => now);
+    expect(b.enter()).toBe('call');
+    b.failed('call');
+    expect(b.state()).toBe('closed');
+    b.failed('call');
+    expect(b.state()).toBe('open');
+    expect(b.enter()).toBe('refused');
+    now = 99;
+    expect(b.enter()).toBe('refused');
+    now = 100;
+    expect(b.state()).toBe('half-open');
+    expect(b.enter()).toBe('probe');
+    expect(b.enter()).toBe('refused');
+    // An older call failing meanwhile re-arms the cool-down but does not end the probe.
+    b.failed('call');
+    now = 250;
+    expect(b.enter()).toBe('refused');
+    b.failed('probe');
+    expect(b.state()).toBe('open');
+    now = 350;
+    expect(b.enter()).toBe('probe');
+    b.succeeded('probe');
+    expect(b.state()).toBe('closed');
+    expect(b.enter()).toBe('call');
+  });
+
+  it('a probe that could not run gives its turn back; `false` never opens; bad options name the field', () => {
+    let now = 0;
+    const b = createBreaker({ failureThreshold: 1, cooldownMs: 10 }, () => now);
+    b.failed('call');
+    now = 10;
+    const probe = b.enter();
+    expect(probe).toBe('probe');
+    b.release(probe);
+    expect(b.enter()).toBe('probe');
+    const never = createBreaker(false, () => now);
+    for (let i = 0; i < 100; i++) never.failed('call');
+    expect(never.enter()).toBe('call');
+    expect(() => createBreaker({ failureThreshold: 0 }, () => 0)).toThrow(/circuitBreaker\.failureThreshold/);
+    expect(() => createBreaker({ cooldownMs: -1 }, () => 0)).toThrow(/circuitBreaker\.cooldownMs/);
+  });
+});
+
+describe('deny cache on a fake clock', () => {
+  /** One fake clock for the store (epoch ms) and the limiter (monotonic ms). */
+  function setup(policy: { capacity: number; refillPerSecond: number }) {
+    const clock = { t: 0 };
+    const store = memoryStore({ nowMs: () => 1_800_000_000_000 + clock.t });
+    const steps = { n: 0 };
+    const counted: Store = { name: 'memory', step: (k, a) => (steps.n++, store.step(k, a)), reset: (k) => store.reset(k), ping: async () => {} };
+    const limiter = createLimiter({ store: counted, denyCache: true, monotonicMs: () => clock.t, policies: { p: policy } });
+    return { clock, limiter, steps, store };
+  }
+
+  it('recomputes remaining, resetAfterMs and retryAfterMs of a cached refusal from the time elapsed', async () => {
+    const { clock, limiter, steps } = setup({ capacity: 5, refillPerSecond: 10 });
+    expect((await limiter.take('p', 'k', { cost: 5 })).allowed).toBe(true);
+    const first = await limiter.take('p', 'k', { cost: 3 });
+    expect(first).toMatchObject({ allowed: false, remaining: 0, resetAfterMs: 500, retryAfterMs: 300 });
+    expect(steps.n).toBe(2);
+    clock.t = 150;
+    const cached = await limiter.take('p', 'k', { cost: 3 });
+    expect(steps.n).toBe(2);
+    // 150 ms later one token (100 ms each) is back: the answer says so instead of repeating the first refusal.
+    expect(cached).toEqual({ allowed: false, limit: 5, remaining: 1, resetAfterMs: 350, retryAfterMs: 150, waitMs: 0, reason: 'deny_cache' });
+    // A larger request is refused from the cache with its own wait.
+    expect(await limiter.take('p', 'k', { cost: 4 })).toMatchObject({ reason: 'deny_cache', retryAfterMs: 250 });
+    // A smaller one goes to the store, which admits it.
+    expect(await limiter.take('p', 'k', { cost: 1 })).toMatchObject({ allowed: true, remaining: 0 });
+    expect(steps.n).toBe(3);
+  });
+
+  it('documented trade-off: a reset through another node is not seen until the cached refusal expires', async () => {
+    const { clock, limiter, store } = setup({ capacity: 1, refillPerSecond: 1 });
+    const other = createLimiter({ store, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
+    await limiter.take('p', 'k');
+    expect((await limiter.take('p', 'k')).allowed).toBe(false);
+    await other.reset('p', 'k');
+    expect(await other.peek('p', 'k')).toMatchObject({ allowed: true, remaining: 1 });
+    clock.t = 999;
+    expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'deny_cache', retryAfterMs: 1 });
+    clock.t = 1000;
+    expect(await limiter.take('p', 'k')).toMatchObject({ allowed: true });
+    // A reset through this limiter clears its own entry at once.
+    await limiter.take('p', 'k2');
+    expect((await limiter.take('p', 'k2')).allowed).toBe(false);
+    await limiter.reset('p', 'k2');
+    expect((await limiter.take('p', 'k2')).allowed).toBe(true);
+  });
+});
+
+describe('outages: one event when decisions start failing, one when the store decides again', () => {
+  it('reports down once per outage and up once after it, with the time down on the monotonic clock', async () => {
+    let now = 0;
+    let failing = true;
+    const inner = memoryStore();
+    const store: Store = {
+      name: 'flaky',
+      step: async (k, a) => {
+        if (failing) throw new Error('ECONNREFUSED');
+        return inner.step(k, a);
+      },
+      reset: async () => {},
+      ping: async () => {},
+    };
+    const events: StoreStatusEvent[] = [];
+    const limiter = createLimiter({
+      store,
+      monotonicMs: () => now,
+      circuitBreaker: { failureThreshold: 3, cooldownMs: 50 },
+      onStoreStatus: (e) => {
+        events.push(e);
+        throw new Error('a broken logger changes nothing');
+      },
+      policies: { p: { capacity: 100, refillPerSecond: 1 } },
+    });
+    for (let i = 0; i < 50; i++, now += 10) expect((await limiter.take('p', 'k')).reason).toBe('store_error');
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ status: 'down', store: 'flaky' });
+    expect(String((events[0] as { error: Error }).error.message)).toMatch(/ECONNREFUSED/);
+    failing = false;
+    now += 100;
+    const back = await limiter.take('p', 'k');
+    expect(back.reason).toBeUndefined();
+    for (let i = 0; i < 10; i++) await limiter.take('p', 'k');
+    expect(events).toHaveLength(2);
+    expect(events[1]).toEqual({ status: 'up', store: 'flaky', downMs: 600 });
+    failing = true;
+    await limiter.take('p', 'k');
+    expect(events.map((e) => e.status)).toEqual(['down', 'up', 'down']);
+  });
+});
+
+describe('a store_error decision claims no bucket numbers', () => {
+  it('has no remaining or resetAfterMs, for both fail modes', async () => {
+    const store: Store = { name: 'down', step: async () => Promise.reject(new Error('down')), reset: async () => {}, ping: async () => {} };
+    const limiter = createLimiter({
+      store,
+      circuitBreaker: false,
+      policies: { closed: { capacity: 5, refillPerSecond: 1 }, open: { capacity: 5, refillPerSecond: 1, onStoreError: 'allow' } },
+    });
+    for (const [name, allowed] of [
+      ['closed', false],
+      ['open', true],
+    ] as const) {
+      const d: Decision = await limiter.take(name, 'k');
+      expect(d).toEqual({ allowed, limit: 5, retryAfterMs: allowed ? 0 : 1000, waitMs: 0, reason: 'store_error' });
+      expect('remaining' in d).toBe(false);
+    }
+  });
+});
