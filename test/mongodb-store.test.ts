@@ -1,5 +1,7 @@
 // MongoDB store: the exact operations it sends, evaluated by mingo; and a real-server run when MONGODB_URI is set.
 import { afterAll, describe, expect, it } from 'vitest';
+import { BSON } from 'mongodb';
+import { updateOne } from 'mingo';
 import { createLimiter, InvalidInputError, StoreError } from '../src/index.js';
 import { mongoStore, stepPipeline } from '../src/stores/mongodb.js';
 import { stepArgs } from '../src/core/gcra.js';
@@ -17,7 +19,8 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     expect(collection.calls).toHaveLength(1);
     const [filter, update, options] = collection.calls[0]!.args as [object, object[], Record<string, unknown>];
     expect(filter).toEqual({ _id: 'm:p:new-user' });
-    expect(update).toEqual(stepPipeline(stepArgs(limiter.policy('p')!, 2, 0)));
+    const callId = (collection.docs[0]!.last as { id: string }).id;
+    expect(update).toEqual(stepPipeline(stepArgs(limiter.policy('p')!, 2, 0), callId));
     expect(JSON.stringify(update)).toContain('$$NOW');
     expect(options).toMatchObject({ upsert: true, returnDocument: 'after' });
     const doc = collection.docs[0]!;
@@ -55,6 +58,59 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     const limiter = createLimiter({ store, policies });
     await expect(limiter.take('p', { $gt: '' } as unknown as string)).rejects.toBeInstanceOf(InvalidInputError);
     expect(collection.calls).toEqual([]);
+  });
+
+  it('a denied step leaves the document byte-identical (no write, no oplog entry); an allowed one tags its call', async () => {
+    const collection = new MingoCollection();
+    const limiter = createLimiter({ store: mongoStore({ collection }), policies: { p: { capacity: 2, refillPerSecond: 1 } } });
+    expect((await limiter.take('p', 'k', { cost: 2 })).allowed).toBe(true);
+    const bytes = () => Buffer.from(BSON.serialize(collection.docs[0]!)).toString('hex');
+    const before = bytes();
+    expect(Object.keys(collection.docs[0]!).sort()).toEqual(['_id', 'expiresAt', 'last', 'tat']);
+    for (let i = 0; i < 20; i++) {
+      const d = await limiter.take('p', 'k');
+      expect(d.allowed).toBe(false);
+      // The numbers of a denial are still right: about 1000 ms to one token.
+      expect(d.retryAfterMs).toBeGreaterThan(900);
+      expect(d.retryAfterMs).toBeLessThanOrEqual(1001);
+      expect(d.remaining).toBe(0);
+      expect(bytes()).toBe(before);
+    }
+    // An allowed step changes the document, and only the call whose id is in `last` reads itself as allowed.
+    const reserved = await limiter.take('p', 'k', { maxWaitMs: 2000 });
+    expect(reserved.allowed).toBe(true);
+    expect(bytes()).not.toBe(before);
+    const calls = collection.calls.filter((c) => c.method === 'findOneAndUpdate');
+    const lastUpdate = calls.at(-1)!.args[1] as object[];
+    expect(JSON.stringify(lastUpdate)).toContain((collection.docs[0]!.last as { id: string }).id);
+    const ids = new Set(calls.map((c) => JSON.stringify(c.args[1]).match(/"\$literal":"([^"]+)"/)![1]));
+    expect(ids.size).toBe(calls.length);
+  });
+
+  it('evaluates the same pipeline directly: a denial keeps every field, including on a document without `last`', () => {
+    const policy = createLimiter({ store: mongoStore({ collection: new MingoCollection() }), policies: { p: { capacity: 1, refillPerSecond: 1 } } }).policy('p')!;
+    const future = Date.now() + 60_000;
+    // A document from before `last` existed (or written by another version): a denial must not add the field.
+    const docs = [{ _id: 'x', tat: future, expiresAt: new Date(future) }];
+    const before = Buffer.from(BSON.serialize(docs[0]!)).toString('hex');
+    updateOne(docs, { _id: 'x' }, stepPipeline(stepArgs(policy, 1, 0), 'id-1') as never);
+    expect(Buffer.from(BSON.serialize(docs[0]!)).toString('hex')).toBe(before);
+    updateOne(docs, { _id: 'x' }, stepPipeline(stepArgs(policy, 1, 120_000), 'id-2') as never);
+    expect(docs[0]).toMatchObject({ last: { id: 'id-2' } });
+  });
+
+  it('bounds each operation by the call timeout (maxTimeMS) and passes the abort signal to the peek aggregate', async () => {
+    const collection = new MingoCollection();
+    const store = mongoStore({ collection, maxTimeMS: 800 });
+    const signal = new AbortController().signal;
+    await store.step('k', { costMs: 1000, limitMs: 2000 }, { signal, timeoutMs: 120 });
+    await store.step('k', { costMs: 0, limitMs: 2000 }, { signal, timeoutMs: 5000 });
+    await store.step('k', { costMs: 1000, limitMs: 2000 });
+    const [a, b, c] = collection.calls;
+    expect((a!.args[2] as { maxTimeMS: number }).maxTimeMS).toBe(120);
+    expect(b!.args[1]).toEqual({ maxTimeMS: 800, signal });
+    expect((c!.args[2] as { maxTimeMS: number }).maxTimeMS).toBe(800);
+    expect(() => mongoStore({ collection, maxTimeMS: 0 })).toThrow(/maxTimeMS/);
   });
 
   it('ensureIndexes creates the TTL index on expiresAt', async () => {

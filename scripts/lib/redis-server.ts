@@ -94,3 +94,73 @@ export async function startRedis(opts: { port?: number; extraArgs?: string[] } =
     },
   };
 }
+
+export interface RedisCluster {
+  nodes: RedisProcess[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A real Redis Cluster of `masters` nodes (no replicas, no persistence) on free loopback ports: each
+ * node with cluster mode on, joined by `redis-cli --cluster create`, ready when every node says
+ * cluster_state:ok.
+ */
+export async function startRedisCluster(masters = 3): Promise<RedisCluster> {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { execFile } = await import('node:child_process');
+  const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-cluster-'));
+  const nodes: RedisProcess[] = [];
+  const stop = async () => {
+    await Promise.all(nodes.map((n) => n.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (let i = 0; i < masters; i++) {
+      const port = await freePort();
+      nodes.push(await startRedis({ port, extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir] }));
+    }
+    await new Promise<void>((resolve, reject) =>
+      execFile('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 }, (err, _out, stderr) =>
+        err ? reject(new Error(`redis-cli --cluster create failed: ${stderr || err.message}`)) : resolve(),
+      ),
+    );
+    const until = Date.now() + 20_000;
+    for (const n of nodes) {
+      while (!/cluster_state:ok/.test(await clusterInfo(n.port))) {
+        if (Date.now() > until) throw new Error(`cluster node ${n.port} did not reach cluster_state:ok`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { nodes, stop };
+}
+
+/** CLUSTER INFO's bulk reply, read whole (rawCommand returns only the first line). */
+function clusterInfo(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const sock = connect(port, '127.0.0.1');
+    let buf = '';
+    const done = () => {
+      sock.destroy();
+      resolve(buf);
+    };
+    const timer = setTimeout(done, 1000);
+    sock.on('connect', () => sock.write('CLUSTER INFO\r\n'));
+    sock.on('data', (d) => {
+      buf += d.toString();
+      if (/cluster_state:\w+/.test(buf)) {
+        clearTimeout(timer);
+        done();
+      }
+    });
+    sock.on('error', () => {
+      clearTimeout(timer);
+      done();
+    });
+  });
+}

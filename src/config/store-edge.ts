@@ -7,13 +7,18 @@ import { memoryStore } from '../stores/memory.js';
 import { redisStore } from '../stores/redis.js';
 import type { AppConfig } from './env.js';
 
-export function createEdgeStore(config: AppConfig['store']): Store {
+/** `timeoutMs`: the longest store call a policy allows (storeTimeoutMs(config)). */
+export function createEdgeStore(config: AppConfig['store'], { timeoutMs }: { timeoutMs: number }): Store {
   switch (config.kind) {
     case 'memory':
       return memoryStore();
     case 'upstash':
       // retry: false: the limiter's timeout and fail mode decide what an outage means, not client retries.
-      return redisStore({ client: new Redis({ url: config.url, token: config.token, retry: false }), clientClock: config.clientClock });
+      // signal: each HTTP request is aborted after timeoutMs, so it cannot outlive the decision it served.
+      return redisStore({
+        client: new Redis({ url: config.url, token: config.token, retry: false, signal: () => AbortSignal.timeout(timeoutMs) }),
+        clientClock: config.clientClock,
+      });
     default:
       throw new ConfigError('LIMITER_STORE', `"${config.kind}" needs a TCP connection and is not available on Workers; use upstash or memory`);
   }

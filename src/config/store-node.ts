@@ -11,13 +11,20 @@ export interface NodeStore {
   close(): Promise<void>;
 }
 
-export async function createNodeStore(config: AppConfig['store']): Promise<NodeStore> {
+export interface StoreClientOptions {
+  /** The longest store call a policy allows (storeTimeoutMs(config)): each client bounds a command by it. */
+  timeoutMs: number;
+}
+
+export async function createNodeStore(config: AppConfig['store'], { timeoutMs }: StoreClientOptions): Promise<NodeStore> {
   switch (config.kind) {
     case 'memory':
       return { store: memoryStore(), close: async () => {} };
     case 'upstash': {
       const { Redis } = await import('@upstash/redis');
-      const client = new Redis({ url: config.url, token: config.token, retry: false });
+      // Every HTTP request (one per auto-pipelined batch) is aborted after timeoutMs, so a hung request
+      // cannot hold a socket long after the limiter has answered.
+      const client = new Redis({ url: config.url, token: config.token, retry: false, signal: () => AbortSignal.timeout(timeoutMs) });
       return { store: redisStore({ client, clientClock: config.clientClock }), close: async () => {} };
     }
     case 'redis': {
@@ -27,6 +34,8 @@ export async function createNodeStore(config: AppConfig['store']): Promise<NodeS
         enableOfflineQueue: false,
         maxRetriesPerRequest: 0,
         connectTimeout: 2000,
+        // A command the limiter has given up on is also failed by the client, freeing its reply slot.
+        commandTimeout: timeoutMs,
         // Reconnect quickly (every 50-250 ms) so a restarted Redis is used again within a second.
         retryStrategy: (times) => Math.min(times * 50, 250),
       });
@@ -45,8 +54,15 @@ export async function createNodeStore(config: AppConfig['store']): Promise<NodeS
     }
     case 'mongodb': {
       const { MongoClient } = await import('mongodb');
-      const client = new MongoClient(config.uri, { serverSelectionTimeoutMS: 2000, maxPoolSize: 20 });
-      const store = mongoStore({ collection: client.db(config.db).collection<BucketDocument>(config.collection) });
+      // Server side, each operation carries maxTimeMS (the call's timeout); client side, a socket that
+      // stops answering and a wait for a pooled connection are bounded too.
+      const client = new MongoClient(config.uri, {
+        serverSelectionTimeoutMS: 2000,
+        maxPoolSize: 20,
+        socketTimeoutMS: timeoutMs + 1000,
+        waitQueueTimeoutMS: timeoutMs,
+      });
+      const store = mongoStore({ collection: client.db(config.db).collection<BucketDocument>(config.collection), maxTimeMS: timeoutMs });
       await store.ensureIndexes().catch(() => {
         // Not fatal at start: decisions do not depend on the TTL index, only disk usage does.
       });

@@ -1,22 +1,26 @@
 // MongoDB store: one findOneAndUpdate with an update pipeline per decision, timed by $$NOW.
-// Buckets live in one collection, one document each: { _id: key, tat, expiresAt }.
+// Buckets live in one collection, one document each: { _id: key, tat, expiresAt, last }.
+// A denied step leaves the document byte-identical, so MongoDB writes nothing (no oplog entry) for it.
 // The driver is never imported here: pass a driver Collection (the `mongodb` package), so that bundles
 // that do not use this store never contain the driver.
 import { ConfigError, StoreError } from '../errors.js';
-import type { StepArgs, StepResult, Store } from '../store.js';
+import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 
-/** A bucket document. `tat` is ms since the epoch (a double); `expiresAt` feeds the TTL index. */
+/**
+ * A bucket document. `tat` is ms since the epoch (a double); `expiresAt` feeds the TTL index; `last` is
+ * the most recent allowed step: its call id (so that call knows it was applied) and the debt after it.
+ */
 export interface BucketDocument {
   _id: string;
   tat?: number;
   expiresAt?: Date;
-  allowed?: boolean;
-  debtMs?: number;
+  last?: { id: string; debtMs: number };
 }
 
 /** The part of the driver's Collection that the store uses. */
 export interface MongoCollectionLike {
   findOneAndUpdate(filter: { _id: string }, update: object[], options: object): Promise<unknown>;
+  /** The driver's aggregate accepts `signal` (Abortable) and `maxTimeMS`. */
   aggregate(pipeline: object[], options?: object): { toArray(): Promise<unknown[]> };
   deleteOne(filter: { _id: string }): Promise<unknown>;
   createIndex(spec: Record<string, 1 | -1>, options: object): Promise<unknown>;
@@ -27,7 +31,11 @@ export interface MongoCollectionLike {
 export interface MongoStoreOptions {
   /** A driver Collection, e.g. `client.db('app').collection('token_buckets')`. */
   collection: MongoCollectionLike;
-  /** Server-side bound on each operation, in ms (maxTimeMS). @default 1000 */
+  /**
+   * Server-side bound on each operation, in ms (maxTimeMS); a limiter call's own timeoutMs lowers it.
+   * The client side is bounded by the MongoClient's socketTimeoutMS / waitQueueTimeoutMS, which the
+   * entries' store factory sets from the policies' timeouts. @default 1000
+   */
   maxTimeMS?: number;
 }
 
@@ -37,11 +45,14 @@ export interface MongoStore extends Store {
 }
 
 /**
- * The update pipeline for one step. Exported so tests can run this exact value through an
- * independent MQL engine. Fields starting with `_s` are scratch and removed by the last stage.
+ * The update pipeline for one step. Exported so tests can run this exact value through an independent
+ * MQL engine. Fields starting with `_s` are scratch and removed by the last stage. On a denial every
+ * field keeps its value, so the document stays byte-identical and the server writes nothing.
+ * `callId` must be unique per call: finding it in `last` afterwards is how the caller knows it was allowed.
  */
-export function stepPipeline(args: StepArgs): object[] {
+export function stepPipeline(args: StepArgs, callId: string): object[] {
   const { costMs, limitMs } = args;
+  const after = { $add: ['$_sNow', '$_sDebt', costMs] };
   return [
     // The store's clock, as ms since the epoch (double), and the bucket's debt in ms.
     { $set: { _sNow: { $toDouble: '$$NOW' } } },
@@ -49,23 +60,28 @@ export function stepPipeline(args: StepArgs): object[] {
     { $set: { _sOk: { $lte: [{ $add: ['$_sDebt', costMs] }, limitMs] } } },
     {
       $set: {
-        allowed: '$_sOk',
-        debtMs: { $cond: ['$_sOk', { $add: ['$_sDebt', costMs] }, '$_sDebt'] },
-        // A denied step leaves tat as it was; a new document is never denied (cost <= capacity).
-        tat: { $cond: ['$_sOk', { $add: ['$_sNow', '$_sDebt', costMs] }, { $ifNull: ['$tat', '$_sNow'] }] },
+        // A denial keeps each field as it is ('$field' of a missing field leaves it missing). A new
+        // document is never denied (cost <= capacity).
+        tat: { $cond: ['$_sOk', after, '$tat'] },
         // The document may go once the bucket is full again; a missing document is a full bucket.
-        expiresAt: {
-          $cond: [
-            '$_sOk',
-            { $toDate: { $ceil: { $add: ['$_sNow', '$_sDebt', costMs] } } },
-            { $ifNull: ['$expiresAt', '$$NOW'] },
-          ],
-        },
+        expiresAt: { $cond: ['$_sOk', { $toDate: { $ceil: after } }, '$expiresAt'] },
+        last: { $cond: ['$_sOk', { id: { $literal: callId }, debtMs: { $add: ['$_sDebt', costMs] } }, '$last'] },
       },
     },
     { $unset: ['_sNow', '_sDebt', '_sOk'] },
   ];
 }
+
+/**
+ * What findOneAndUpdate returns: `last` (was this call applied, and the debt after it) and, for a
+ * denial, the debt now. A projection may hold aggregation expressions since MongoDB 4.4. Only a denial's
+ * reported numbers (retryAfterMs, remaining) come from this second reading of $$NOW; the verdict does not.
+ */
+export const STEP_PROJECTION = {
+  _id: 0,
+  last: 1,
+  debtNowMs: { $max: [0, { $subtract: [{ $ifNull: ['$tat', 0] }, { $toDouble: '$$NOW' }] }] },
+} as const;
 
 /** The read-only pipeline for a peek: the debt now, without writing or upserting. */
 export function peekPipeline(key: string): object[] {
@@ -87,40 +103,53 @@ function idFilter(key: unknown): { _id: string } {
   return { _id: key };
 }
 
+/** A prefix unique to this store instance plus a counter: unique per call without a random draw each time. */
+function callIds(): () => string {
+  const bytes = new Uint8Array(9);
+  crypto.getRandomValues(bytes);
+  const prefix = btoa(String.fromCharCode(...bytes));
+  let n = 0;
+  return () => `${prefix}${(n++).toString(36)}`;
+}
+
 export function mongoStore(options: MongoStoreOptions): MongoStore {
   if (!options || typeof options !== 'object' || !options.collection) throw new ConfigError('collection', 'is required');
   const { collection } = options;
   const maxTimeMS = options.maxTimeMS ?? 1000;
+  if (!Number.isInteger(maxTimeMS) || maxTimeMS < 1) throw new ConfigError('maxTimeMS', `must be a positive integer, got ${String(maxTimeMS)}`);
+  const nextCallId = callIds();
 
-  async function step(key: string, args: StepArgs): Promise<StepResult> {
+  async function step(key: string, args: StepArgs, stepOptions: StepOptions = {}): Promise<StepResult> {
     const filter = idFilter(key);
+    const opTimeMS = stepOptions.timeoutMs === undefined ? maxTimeMS : Math.max(1, Math.min(maxTimeMS, Math.ceil(stepOptions.timeoutMs)));
     if (args.costMs === 0) {
-      const docs = await collection.aggregate(peekPipeline(filter._id), { maxTimeMS }).toArray();
+      const aggOptions = stepOptions.signal ? { maxTimeMS: opTimeMS, signal: stepOptions.signal } : { maxTimeMS: opTimeMS };
+      const docs = await collection.aggregate(peekPipeline(filter._id), aggOptions).toArray();
       const debtMs = Number((docs[0] as { debtMs?: unknown } | undefined)?.debtMs ?? 0);
       return { allowed: true, debtMs };
     }
-    const update = stepPipeline(args);
-    const findOptions = { upsert: true, returnDocument: 'after', projection: { _id: 0, allowed: 1, debtMs: 1 }, maxTimeMS };
+    const callId = nextCallId();
+    const update = stepPipeline(args, callId);
+    const findOptions = { upsert: true, returnDocument: 'after', projection: STEP_PROJECTION, maxTimeMS: opTimeMS };
     let doc: unknown;
     try {
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
     } catch (err) {
       // Two first decisions on one new bucket can race to insert it; the loser retries as an update.
-      if ((err as { code?: unknown }).code !== 11000) throw err;
+      if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
     }
-    const d = doc as { allowed?: unknown; debtMs?: unknown } | null;
-    if (!d || typeof d.allowed !== 'boolean' || typeof d.debtMs !== 'number') {
-      throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
-    }
-    return { allowed: d.allowed, debtMs: d.debtMs };
+    const d = doc as { last?: { id?: unknown; debtMs?: unknown }; debtNowMs?: unknown } | null;
+    if (d && d.last?.id === callId && typeof d.last.debtMs === 'number') return { allowed: true, debtMs: d.last.debtMs };
+    if (d && typeof d.debtNowMs === 'number') return { allowed: false, debtMs: d.debtNowMs };
+    throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
   }
 
   return {
     name: 'mongodb',
-    async step(key, args) {
+    async step(key, args, stepOptions) {
       try {
-        return await step(key, args);
+        return await step(key, args, stepOptions);
       } catch (err) {
         if (err instanceof StoreError) throw err;
         throw new StoreError('mongodb', message(err), { cause: err });

@@ -25,9 +25,10 @@ if cost == 0 then return {1, string.format('%.17g', debt)} end
 local after = debt + cost
 if after > tonumber(ARGV[2]) then return {0, string.format('%.17g', debt)} end
 -- The key lives exactly until the bucket is full again; after that, no key means a full bucket.
-redis.call('SET', KEYS[1], string.format('%.17g', now + after), 'PX', math.ceil(after))
+-- PX is formatted as a plain integer: a Lua number argument of 1e14 or more would reach Redis as "1e+14".
+redis.call('SET', KEYS[1], string.format('%.17g', now + after), 'PX', string.format('%.0f', math.ceil(after)))
 return {1, string.format('%.17g', after)}
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '44230806a1857bc8df974ac03e0b859aaef1cc69';
+export const GCRA_SCRIPT_SHA = '0f3166a145b34d142ad2b705455475a924afaa24';

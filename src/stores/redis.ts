@@ -2,13 +2,16 @@
 // client (HTTP) or a TCP client (ioredis, or the official `redis` package), taken structurally:
 // no Redis SDK is imported here.
 import { ConfigError, StoreError } from '../errors.js';
-import type { StepArgs, StepResult, Store } from '../store.js';
+import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
 
-/** What the store needs from a client. Pass one of the supported SDK clients, or your own adapter. */
+/**
+ * What the store needs from a client. Pass one of the supported SDK clients, or your own adapter.
+ * `signal` is aborted when the limiter stops waiting: an adapter should cancel the command with it.
+ */
 export interface RedisScriptClient {
-  evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
-  eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  evalsha(sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown>;
+  eval(script: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown>;
   del(key: string): Promise<unknown>;
   ping(): Promise<unknown>;
 }
@@ -18,9 +21,14 @@ interface IoredisLike {
   call(command: string, ...args: (string | number)[]): Promise<unknown>;
   status?: string;
 }
-/** The official `redis` package (v4+): `sendCommand([command, ...args])`. */
+/** The official `redis` package (v5+): `sendCommand([command, ...args], { abortSignal })`. */
 interface NodeRedisLike {
-  sendCommand(args: string[]): Promise<unknown>;
+  sendCommand(args: string[], options?: { abortSignal?: AbortSignal }): Promise<unknown>;
+}
+/** The official `redis` package's cluster client (`createCluster`): commands are routed by their first key. */
+interface NodeRedisClusterLike {
+  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[], options?: { abortSignal?: AbortSignal }): Promise<unknown>;
+  getSlotMaster(slot: number): unknown;
 }
 /** @upstash/redis: `evalsha(sha, keys, args)`. */
 interface UpstashLike {
@@ -30,10 +38,18 @@ interface UpstashLike {
   ping(): Promise<unknown>;
 }
 
-export type RedisClientLike = RedisScriptClient | IoredisLike | NodeRedisLike | UpstashLike;
+export type RedisClientLike = RedisScriptClient | IoredisLike | NodeRedisLike | NodeRedisClusterLike | UpstashLike;
 
 export interface RedisStoreOptions {
-  /** An @upstash/redis, ioredis or `redis` client, or any RedisScriptClient adapter. */
+  /**
+   * An @upstash/redis client, an ioredis client or Cluster, a `redis` client or cluster (createCluster),
+   * or any RedisScriptClient adapter.
+   *
+   * Bounding each command: the limiter aborts a call when its timeoutMs passes and stops counting it, but
+   * only the client can close the underlying request. The `redis` package receives the abort signal per
+   * command. For ioredis, set `commandTimeout`; for @upstash/redis, set
+   * `signal: () => AbortSignal.timeout(ms)` and `retry: false` (the store factories of the entries do).
+   */
   client: RedisClientLike;
   /**
    * Explicit opt-in for servers that refuse TIME inside scripts: the caller's clock is sent instead.
@@ -46,6 +62,18 @@ export interface RedisStoreOptions {
 
 function adapt(client: RedisClientLike): RedisScriptClient {
   const c = client as unknown as Record<string, unknown>;
+  if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
+    // A script's keys must all live in one slot; ours has one key, so routing by it is always right,
+    // and the EVAL after a NOSCRIPT goes to the same node.
+    const cl = client as NodeRedisClusterLike;
+    const opts = (signal?: AbortSignal) => (signal ? { abortSignal: signal } : undefined);
+    return {
+      evalsha: (sha, keys, args, signal) => cl.sendCommand(keys[0], false, ['EVALSHA', sha, String(keys.length), ...keys, ...args], opts(signal)),
+      eval: (script, keys, args, signal) => cl.sendCommand(keys[0], false, ['EVAL', script, String(keys.length), ...keys, ...args], opts(signal)),
+      del: (key) => cl.sendCommand(key, false, ['DEL', key]),
+      ping: () => cl.sendCommand(undefined, true, ['PING']),
+    };
+  }
   if (typeof c.call === 'function') {
     const io = client as IoredisLike;
     return {
@@ -57,9 +85,10 @@ function adapt(client: RedisClientLike): RedisScriptClient {
   }
   if (typeof c.sendCommand === 'function') {
     const nr = client as NodeRedisLike;
+    const opts = (signal?: AbortSignal) => (signal ? { abortSignal: signal } : undefined);
     return {
-      evalsha: (sha, keys, args) => nr.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args]),
-      eval: (script, keys, args) => nr.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args]),
+      evalsha: (sha, keys, args, signal) => nr.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args], opts(signal)),
+      eval: (script, keys, args, signal) => nr.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args], opts(signal)),
       del: (key) => nr.sendCommand(['DEL', key]),
       ping: () => nr.sendCommand(['PING']),
     };
@@ -73,7 +102,7 @@ function adapt(client: RedisClientLike): RedisScriptClient {
       ping: () => u.ping(),
     };
   }
-  throw new ConfigError('client', 'must be an @upstash/redis, ioredis or redis client, or implement evalsha/eval/del/ping');
+  throw new ConfigError('client', 'must be an @upstash/redis, ioredis (client or Cluster) or redis (client or cluster) client, or implement evalsha/eval/del/ping');
 }
 
 function message(err: unknown): string {
@@ -100,23 +129,23 @@ export function redisStore(options: RedisStoreOptions): Store {
   const client = adapt(options.client);
   const clientClock = options.clientClock === true;
 
-  async function run(keys: string[], args: string[]): Promise<unknown> {
+  async function run(keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
     try {
-      return await client.evalsha(GCRA_SCRIPT_SHA, keys, args);
+      return await client.evalsha(GCRA_SCRIPT_SHA, keys, args, signal);
     } catch (err) {
       // Script cache flushed (restart, failover, SCRIPT FLUSH): load it by running it once with EVAL.
-      if (!/NOSCRIPT/i.test(message(err))) throw err;
-      return await client.eval(GCRA_SCRIPT, keys, args);
+      if (!/NOSCRIPT/i.test(message(err)) || signal?.aborted) throw err;
+      return await client.eval(GCRA_SCRIPT, keys, args, signal);
     }
   }
 
   return {
     name: 'redis',
-    async step(key: string, args: StepArgs): Promise<StepResult> {
+    async step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
       const argv = [String(args.costMs), String(args.limitMs), clientClock ? String(Date.now()) : ''];
       let reply: unknown;
       try {
-        reply = await run([key], argv);
+        reply = await run([key], argv, options?.signal);
       } catch (err) {
         const m = message(err);
         if (!clientClock && TIME_REFUSED.test(m)) {
