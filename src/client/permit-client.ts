@@ -3,6 +3,8 @@ import type { Decision } from '../core/decision.js';
 import { AcquireTimeoutError, LimiterError } from '../errors.js';
 import type { Limiter } from '../limiter.js';
 
+export { AcquireTimeoutError };
+
 export interface PermitClientOptions {
   /** Base URL of the permit service, e.g. `https://limits.internal.example`. */
   url: string;
@@ -10,25 +12,46 @@ export interface PermitClientOptions {
   token: string;
   /** @default globalThis.fetch */
   fetch?: typeof fetch;
-  /** Bound on each HTTP call, in ms, on top of any wait the server is asked to reserve. @default 5000 */
+  /**
+   * Bound on each HTTP call, in ms. The server answers at once even for a reservation (it reserves, then
+   * the client sleeps), so no wait is added to it. @default 5000
+   */
   timeoutMs?: number;
+  /**
+   * Retries of a 503 (the server's store is unavailable; nothing was consumed), each after the server's
+   * Retry-After (at most maxRetryDelayMs). Network errors and timeouts are never retried: the request may
+   * have reached the server and taken tokens. @default 2
+   */
+  retries?: number;
+  /** Longest Retry-After honoured between retries, in ms. @default 5000 */
+  maxRetryDelayMs?: number;
 }
 
 /** A decision as the permit API returns it: the Decision plus the policy and key. */
-export interface PermitDecision extends Decision {
+export type PermitDecision = Decision & {
   policy: string;
   key: string;
-}
+};
 
-/** The server refused the request (4xx/5xx other than 429); `problem` is its RFC 9457 body. */
+/**
+ * The permit call failed: the server answered with a status other than 200/429 (`status`, and `problem`
+ * its RFC 9457 body; code `permit_http_<status>`), or no answer came (`status` 0; code
+ * `permit_network_error` or `permit_timeout`, the underlying error as `cause`).
+ */
 export class PermitError extends LimiterError {
   readonly status: number;
   readonly problem: Record<string, unknown> | undefined;
-  constructor(status: number, problem: Record<string, unknown> | undefined) {
-    super(`permit_http_${status}`, `permit API answered ${status}: ${String(problem?.detail ?? problem?.title ?? 'no detail')}`);
+  constructor(status: number, problem: Record<string, unknown> | undefined, failure?: { code: 'permit_network_error' | 'permit_timeout'; message: string; cause: unknown }) {
+    super(
+      failure?.code ?? `permit_http_${status}`,
+      failure?.message ?? `permit API answered ${status}: ${String(problem?.detail ?? problem?.title ?? 'no detail')}`,
+      failure ? { cause: failure.cause } : undefined,
+    );
     this.status = status;
     this.problem = problem;
   }
+  /** The response's Retry-After header, when it had one. */
+  retryAfterHeader?: string;
 }
 
 const MAX_SERVER_WAIT_MS = 300_000;
@@ -53,6 +76,8 @@ export class PermitClient {
   readonly #token: string;
   readonly #fetch: typeof fetch;
   readonly #timeoutMs: number;
+  readonly #retries: number;
+  readonly #maxRetryDelayMs: number;
 
   constructor(options: PermitClientOptions) {
     if (!options?.url) throw new TypeError('[edge-limiter] PermitClient: `url` is required');
@@ -61,17 +86,45 @@ export class PermitClient {
     this.#token = options.token;
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.#timeoutMs = options.timeoutMs ?? 5000;
+    this.#retries = options.retries ?? 2;
+    this.#maxRetryDelayMs = options.maxRetryDelayMs ?? 5000;
+    if (!Number.isInteger(this.#retries) || this.#retries < 0) throw new TypeError('[edge-limiter] PermitClient: `retries` must be a non-negative integer');
   }
 
-  async #call(method: string, path: string, body: unknown, extraMs: number, signal?: AbortSignal): Promise<PermitDecision> {
-    const timeout = AbortSignal.timeout(this.#timeoutMs + extraMs);
-    const res = await this.#fetch(`${this.#base}${path}`, {
-      method,
-      headers: { Authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
-    const text = await res.text();
+  async #call(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<PermitDecision> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#once(method, path, body, signal);
+      } catch (err) {
+        if (!(err instanceof PermitError) || err.status !== 503 || attempt >= this.#retries) throw err;
+        // Retry-After is whole seconds (RFC 9110); the problem body may say it in ms too.
+        const header = Number(err.retryAfterHeader);
+        const ms = Number.isFinite(header) && header >= 0 ? header * 1000 : Number(err.problem?.retryAfterMs ?? 1000);
+        await sleep(Math.min(Math.max(0, ms), this.#maxRetryDelayMs), signal);
+      }
+    }
+  }
+
+  async #once(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<PermitDecision> {
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.#fetch(`${this.#base}${path}`, {
+        method,
+        headers: { Authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+      text = await res.text();
+    } catch (err) {
+      // The caller's own abort is theirs to handle, unchanged.
+      if (signal?.aborted) throw signal.reason;
+      if (timeout.aborted) {
+        throw new PermitError(0, undefined, { code: 'permit_timeout', message: `permit API did not answer within ${this.#timeoutMs} ms`, cause: err });
+      }
+      throw new PermitError(0, undefined, { code: 'permit_network_error', message: `permit API unreachable: ${err instanceof Error ? err.message : String(err)}`, cause: err });
+    }
     let json: Record<string, unknown> | undefined;
     try {
       json = JSON.parse(text) as Record<string, unknown>;
@@ -79,18 +132,20 @@ export class PermitClient {
       json = undefined;
     }
     if ((res.status === 200 || res.status === 429) && json && typeof json.allowed === 'boolean') return json as unknown as PermitDecision;
-    throw new PermitError(res.status, json);
+    const error = new PermitError(res.status, json);
+    error.retryAfterHeader = res.headers.get('retry-after') ?? undefined;
+    throw error;
   }
 
   /** One decision. 429 is not an error: it resolves with `allowed: false`. */
   take(policy: string, key: string, options: { cost?: number; maxWaitMs?: number; signal?: AbortSignal } = {}): Promise<PermitDecision> {
     const maxWaitMs = options.maxWaitMs ?? 0;
-    return this.#call('POST', '/v1/permits', { policy, key, cost: options.cost ?? 1, maxWaitMs }, maxWaitMs, options.signal);
+    return this.#call('POST', '/v1/permits', { policy, key, cost: options.cost ?? 1, maxWaitMs }, options.signal);
   }
 
   /** The bucket's state; consumes nothing. */
   peek(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<PermitDecision> {
-    return this.#call('GET', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, 0, options.signal);
+    return this.#call('GET', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
   }
 
   /**

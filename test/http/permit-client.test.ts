@@ -1,0 +1,96 @@
+// PermitClient against scripted fetches: its timeout, 503 retries with Retry-After, network errors, aborts.
+import { describe, expect, it } from 'vitest';
+import { AcquireTimeoutError, PermitClient, PermitError } from '../../src/client/permit-client.js';
+import { AcquireTimeoutError as RootAcquireTimeoutError } from '../../src/index.js';
+
+const ok = (body: object = {}) =>
+  new Response(JSON.stringify({ allowed: true, policy: 'p', key: 'k', limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, waitMs: 0, ...body }), {
+    status: 200,
+    headers: { 'Content-Type': 'application/json' },
+  });
+const unavailable = (retryAfter: string) =>
+  new Response(JSON.stringify({ type: 'urn:edge-limiter:problem:store-unavailable', status: 503, detail: 'down', retryAfterMs: 1000 }), {
+    status: 503,
+    headers: { 'Content-Type': 'application/problem+json', 'Retry-After': retryAfter },
+  });
+
+/** A fetch that answers from a script, one entry per call; 'hang' waits for the abort signal. */
+function scripted(script: (Response | 'hang' | Error)[]) {
+  const calls: { at: number }[] = [];
+  const f = (async (_url: string, init: RequestInit) => {
+    calls.push({ at: performance.now() });
+    const next = script.shift() ?? 'hang';
+    if (next instanceof Error) throw next;
+    if (next === 'hang') {
+      return new Promise<Response>((_, reject) => init.signal!.addEventListener('abort', () => reject(init.signal!.reason), { once: true }));
+    }
+    return next;
+  }) as unknown as typeof fetch;
+  return { f, calls };
+}
+
+describe('PermitClient', () => {
+  it('bounds each call by timeoutMs alone, even when asking the server to reserve a long wait', async () => {
+    const { f } = scripted(['hang']);
+    const client = new PermitClient({ url: 'http://permits.test', token: 't', fetch: f, timeoutMs: 100 });
+    const t0 = performance.now();
+    const err = await client.take('p', 'k', { maxWaitMs: 60_000 }).catch((e: unknown) => e);
+    expect(performance.now() - t0).toBeLessThan(100 + 400);
+    expect(err).toBeInstanceOf(PermitError);
+    expect(err).toMatchObject({ status: 0, code: 'permit_timeout' });
+  });
+
+  it('retries a 503 after its Retry-After, at most `retries` times, and never past maxRetryDelayMs', async () => {
+    const { f, calls } = scripted([unavailable('0'), unavailable('0'), ok()]);
+    const client = new PermitClient({ url: 'http://permits.test', token: 't', fetch: f });
+    expect(await client.take('p', 'k')).toMatchObject({ allowed: true });
+    expect(calls).toHaveLength(3);
+
+    const slow = scripted([unavailable('1'), ok()]);
+    const t0 = performance.now();
+    expect(await new PermitClient({ url: 'http://p.test', token: 't', fetch: slow.f }).take('p', 'k')).toMatchObject({ allowed: true });
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(990);
+
+    const capped = scripted([unavailable('120'), ok()]);
+    const t1 = performance.now();
+    await new PermitClient({ url: 'http://p.test', token: 't', fetch: capped.f, maxRetryDelayMs: 50 }).take('p', 'k');
+    expect(performance.now() - t1).toBeLessThan(50 + 300);
+
+    const down = scripted([unavailable('0'), unavailable('0'), unavailable('0'), ok()]);
+    const err = await new PermitClient({ url: 'http://p.test', token: 't', fetch: down.f }).take('p', 'k').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PermitError);
+    expect(err).toMatchObject({ status: 503, code: 'permit_http_503', retryAfterHeader: '0' });
+    expect(down.calls).toHaveLength(3);
+  });
+
+  it('wraps a network error in PermitError with its cause, and does not retry it (tokens may have been taken)', async () => {
+    const cause = new TypeError('fetch failed');
+    const { f, calls } = scripted([cause, ok()]);
+    const err = await new PermitClient({ url: 'http://p.test', token: 't', fetch: f }).take('p', 'k').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PermitError);
+    expect(err).toMatchObject({ status: 0, code: 'permit_network_error', cause });
+    expect((err as Error).message).toMatch(/unreachable: fetch failed/);
+    expect(calls).toHaveLength(1);
+  });
+
+  it("rethrows the caller's own abort unchanged, also while waiting to retry", async () => {
+    const controller = new AbortController();
+    const { f } = scripted(['hang']);
+    const pending = new PermitClient({ url: 'http://p.test', token: 't', fetch: f }).take('p', 'k', { signal: controller.signal });
+    controller.abort(new Error('caller gave up'));
+    await expect(pending).rejects.toThrow('caller gave up');
+    const retrying = scripted([unavailable('3'), ok()]);
+    const c2 = new AbortController();
+    const p2 = new PermitClient({ url: 'http://p.test', token: 't', fetch: retrying.f }).take('p', 'k', { signal: c2.signal });
+    setTimeout(() => c2.abort(new Error('stop')), 30);
+    await expect(p2).rejects.toThrow('stop');
+  });
+
+  it('acquire rejects with the AcquireTimeoutError exported from edge-limiter/client (the same class as the root)', async () => {
+    expect(AcquireTimeoutError).toBe(RootAcquireTimeoutError);
+    const { f } = scripted([new Response(JSON.stringify({ allowed: false, policy: 'p', key: 'k', limit: 1, remaining: 0, retryAfterMs: 5000, resetAfterMs: 5000, waitMs: 0 }), { status: 429 })]);
+    const err = await new PermitClient({ url: 'http://p.test', token: 't', fetch: f }).acquire('p', 'k', { timeoutMs: 100 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AcquireTimeoutError);
+    expect(err).toMatchObject({ retryAfterMs: 5000 });
+  });
+});
