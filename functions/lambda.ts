@@ -2,7 +2,7 @@
 // The store client and app are created once per container, at the first invocation, and reused.
 import { handle } from 'hono/aws-lambda';
 import type { Hono } from 'hono';
-import { loadConfig } from '../src/config/env.js';
+import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
 import { createNodeStore } from '../src/config/store-node.js';
 import { buildApp } from '../src/http/app.js';
 
@@ -10,7 +10,7 @@ let appPromise: Promise<Hono> | undefined;
 
 async function init(): Promise<Hono> {
   const config = loadConfig(process.env);
-  const { store } = await createNodeStore(config.store);
+  const { store } = await createNodeStore(config.store, { timeoutMs: storeTimeoutMs(config) });
   return buildApp(config, store).app;
 }
 

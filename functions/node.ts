@@ -1,6 +1,6 @@
 // Plain Node server entry: `npm start` serves the app on PORT (default 8787) and shuts down cleanly on SIGTERM/SIGINT.
 import { serve } from '@hono/node-server';
-import { loadConfig } from '../src/config/env.js';
+import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
 import { createNodeStore } from '../src/config/store-node.js';
 import { buildApp } from '../src/http/app.js';
 
@@ -11,7 +11,7 @@ try {
   console.error((err as Error).message);
   process.exit(1);
 }
-const { store, close } = await createNodeStore(config.store);
+const { store, close } = await createNodeStore(config.store, { timeoutMs: storeTimeoutMs(config) });
 let app;
 try {
   app = buildApp(config, store).app;

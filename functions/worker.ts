@@ -2,7 +2,7 @@
 // The app is built on the first request of each isolate and reused; a configuration error answers
 // 500 problem+json naming the field (Workers have no start-up phase to fail in).
 import type { ExecutionContext, Hono } from 'hono';
-import { loadConfig } from '../src/config/env.js';
+import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
 import { createEdgeStore } from '../src/config/store-edge.js';
 import { buildApp } from '../src/http/app.js';
 import { problemResponse } from '../src/http/problem.js';
@@ -13,7 +13,7 @@ function appFor(env: Record<string, unknown>): Hono | Error {
   if (!built || built.env !== env) {
     try {
       const config = loadConfig(env);
-      built = { env, app: buildApp(config, createEdgeStore(config.store)).app };
+      built = { env, app: buildApp(config, createEdgeStore(config.store, { timeoutMs: storeTimeoutMs(config) })).app };
     } catch (err) {
       built = { env, error: err as Error };
       console.error(JSON.stringify({ msg: 'invalid configuration', error: (err as Error).message }));

@@ -1,6 +1,6 @@
 // Environment configuration: store inference, validation messages that name the variable, no secrets echoed.
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config/env.js';
+import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
 import { buildLimiter } from '../src/http/app.js';
 import { memoryStore, ConfigError } from '../src/index.js';
 
@@ -17,7 +17,48 @@ describe('loadConfig', () => {
   it('parses tokens and gateway settings', () => {
     const c = loadConfig({ PERMIT_TOKENS: ' a, b ,,c', GATE_ORIGIN: 'https://origin.example/', GATE_KEY: 'header:X-Api-Key', LIMITER_POLICIES: '{"p":{"capacity":1,"refillPerSecond":1}}' });
     expect(c.tokens).toEqual(['a', 'b', 'c']);
-    expect(c.gate).toEqual({ origin: 'https://origin.example', policy: 'p', key: { header: 'x-api-key' } });
+    expect(c.gate).toEqual({
+      origin: 'https://origin.example',
+      policy: 'p',
+      key: { header: 'x-api-key' },
+      timeoutMs: 30_000,
+      trustedProxies: [],
+      ipv6Subnet: 64,
+    });
+    expect(c.limiter).toEqual({});
+  });
+
+  it('parses the robustness settings, and names the variable when one is invalid', () => {
+    const base = { GATE_ORIGIN: 'https://o.example' };
+    const c = loadConfig({
+      ...base,
+      GATE_TIMEOUT_MS: '2500',
+      GATE_TRUSTED_PROXIES: '10.0.0.0/8, 2600:1f00::/24,192.0.2.7',
+      GATE_IPV6_SUBNET: '56',
+      LIMITER_CIRCUIT_BREAKER: '3/250',
+      LIMITER_MAX_PENDING_STORE_CALLS: '64',
+    });
+    expect(c.gate).toMatchObject({ timeoutMs: 2500, trustedProxies: ['10.0.0.0/8', '2600:1f00::/24', '192.0.2.7'], ipv6Subnet: 56 });
+    expect(c.limiter).toEqual({ circuitBreaker: { failureThreshold: 3, cooldownMs: 250 }, maxPendingStoreCalls: 64 });
+    expect(loadConfig({ ...base, GATE_IPV6_SUBNET: 'off', LIMITER_CIRCUIT_BREAKER: 'off' })).toMatchObject({ gate: { ipv6Subnet: false }, limiter: { circuitBreaker: false } });
+    for (const [name, value] of [
+      ['GATE_TIMEOUT_MS', '0'],
+      ['GATE_TIMEOUT_MS', '30s'],
+      ['GATE_TRUSTED_PROXIES', '10.0.0.0/33'],
+      ['GATE_TRUSTED_PROXIES', 'lb.internal'],
+      ['GATE_IPV6_SUBNET', '129'],
+      ['LIMITER_CIRCUIT_BREAKER', '5'],
+      ['LIMITER_CIRCUIT_BREAKER', '0/100'],
+      ['LIMITER_MAX_PENDING_STORE_CALLS', '-1'],
+    ]) {
+      expect(() => loadConfig({ ...base, [name!]: value }), `${name}=${value}`).toThrow(new RegExp(`invalid config: ${name}`));
+    }
+  });
+
+  it('bounds store clients by the longest policy timeout', () => {
+    expect(storeTimeoutMs(loadConfig({}))).toBe(1000);
+    expect(storeTimeoutMs(loadConfig({ LIMITER_POLICIES: '{"a":{"capacity":1,"refillPerSecond":1,"timeoutMs":50},"b":{"capacity":1,"refillPerSecond":1,"timeoutMs":2500}}' }))).toBe(2500);
+    expect(storeTimeoutMs(loadConfig({ LIMITER_POLICIES: '{"a":{"capacity":1,"refillPerSecond":1,"timeoutMs":50}}' }))).toBe(50);
   });
 
   const errors: [Record<string, string>, RegExp][] = [

@@ -3,6 +3,8 @@
 // variable and field. Never echoes secret values (tokens, URLs with credentials).
 import { ConfigError } from '../errors.js';
 import type { PolicyConfig } from '../core/policy.js';
+import type { CircuitBreakerOptions } from '../limiter/breaker.js';
+import { parseCidr } from '../http/ip.js';
 
 export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb';
 
@@ -14,7 +16,19 @@ export interface AppConfig {
     | { kind: 'mongodb'; uri: string; db: string; collection: string };
   policies: Record<string, PolicyConfig>;
   tokens: string[];
-  gate?: { origin: string; policy: string; key: 'ip' | { header: string } };
+  /** Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS). */
+  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number };
+  gate?: {
+    origin: string;
+    policy: string;
+    key: 'ip' | { header: string };
+    /** GATE_TIMEOUT_MS: the wait for the origin's response head. */
+    timeoutMs: number;
+    /** GATE_TRUSTED_PROXIES: CIDR ranges whose X-Forwarded-For entries are believed. */
+    trustedProxies: string[];
+    /** GATE_IPV6_SUBNET: IPv6 clients share a bucket per this prefix (false: per address). */
+    ipv6Subnet: number | false;
+  };
 }
 
 export type EnvRecord = Record<string, unknown>;
@@ -56,6 +70,26 @@ function clientClock(env: EnvRecord): boolean {
   if (v === undefined || v === 'false') return false;
   if (v === 'true') return true;
   throw new ConfigError('LIMITER_CLIENT_CLOCK', `must be "true" or "false", got ${JSON.stringify(v.slice(0, 20))}`);
+}
+
+function integer(env: EnvRecord, name: string, min: number, max: number): number | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  const n = /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new ConfigError(name, `must be an integer from ${min} to ${max}, got ${JSON.stringify(v.slice(0, 20))}`);
+  return n;
+}
+
+/** LIMITER_CIRCUIT_BREAKER: `off`, or `<failures>/<cooldownMs>` such as `5/500` (the default). */
+function circuitBreaker(env: EnvRecord): CircuitBreakerOptions | false | undefined {
+  const v = str(env, 'LIMITER_CIRCUIT_BREAKER');
+  if (v === undefined) return undefined;
+  if (v === 'off') return false;
+  const m = /^(\d{1,6})\/(\d{1,7})$/.exec(v);
+  if (!m || Number(m[1]) < 1) {
+    throw new ConfigError('LIMITER_CIRCUIT_BREAKER', `must be "off" or "<failures>/<cooldownMs>" such as "5/500", got ${JSON.stringify(v.slice(0, 20))}`);
+  }
+  return { failureThreshold: Number(m[1]), cooldownMs: Number(m[2]) };
 }
 
 export function loadConfig(env: EnvRecord): AppConfig {
@@ -130,9 +164,40 @@ export function loadConfig(env: EnvRecord): AppConfig {
     if (rawKey === 'ip') key = 'ip';
     else if (/^header:[A-Za-z0-9-]{1,64}$/.test(rawKey)) key = { header: rawKey.slice('header:'.length).toLowerCase() };
     else throw new ConfigError('GATE_KEY', `must be "ip" or "header:<name>", got ${JSON.stringify(rawKey.slice(0, 80))}`);
-    gate = { origin: origin.replace(/\/$/, ''), policy, key };
+    const trustedProxies = (str(env, 'GATE_TRUSTED_PROXIES') ?? '').split(',').map((r) => r.trim()).filter(Boolean);
+    for (const range of trustedProxies) {
+      try {
+        parseCidr(range);
+      } catch (err) {
+        throw new ConfigError('GATE_TRUSTED_PROXIES', `must be a comma-separated list of IP addresses or CIDR ranges: ${(err as Error).message}`);
+      }
+    }
+    const subnet = str(env, 'GATE_IPV6_SUBNET') === 'off' ? false : integer(env, 'GATE_IPV6_SUBNET', 1, 128) ?? 64;
+    gate = {
+      origin: origin.replace(/\/$/, ''),
+      policy,
+      key,
+      timeoutMs: integer(env, 'GATE_TIMEOUT_MS', 1, 600_000) ?? 30_000,
+      trustedProxies,
+      ipv6Subnet: subnet,
+    };
   }
-  return { store, policies, tokens, gate };
+  const limiter: AppConfig['limiter'] = {};
+  const breaker = circuitBreaker(env);
+  if (breaker !== undefined) limiter.circuitBreaker = breaker;
+  const maxPending = integer(env, 'LIMITER_MAX_PENDING_STORE_CALLS', 1, 1_000_000);
+  if (maxPending !== undefined) limiter.maxPendingStoreCalls = maxPending;
+  return { store, policies, tokens, limiter, gate };
+}
+
+/**
+ * The longest store call any policy allows, in ms: store clients are built with per-command bounds a
+ * little above it, so a call the limiter has given up on is also closed by the client.
+ */
+export function storeTimeoutMs(config: AppConfig): number {
+  let ms = 0;
+  for (const p of Object.values(config.policies)) ms = Math.max(ms, (p && typeof p.timeoutMs === 'number' && p.timeoutMs) || 1000);
+  return ms || 1000;
 }
 
 /** Prefixes a policy ConfigError with the variable it came from, so the message names LIMITER_POLICIES. */

@@ -1,49 +1,62 @@
 // The deployable app shared by the Worker, Lambda and Node entries: the permit API, /healthz, and in
-// gateway mode every other path gated by GATE_POLICY and proxied to GATE_ORIGIN.
+// gateway mode every other path gated by GATE_POLICY and forwarded to GATE_ORIGIN.
 import type { Hono } from 'hono';
-import { proxy } from 'hono/proxy';
 import type { AppConfig } from '../config/env.js';
 import { inEnv } from '../config/env.js';
-import { createLimiter, type Limiter } from '../limiter.js';
+import { createLimiter, type Limiter, type StoreStatusEvent } from '../limiter.js';
 import type { Store } from '../store.js';
+import { createForwarder } from './gateway.js';
 import { headerKey, ipKey } from './key.js';
 import { rateLimit } from './middleware.js';
 import { permitApp } from './permit-app.js';
-import { problemResponse } from './problem.js';
 
 export interface BuiltApp {
   app: Hono;
   limiter: Limiter;
 }
 
-export function buildLimiter(config: AppConfig, store: Store): Limiter {
+export type LogSink = (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
+
+const consoleLog: LogSink = (level, line) => console[level](JSON.stringify(line));
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** One log line when decisions start failing because of the store, one when it decides again. */
+export function storeStatusLogger(log: LogSink): (event: StoreStatusEvent) => void {
+  return (event) => {
+    if (event.status === 'down') {
+      log('error', { msg: 'store unavailable: decisions follow each policy\'s onStoreError until it answers again', store: event.store, error: errorText(event.error) });
+    } else {
+      log('info', { msg: 'store recovered', store: event.store, downMs: Math.round(event.downMs) });
+    }
+  };
+}
+
+export function buildLimiter(config: AppConfig, store: Store, log: LogSink = consoleLog): Limiter {
   try {
-    return createLimiter({ store, policies: config.policies });
+    return createLimiter({ store, policies: config.policies, ...config.limiter, onStoreStatus: storeStatusLogger(log) });
   } catch (err) {
     throw inEnv(err);
   }
 }
 
-export function buildApp(config: AppConfig, store: Store): BuiltApp {
-  const limiter = buildLimiter(config, store);
-  const app = permitApp({ limiter, tokens: config.tokens });
+export function buildApp(config: AppConfig, store: Store, log: LogSink = consoleLog): BuiltApp {
+  const limiter = buildLimiter(config, store, log);
+  const app = permitApp({ limiter, tokens: config.tokens, log });
   const gate = config.gate;
   if (gate) {
-    const key = gate.key === 'ip' ? ipKey() : headerKey(gate.key.header);
+    const trustedProxies = gate.trustedProxies;
+    // A header key is stored as its SHA-256, never as the raw value (it is often a secret).
+    const key = gate.key === 'ip' ? ipKey({ trustedProxies, ipv6Subnet: gate.ipv6Subnet }) : headerKey(gate.key.header);
     const gated = rateLimit({ limiter, policy: gate.policy, key });
+    const forward = createForwarder({ origin: gate.origin, timeoutMs: gate.timeoutMs, trustedProxies });
     app.all('*', async (c, next) => {
       const path = c.req.path;
       if (path === '/healthz' || path.startsWith('/v1/')) return next();
       return gated(c, async () => {
-        const url = new URL(c.req.url);
-        try {
-          c.res = await proxy(`${gate.origin}${url.pathname}${url.search}`, {
-            raw: c.req.raw,
-            headers: { ...c.req.header(), host: undefined },
-          });
-        } catch {
-          c.res = problemResponse('bad-gateway', 'the origin could not be reached');
-        }
+        c.res = await forward(c);
       });
     });
   }

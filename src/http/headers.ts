@@ -12,18 +12,22 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  *   unless `legacy` is false
  * - `Retry-After: <whole seconds, rounded up>` on a refusal
  * - `X-RateLimit-Reason` when the store did not decide (store_error, deny_cache)
+ * When the store did not answer (reason store_error) it gave no remaining count or reset time, so
+ * `RateLimit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` are left out rather than guessed; the
+ * policy headers still describe the configured limit.
  * Policy names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
  */
 export function rateLimitHeaders(policy: ResolvedPolicy, decision: Decision, legacy = true): Record<string, string> {
-  const reset = String(seconds(decision.resetAfterMs));
-  const h: Record<string, string> = {
-    'RateLimit-Policy': `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
-    RateLimit: `"${policy.name}";r=${decision.remaining};t=${reset}`,
-  };
+  const h: Record<string, string> = { 'RateLimit-Policy': `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}` };
+  const known = decision.remaining !== undefined && decision.resetAfterMs !== undefined;
+  const reset = known ? String(seconds(decision.resetAfterMs!)) : '';
+  if (known) h.RateLimit = `"${policy.name}";r=${decision.remaining};t=${reset}`;
   if (legacy) {
     h['X-RateLimit-Limit'] = String(policy.capacity);
-    h['X-RateLimit-Remaining'] = String(decision.remaining);
-    h['X-RateLimit-Reset'] = reset;
+    if (known) {
+      h['X-RateLimit-Remaining'] = String(decision.remaining);
+      h['X-RateLimit-Reset'] = reset;
+    }
   }
   if (!decision.allowed) h['Retry-After'] = String(Math.max(1, seconds(decision.retryAfterMs)));
   if (decision.reason) h['X-RateLimit-Reason'] = decision.reason;

@@ -1,53 +1,155 @@
-// Helpers that derive a rate-limit key from a request, for the middleware's `key` option.
+// Helpers that derive a rate-limit key from a request, for the middleware's `key` option, and the
+// client-address logic the gateway also uses for X-Forwarded-For.
 import type { Context } from 'hono';
+import { formatIp, inCidr, ipv6Subnet, parseCidr, parseIp, type Cidr } from './ip.js';
 
 export interface ClientIpOptions {
   /**
-   * How many proxies you run in front of this app that append to X-Forwarded-For. 0 ignores the header
-   * (a client can write anything there); N takes the Nth address from the right.
+   * Which X-Forwarded-For hops to believe (a client can write anything there).
+   * - `0` (default): ignore the header.
+   * - `N`: you run exactly N proxies that append to it; the Nth address from the right is the client.
+   * - CIDR list (e.g. `['10.0.0.0/8', '2600:1f00::/24']`): the proxies you trust. Only when the direct peer
+   *   is in it is the header read, right to left, skipping trusted hops: the right-most untrusted hop is
+   *   the client.
    * @default 0
    */
-  trustedProxies?: number;
+  trustedProxies?: number | readonly string[];
+}
+
+export interface IpKeyOptions extends ClientIpOptions {
+  /**
+   * IPv6 clients are keyed by this prefix (one host usually owns a whole /64, so a per-address key lets
+   * it pick a fresh address per request). `false` keys every address on its own. IPv4 is always per address.
+   * @default 64
+   */
+  ipv6Subnet?: number | false;
 }
 
 type LambdaEvent = {
   requestContext?: { identity?: { sourceIp?: string }; http?: { sourceIp?: string }; elb?: unknown };
 };
 
-function fromForwardedFor(c: Context, hops: number): string | undefined {
-  if (hops < 1) return undefined;
+/** Compiled once per helper, so requests do not parse CIDRs again. */
+type Trust = { hops: number } | { ranges: Cidr[] };
+
+export function compileTrust(trusted: ClientIpOptions['trustedProxies']): Trust {
+  if (trusted === undefined) return { hops: 0 };
+  if (typeof trusted === 'number') {
+    if (!Number.isInteger(trusted) || trusted < 0) throw new RangeError(`[edge-limiter] trustedProxies must be a non-negative integer or a CIDR list, got ${trusted}`);
+    return { hops: trusted };
+  }
+  return { ranges: trusted.map((r) => parseCidr(r)) };
+}
+
+function forwardedFor(c: Context): string[] {
   const header = c.req.header('x-forwarded-for');
-  if (!header) return undefined;
-  const parts = header.split(',').map((s) => s.trim()).filter(Boolean);
-  return parts[parts.length - hops];
+  return header ? header.split(',').map((s) => s.trim()).filter(Boolean) : [];
+}
+
+/**
+ * The chain of addresses that reached us, oldest first, ending with the direct peer, and whether the
+ * platform itself vouches for the last entry (Cloudflare, API Gateway, ALB, the socket).
+ */
+function peerAndHeader(c: Context): { peer: string | undefined; xff: string[]; cloudflare: boolean } {
+  const raw = c.req.raw as Request & { cf?: unknown };
+  if (raw.cf && typeof raw.cf === 'object') return { peer: c.req.header('cf-connecting-ip') ?? undefined, xff: [], cloudflare: true };
+  const env = (c.env ?? {}) as { event?: LambdaEvent; incoming?: { socket?: { remoteAddress?: string } } };
+  const xff = forwardedFor(c);
+  const rc = env.event?.requestContext;
+  if (rc) {
+    if (rc.http?.sourceIp) return { peer: rc.http.sourceIp, xff, cloudflare: false };
+    if (rc.identity?.sourceIp) return { peer: rc.identity.sourceIp, xff, cloudflare: false };
+    // Behind an ALB the peer is the address the ALB appended to X-Forwarded-For (its right-most entry).
+    if (rc.elb) return { peer: xff.at(-1), xff: xff.slice(0, -1), cloudflare: false };
+  }
+  return { peer: env.incoming?.socket?.remoteAddress ?? undefined, xff, cloudflare: false };
+}
+
+/**
+ * The client's address chain as trust allows: `[client, trusted proxies..., peer]`. The first entry is
+ * the client; the rest are hops we trust, so the gateway can forward exactly this as X-Forwarded-For.
+ */
+export function trustedChain(c: Context, trust: Trust): string[] {
+  const { peer, xff, cloudflare } = peerAndHeader(c);
+  if (!peer) {
+    // No peer address (an unknown runtime): only a declared hop count can say which entry is the client.
+    if ('hops' in trust && trust.hops > 0 && xff.length > 0) return xff.slice(Math.max(0, xff.length - trust.hops));
+    return [];
+  }
+  if (cloudflare) return [peer];
+  const chain = [...xff, peer];
+  if ('hops' in trust) {
+    if (trust.hops === 0 || xff.length === 0) return [peer];
+    // N proxies of ours appended to the header: the Nth entry from the right (the peer being the last proxy).
+    const i = Math.max(0, chain.length - 1 - trust.hops);
+    return chain.slice(i);
+  }
+  let i = chain.length - 1;
+  // Walk left from the peer while the hop is a proxy we trust; stop at the first one we do not.
+  while (i > 0) {
+    const ip = parseIp(chain[i]!);
+    if (!ip || !trust.ranges.some((r) => inCidr(ip, r))) break;
+    const left = parseIp(chain[i - 1]!);
+    if (!left) break; // garbage to the left of a trusted hop: the trusted hop is as far as we can see
+    i--;
+  }
+  return chain.slice(i);
 }
 
 /**
  * The client's IP address, from what the platform vouches for:
  * - Cloudflare Workers: `CF-Connecting-IP` (set by Cloudflare; a client cannot forge it there).
  * - AWS Lambda: the API Gateway v1/v2 or Function URL `sourceIp`; behind an ALB, the address the ALB
- *   appended to X-Forwarded-For (its rightmost entry).
+ *   appended to X-Forwarded-For (its right-most entry).
  * - Node: the socket's remote address.
- * With `trustedProxies: N`, X-Forwarded-For is consulted first, N hops from the right.
- * Returns undefined when no address is known.
+ * X-Forwarded-For is consulted only as `trustedProxies` allows. Returns undefined when no address is known.
  */
 export function clientIp(c: Context, options: ClientIpOptions = {}): string | undefined {
-  const forwarded = fromForwardedFor(c, options.trustedProxies ?? 0);
-  if (forwarded) return forwarded;
-  const raw = c.req.raw as Request & { cf?: unknown };
-  if (raw.cf && typeof raw.cf === 'object') return c.req.header('cf-connecting-ip') ?? undefined;
-  const env = (c.env ?? {}) as { event?: LambdaEvent; incoming?: { socket?: { remoteAddress?: string } } };
-  const rc = env.event?.requestContext;
-  if (rc) {
-    if (rc.http?.sourceIp) return rc.http.sourceIp;
-    if (rc.identity?.sourceIp) return rc.identity.sourceIp;
-    if (rc.elb) return fromForwardedFor(c, 1);
-  }
-  return env.incoming?.socket?.remoteAddress ?? undefined;
+  return trustedChain(c, compileTrust(options.trustedProxies))[0];
 }
 
-/** A `key` function for the middleware: the client IP (see clientIp). */
-export const ipKey = (options: ClientIpOptions = {}) => (c: Context) => clientIp(c, options);
+/**
+ * A `key` function for the middleware: the client IP (see clientIp), canonicalised; IPv6 addresses are
+ * keyed by their /64 unless `ipv6Subnet` says otherwise.
+ */
+export function ipKey(options: IpKeyOptions = {}): (c: Context) => string | undefined {
+  const trust = compileTrust(options.trustedProxies);
+  const subnet = options.ipv6Subnet ?? 64;
+  if (subnet !== false && (!Number.isInteger(subnet) || subnet < 1 || subnet > 128)) {
+    throw new RangeError(`[edge-limiter] ipv6Subnet must be an integer from 1 to 128, or false; got ${String(subnet)}`);
+  }
+  return (c) => {
+    const addr = trustedChain(c, trust)[0];
+    if (addr === undefined) return undefined;
+    const ip = parseIp(addr);
+    if (!ip) return addr;
+    return ip.length === 16 && subnet !== false ? ipv6Subnet(ip, subnet) : formatIp(ip);
+  };
+}
 
-/** A `key` function for the middleware: the value of an API-key header, e.g. `x-api-key`. */
-export const headerKey = (name: string) => (c: Context) => c.req.header(name) || undefined;
+export interface HeaderKeyOptions {
+  /**
+   * Key by the SHA-256 of the value (base64url) instead of the value itself, so API keys and other
+   * secrets are never written to the store. @default true
+   */
+  hash?: boolean;
+}
+
+async function sha256Base64url(value: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(value)));
+  return btoa(String.fromCharCode(...digest)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+/**
+ * A `key` function for the middleware: an API-key header such as `x-api-key`, hashed by default.
+ * A client can send any value in an unauthenticated header, so every new value is a new bucket: key by a
+ * header only after something has checked it (or rate-limit by IP as well).
+ */
+export function headerKey(name: string, options: HeaderKeyOptions = {}): (c: Context) => Promise<string | undefined> {
+  const hash = options.hash ?? true;
+  return async (c) => {
+    const v = c.req.header(name);
+    if (!v) return undefined;
+    return hash ? sha256Base64url(v) : v;
+  };
+}

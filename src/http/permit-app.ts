@@ -12,6 +12,8 @@ import { problemResponse } from './problem.js';
 
 export const MAX_PERMIT_WAIT_MS = 300_000;
 const HEALTH_TIMEOUT_MS = 1000;
+/** How long one store ping answers /healthz: each ping is a billed command on Upstash. */
+export const HEALTH_CACHE_MS = 1000;
 
 export interface PermitAppOptions {
   limiter: Limiter;
@@ -19,13 +21,15 @@ export interface PermitAppOptions {
   tokens: readonly string[];
   /** Structured log sink. Never receives tokens. @default console */
   log?: (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
+  /** Monotonic clock for the /healthz ping cache, in ms. @default performance.now */
+  monotonicMs?: () => number;
 }
 
 /** The JSON body of a 200 or 429 from the permit API. */
-export interface PermitBody extends Decision {
+export type PermitBody = Decision & {
   policy: string;
   key: string;
-}
+};
 
 const FIELDS = new Set(['policy', 'key', 'cost', 'maxWaitMs']);
 
@@ -65,15 +69,29 @@ function parsePermit(body: unknown, limiter: Limiter): Parsed {
   return { ok: true, policy, key: b.key as string, cost, maxWaitMs };
 }
 
-function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decision, okStatus = 200): Response {
+/**
+ * 200 or 429 with the decision as JSON; 503 problem+json when the store failed and the policy fails
+ * closed. `inspect` (GET of a bucket) answers 200 either way: that request itself was not limited.
+ */
+function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decision, inspect = false): Response {
   const headers = rateLimitHeaders(policy, decision);
   if (!decision.allowed && decision.reason === 'store_error') {
     return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { policy: policy.name, retryAfterMs: decision.retryAfterMs }, headers);
   }
-  const body: PermitBody = { allowed: decision.allowed, policy: policy.name, key, limit: decision.limit, remaining: decision.remaining, retryAfterMs: decision.retryAfterMs, resetAfterMs: decision.resetAfterMs, waitMs: decision.waitMs };
-  if (decision.reason) body.reason = decision.reason;
+  // Field order is the documented one; numbers the store did not give (store_error) are left out.
+  const body = {
+    allowed: decision.allowed,
+    policy: policy.name,
+    key,
+    limit: decision.limit,
+    remaining: decision.remaining,
+    retryAfterMs: decision.retryAfterMs,
+    resetAfterMs: decision.resetAfterMs,
+    waitMs: decision.waitMs,
+  };
+  if (decision.reason) (body as PermitBody).reason = decision.reason;
   return new Response(JSON.stringify(body), {
-    status: decision.allowed ? okStatus : 429,
+    status: decision.allowed || inspect ? 200 : 429,
     headers: { 'Content-Type': 'application/json', ...headers },
   });
 }
@@ -86,19 +104,33 @@ export function permitApp(options: PermitAppOptions): Hono {
   let warnedNoTokens = false;
   const app = new Hono();
 
-  app.get('/healthz', async () => {
+  // /healthz: the store's ping (remembered for HEALTH_CACHE_MS, so probes cost at most one store
+  // command a second) and whether decisions can reach the store at all (the in-flight cap).
+  const monotonicMs = options.monotonicMs ?? (() => performance.now());
+  let lastPing: { ok: boolean; atMs: number } | undefined;
+  async function storeAnswers(): Promise<boolean> {
+    const now = monotonicMs();
+    if (lastPing && now - lastPing.atMs < HEALTH_CACHE_MS) return lastPing.ok;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let ok = true;
     try {
       await Promise.race([
         limiter.store.ping(),
         new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), HEALTH_TIMEOUT_MS))),
       ]);
-      return Response.json({ ok: true, store: limiter.store.name, ...limiter.stats() });
     } catch {
-      return Response.json({ ok: false, store: limiter.store.name, ...limiter.stats() }, { status: 503 });
+      ok = false;
     } finally {
       clearTimeout(timer);
     }
+    lastPing = { ok, atMs: now };
+    return ok;
+  }
+  app.get('/healthz', async () => {
+    const pinged = await storeAnswers();
+    const stats = limiter.stats();
+    const ok = pinged && stats.pendingStoreCalls < stats.maxPendingStoreCalls;
+    return Response.json({ ok, store: limiter.store.name, ...stats }, { status: ok ? 200 : 503 });
   });
 
   app.use('/v1/*', async (c, next) => {
@@ -137,7 +169,7 @@ export function permitApp(options: PermitAppOptions): Hono {
     const b = bucket(c);
     if (b.response) return b.response;
     const decision = await limiter.peek(b.policy.name, b.key);
-    return decisionResponse(b.policy, b.key, decision);
+    return decisionResponse(b.policy, b.key, decision, true);
   });
 
   app.delete('/v1/buckets/:policy/:key{.+}', async (c) => {

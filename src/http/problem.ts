@@ -14,6 +14,7 @@ export const PROBLEMS = {
   'internal-error': { status: 500, title: 'Internal error' },
   'bad-gateway': { status: 502, title: 'Origin unreachable' },
   'store-unavailable': { status: 503, title: 'Rate-limit store unavailable' },
+  'gateway-timeout': { status: 504, title: 'Origin did not answer in time' },
 } as const;
 
 export type ProblemType = keyof typeof PROBLEMS;

@@ -1,0 +1,202 @@
+// Gateway mode as an HTTP proxy, end to end: a real Node server (what `npm start` serves) in front of a
+// real origin, driven by raw HTTP/1.1 requests so hop-by-hop headers and Expect can be sent as clients do.
+import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { gzipSync } from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { serve, type ServerType } from '@hono/node-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/env.js';
+import { buildApp } from '../../src/http/app.js';
+import { memoryStore, type Store } from '../../src/index.js';
+
+type Seen = { method: string; url: string; headers: IncomingHttpHeaders; body: string };
+const seen: Seen[] = [];
+let origin: Server;
+let originUrl: string;
+const servers: ServerType[] = [];
+
+beforeAll(async () => {
+  origin = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      if (req.url === '/redirect') {
+        res.writeHead(302, { Location: '/elsewhere' });
+        return res.end();
+      }
+      if (req.url === '/slow') {
+        const t = setTimeout(() => res.end('late'), 3000);
+        res.on('close', () => clearTimeout(t));
+        return;
+      }
+      if (req.url === '/gzip') {
+        res.writeHead(200, { 'Content-Encoding': 'gzip', 'Content-Type': 'text/plain' });
+        return res.end(gzipSync('hello, decoded'));
+      }
+      res.writeHead(200, { 'Content-Type': 'text/plain', 'Keep-Alive': 'timeout=5', 'X-Hop': 'origin-private', Connection: 'X-Hop', 'Proxy-Authenticate': 'Basic', 'X-End': 'kept' });
+      res.end(`origin saw ${req.method} ${req.url} ${body}`);
+    });
+  });
+  await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+  originUrl = `http://127.0.0.1:${(origin.address() as { port: number }).port}`;
+});
+afterAll(async () => {
+  for (const s of servers) s.close();
+  await new Promise<void>((r) => origin.close(() => r()));
+});
+
+/** A store that records every storage key it is asked about. */
+function recording(): Store & { keys: string[] } {
+  const inner = memoryStore();
+  const keys: string[] = [];
+  return { name: 'memory', keys, step: (k, a) => (keys.push(k), inner.step(k, a)), reset: (k) => inner.reset(k), ping: async () => {} };
+}
+
+async function gateway(env: Record<string, string>, store: Store = memoryStore()): Promise<number> {
+  const config = loadConfig({ LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 100, refillPerSecond: 1 } }), GATE_ORIGIN: originUrl, ...env });
+  const { app } = buildApp(config, store, () => {});
+  return new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
+    servers.push(s);
+  });
+}
+
+type Reply = { status: number; headers: IncomingHttpHeaders; body: string };
+function send(port: number, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string; expectContinue?: boolean } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: opts.headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    if (opts.expectContinue) req.on('continue', () => req.end(opts.body));
+    else req.end(opts.body);
+  });
+}
+
+describe('gateway mode is a correct HTTP proxy', () => {
+  it('forwards end-to-end headers only, and says who the client is instead of what it claims', async () => {
+    const port = await gateway({});
+    const r = await send(port, '/echo?x=1', {
+      method: 'POST',
+      headers: {
+        Connection: 'keep-alive, X-Per-Hop',
+        'X-Per-Hop': 'must not pass',
+        'Keep-Alive': 'timeout=5',
+        TE: 'trailers',
+        Trailer: 'X-Checksum',
+        'Proxy-Authorization': 'Basic c2VjcmV0',
+        'Proxy-Connection': 'keep-alive',
+        'X-Forwarded-For': '6.6.6.6',
+        'X-Forwarded-Proto': 'https',
+        'X-Custom': 'kept',
+        Authorization: 'Bearer end-to-end',
+        'Content-Type': 'text/plain',
+      },
+      body: 'payload',
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toBe('origin saw POST /echo?x=1 payload');
+    const h = seen.at(-1)!.headers;
+    for (const name of ['x-per-hop', 'keep-alive', 'te', 'trailer', 'proxy-authorization', 'proxy-connection']) expect(h[name], name).toBeUndefined();
+    expect(h['x-custom']).toBe('kept');
+    expect(h.authorization).toBe('Bearer end-to-end');
+    // The client is not a trusted proxy: its X-Forwarded-* claims are replaced by what we saw.
+    expect(h['x-forwarded-for']).toBe('127.0.0.1');
+    expect(h['x-forwarded-proto']).toBe('http');
+    expect(h['x-forwarded-host']).toBe(`127.0.0.1:${port}`);
+    expect(h.host).toBe(new URL(originUrl).host);
+    // And on the way back: the origin's hop-by-hop headers stay with the origin.
+    expect(r.headers['x-hop']).toBeUndefined();
+    expect(r.headers['proxy-authenticate']).toBeUndefined();
+    expect(r.headers['x-end']).toBe('kept');
+    expect(r.headers['ratelimit-policy']).toBe('"gate";q=100;w=100');
+  });
+
+  it('Expect: 100-continue is answered by the gateway and the body reaches the origin (not a 502)', async () => {
+    const port = await gateway({});
+    const r = await send(port, '/upload', { method: 'PUT', headers: { Expect: '100-continue', 'Content-Type': 'text/plain', 'Content-Length': '4' }, body: 'data', expectContinue: true });
+    expect(r.status).toBe(200);
+    expect(r.body).toBe('origin saw PUT /upload data');
+    expect(seen.at(-1)!.headers.expect).toBeUndefined();
+  });
+
+  it("the client sees the origin's redirect itself (redirect: manual)", async () => {
+    const port = await gateway({});
+    const r = await send(port, '/redirect');
+    expect(r.status).toBe(302);
+    expect(r.headers.location).toBe('/elsewhere');
+    expect(seen.filter((s) => s.url === '/elsewhere')).toHaveLength(0);
+  });
+
+  it('an origin slower than GATE_TIMEOUT_MS answers 504 problem+json; an unreachable one 502', async () => {
+    const port = await gateway({ GATE_TIMEOUT_MS: '200' });
+    const t0 = performance.now();
+    const r = await send(port, '/slow');
+    expect(performance.now() - t0).toBeLessThan(200 + 700);
+    expect(r.status).toBe(504);
+    expect(r.headers['content-type']).toBe('application/problem+json');
+    expect(JSON.parse(r.body)).toMatchObject({ type: 'urn:edge-limiter:problem:gateway-timeout', status: 504 });
+    const closed = await new Promise<number>((resolve) => {
+      const s = createServer();
+      s.listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const dead = await send(await gateway({ GATE_ORIGIN: `http://127.0.0.1:${closed}` }), '/x');
+    expect(dead.status).toBe(502);
+    expect(JSON.parse(dead.body)).toMatchObject({ type: 'urn:edge-limiter:problem:bad-gateway' });
+  });
+
+  it('a compressed origin response arrives decoded, without a stale Content-Encoding', async () => {
+    const port = await gateway({});
+    const r = await send(port, '/gzip', { headers: { 'Accept-Encoding': 'gzip' } });
+    expect(r.status).toBe(200);
+    expect(r.headers['content-encoding']).toBeUndefined();
+    expect(r.body).toBe('hello, decoded');
+  });
+});
+
+describe('gateway keys', () => {
+  it('GATE_TRUSTED_PROXIES: only a trusted peer makes X-Forwarded-For count; the right-most untrusted hop is the client', async () => {
+    const store = recording();
+    const port = await gateway({ GATE_TRUSTED_PROXIES: '127.0.0.0/8, 10.0.0.0/8' }, store);
+    await send(port, '/a', { headers: { 'X-Forwarded-For': '198.51.100.1, 203.0.113.7, 10.1.2.3', 'X-Forwarded-Proto': 'https' } });
+    expect(store.keys.at(-1)).toBe('el:gate:203.0.113.7');
+    const h = seen.at(-1)!.headers;
+    expect(h['x-forwarded-for']).toBe('203.0.113.7, 10.1.2.3, 127.0.0.1');
+    // A trusted proxy said the client used https.
+    expect(h['x-forwarded-proto']).toBe('https');
+    // Without the setting, the same header is ignored and the peer is the client.
+    const plain = recording();
+    const port2 = await gateway({}, plain);
+    await send(port2, '/a', { headers: { 'X-Forwarded-For': '198.51.100.1, 203.0.113.7' } });
+    expect(plain.keys.at(-1)).toBe('el:gate:127.0.0.1');
+  });
+
+  it('IPv6 clients share a bucket per /64 by default; GATE_IPV6_SUBNET changes it', async () => {
+    const policies = JSON.stringify({ gate: { capacity: 1, refillPerSecond: 0.001 } });
+    const port = await gateway({ LIMITER_POLICIES: policies, GATE_TRUSTED_PROXIES: '127.0.0.1' });
+    const from = (ip: string) => send(port, '/v6', { headers: { 'X-Forwarded-For': ip } });
+    expect((await from('2001:db8:1:2::a')).status).toBe(200);
+    expect((await from('2001:DB8:1:2:ffff:ffff:ffff:ffff')).status).toBe(429);
+    expect((await from('2001:db8:1:3::a')).status).toBe(200);
+    const per = await gateway({ LIMITER_POLICIES: policies, GATE_TRUSTED_PROXIES: '127.0.0.1', GATE_IPV6_SUBNET: '128' });
+    expect((await send(per, '/v6', { headers: { 'X-Forwarded-For': '2001:db8:9::a' } })).status).toBe(200);
+    expect((await send(per, '/v6', { headers: { 'X-Forwarded-For': '2001:db8:9::b' } })).status).toBe(200);
+  });
+
+  it('GATE_KEY=header:<name> keys by the SHA-256 of the value; the raw secret never reaches the store', async () => {
+    const store = recording();
+    const port = await gateway({ GATE_KEY: 'header:x-api-key' }, store);
+    await send(port, '/k', { headers: { 'X-Api-Key': 'sk_live_secret_123' } });
+    const digest = createHash('sha256').update('sk_live_secret_123').digest('base64url');
+    expect(store.keys).toEqual([`el:gate:${digest}`]);
+    expect(store.keys.join()).not.toContain('sk_live');
+    expect((await send(port, '/k')).status).toBe(400);
+  });
+});
