@@ -74,23 +74,29 @@ describe('store failures follow the declared fail mode within the timeout', () =
   });
 });
 
-describe('circuit breaker', () => {
+describe('circuit breaker (fake monotonic clock, no sleeps)', () => {
   it('opens after N consecutive failures, fails fast without calling the store, then probes and closes', async () => {
     const store = faultyStore();
-    const limiter = createLimiter({ store, circuitBreaker: { failureThreshold: 3, cooldownMs: 100 }, policies: { p: { capacity: 100, refillPerSecond: 1 } } });
+    let now = 0;
+    const limiter = createLimiter({
+      store,
+      monotonicMs: () => now,
+      circuitBreaker: { failureThreshold: 3, cooldownMs: 100 },
+      policies: { p: { capacity: 100, refillPerSecond: 1 } },
+    });
     store.mode = 'error';
     for (let i = 0; i < 3; i++) expect((await limiter.take('p', 'k')).reason).toBe('store_error');
     expect(store.steps).toBe(3);
     for (let i = 0; i < 20; i++) expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
     expect(limiter.stats().circuit).toBe('open');
     expect(store.steps).toBe(3);
-    await new Promise((r) => setTimeout(r, 110));
+    now = 100;
     // Cool-down over: exactly one probe reaches the store while the others still fail fast.
     const burst = await Promise.all([limiter.take('p', 'k'), limiter.take('p', 'k'), limiter.take('p', 'k')]);
     expect(store.steps).toBe(4);
     expect(burst.map((d) => d.reason)).toEqual(['store_error', 'store_error', 'store_error']);
     store.mode = 'ok';
-    await new Promise((r) => setTimeout(r, 110));
+    now = 200;
     for (let i = 0; i < 2; i++) {
       const d = await limiter.take('p', 'k');
       expect(d.allowed).toBe(true);
@@ -100,30 +106,35 @@ describe('circuit breaker', () => {
   });
 
   it('lets exactly one probe through even when an older call settles during the probe', async () => {
-    const sleepMs = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    let steps = 0;
-    // Call 1 fails after 150 ms; calls 2-3 fail at once; call 4 (the probe) hangs 300 ms, then fails.
-    const plan = [150, 0, 0, 300];
+    // Each store call fails when the test says so: no timers, only deferred promises.
+    const failers: (() => void)[] = [];
     const store: Store = {
       name: 'scripted',
-      async step() {
-        const delay = plan[steps++] ?? 0;
-        await sleepMs(delay);
-        throw new Error('down');
-      },
+      step: () => new Promise((_, reject) => failers.push(() => reject(new Error('down')))),
       reset: async () => {},
       ping: async () => {},
     };
-    const limiter = createLimiter({ store, timeoutMs: 1000, circuitBreaker: { failureThreshold: 2, cooldownMs: 20 }, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
+    let now = 0;
+    const limiter = createLimiter({ store, monotonicMs: () => now, timeoutMs: 60_000, circuitBreaker: { failureThreshold: 2, cooldownMs: 20 }, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
+    const flush = () => new Promise((r) => setImmediate(r));
     const slow = limiter.take('p', 'k'); // call 1, still in flight when the circuit opens
-    await limiter.take('p', 'k');
-    await limiter.take('p', 'k'); // failures = 2: open
-    await sleepMs(30);
+    const second = limiter.take('p', 'k');
+    const third = limiter.take('p', 'k');
+    await flush();
+    failers[1]!();
+    failers[2]!();
+    await Promise.all([second, third]); // failures = 2: open
+    expect(limiter.stats().circuit).toBe('open');
+    now = 30;
     const probe = limiter.take('p', 'k'); // call 4: the probe
-    await slow; // call 1 settles (and fails) while the probe is in flight, re-arming the cool-down
-    await sleepMs(30); // the cool-down is over again, but the probe has not answered yet
-    for (let i = 0; i < 5; i++) await limiter.take('p', 'k');
-    expect(steps).toBe(4);
+    await flush();
+    expect(failers).toHaveLength(4);
+    failers[0]!(); // call 1 fails while the probe is in flight, re-arming the cool-down
+    await slow;
+    now = 60; // the cool-down is over again, but the probe has not answered yet
+    for (let i = 0; i < 5; i++) expect((await limiter.take('p', 'k')).reason).toBe('store_error');
+    expect(failers).toHaveLength(4);
+    failers[3]!();
     await probe;
   });
 

@@ -21,6 +21,10 @@ beforeAll(async () => {
     req.on('data', (d) => (body += d));
     req.on('end', () => {
       seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      if (req.url === '/teapot') {
+        res.writeHead(418, { 'Content-Type': 'text/plain' });
+        return res.end('short and stout');
+      }
       if (req.url === '/redirect') {
         res.writeHead(302, { Location: '/elsewhere' });
         return res.end();
@@ -78,6 +82,30 @@ function send(port: number, path: string, opts: { method?: string; headers?: Rec
 }
 
 describe('gateway mode is a correct HTTP proxy', () => {
+  it('gates every path outside /v1 and /healthz, and passes method, query, body and status through', async () => {
+    const port = await gateway({
+      LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 2, refillPerSecond: 1 } }),
+      PERMIT_TOKENS: 't',
+      GATE_POLICY: 'gate',
+      GATE_KEY: 'header:x-client',
+    });
+    const h = { 'x-client': 'c1', 'content-type': 'text/plain' };
+    const before = seen.length;
+    const a = await send(port, '/items?q=1', { method: 'PUT', headers: h, body: 'payload' });
+    expect(a.status).toBe(200);
+    expect(a.body).toBe('origin saw PUT /items?q=1 payload');
+    expect(a.headers.ratelimit).toBe('"gate";r=1;t=1');
+    expect((await send(port, '/teapot', { headers: h })).status).toBe(418);
+    const c = await send(port, '/items', { headers: h });
+    expect(c.status).toBe(429);
+    expect(c.headers['retry-after']).toBe('1');
+    expect(seen.length - before).toBe(2);
+    // The permit API and health are not gated.
+    expect((await send(port, '/healthz')).status).toBe(200);
+    expect((await send(port, '/v1/buckets/gate/anything', { headers: { Authorization: 'Bearer t' } })).status).toBe(200);
+  });
+
+
   it('forwards end-to-end headers only, and says who the client is instead of what it claims', async () => {
     const port = await gateway({});
     const r = await send(port, '/echo?x=1', {
