@@ -58,7 +58,7 @@ export function fmtSpread(s: Spread, digits = 0): string {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 import type { Redis as IORedis } from 'ioredis';
-import { ScriptShaMap } from '../src/upstash-local/script-compat.js';
+import { ScriptShaMap } from '../scripts/upstash-local/script-compat.js';
 
 /**
  * The thin adapter that carries @upstash/ratelimit's Redis calls over an ioredis TCP connection:

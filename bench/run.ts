@@ -15,7 +15,7 @@ import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter, memoryStore } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
-import { startUpstashLocal } from '../src/upstash-local/server.js';
+import { startUpstashLocal } from '../scripts/upstash-local/server.js';
 import { startRedis, freePort } from '../scripts/lib/redis-server.js';
 import { commandStats } from '../test/support/redis-stats.js';
 import { accuracyRun, score, type Accuracy } from './accuracy.js';

@@ -1,8 +1,8 @@
 // Plain Node server entry: `npm start` serves the app on PORT (default 8787) and shuts down cleanly on SIGTERM/SIGINT.
 import { serve } from '@hono/node-server';
-import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
-import { createNodeStore } from '../src/config/store-node.js';
-import { buildApp } from '../src/http/app.js';
+import { loadConfig, storeTimeoutMs } from './app/env.js';
+import { createNodeStore } from './app/store-node.js';
+import { buildApp } from './app/app.js';
 
 let config;
 try {

@@ -2,8 +2,8 @@
 // the driver costs in bundle size (npm run bench); Workers users should prefer the Upstash store.
 import type { ExecutionContext } from 'hono';
 import { MongoClient } from 'mongodb';
-import { loadConfig } from '../src/config/env.js';
-import { buildApp } from '../src/http/app.js';
+import { loadConfig } from './app/env.js';
+import { buildApp } from './app/app.js';
 import { mongoStore, type BucketDocument } from '../src/stores/mongodb.js';
 
 let app: ReturnType<typeof buildApp>['app'] | undefined;

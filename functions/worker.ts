@@ -2,9 +2,9 @@
 // The app is built on the first request of each isolate and reused; a configuration error answers
 // 500 problem+json naming the field (Workers have no start-up phase to fail in).
 import type { ExecutionContext, Hono } from 'hono';
-import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
-import { createEdgeStore } from '../src/config/store-edge.js';
-import { buildApp } from '../src/http/app.js';
+import { loadConfig, storeTimeoutMs } from './app/env.js';
+import { createEdgeStore } from './app/store-edge.js';
+import { buildApp } from './app/app.js';
 import { problemResponse } from '../src/http/problem.js';
 
 let built: { env: unknown; app: Hono } | { env: unknown; error: Error } | undefined;

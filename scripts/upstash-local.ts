@@ -1,7 +1,7 @@
 // `npm run upstash:local`: the local Upstash-compatible REST server in front of REDIS_URL.
 // Environment: REDIS_URL (default redis://127.0.0.1:6379), UPSTASH_LOCAL_TOKEN (default local-token),
 // PORT (default 8079). Point @upstash/redis (or the Worker's UPSTASH_REDIS_REST_URL) at the printed URL.
-import { startUpstashLocal } from '../src/upstash-local/server.js';
+import { startUpstashLocal } from './upstash-local/server.js';
 
 const server = await startUpstashLocal({
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',

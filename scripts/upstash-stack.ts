@@ -1,7 +1,7 @@
 // The local stack behind `npm run dev -- --upstash`: a real redis-server (or REDIS_URL when set) and the
 // Upstash-compatible REST server in front of it. Prints one JSON line {url, token, redisUrl}, then runs
 // until it is sent SIGTERM.
-import { startUpstashLocal } from '../src/upstash-local/server.js';
+import { startUpstashLocal } from './upstash-local/server.js';
 import { startRedis } from './lib/redis-server.js';
 
 const redis = process.env.REDIS_URL ? undefined : await startRedis();

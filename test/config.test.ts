@@ -1,7 +1,7 @@
 // Environment configuration: store inference, validation messages that name the variable, no secrets echoed.
 import { describe, expect, it } from 'vitest';
-import { loadConfig, storeTimeoutMs } from '../src/config/env.js';
-import { buildLimiter } from '../src/http/app.js';
+import { loadConfig, storeTimeoutMs } from '../functions/app/env.js';
+import { buildLimiter } from '../functions/app/app.js';
 import { memoryStore, ConfigError } from '../src/index.js';
 
 describe('loadConfig', () => {

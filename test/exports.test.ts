@@ -25,7 +25,7 @@ describe('package entries', () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { exports: Record<string, { import?: string; types?: string } | string> };
     for (const [sub, target] of Object.entries(pkg.exports)) {
       if (typeof target === 'string') continue;
-      const src = target.import!.replace('./dist/', '').replace(/\.js$/, '.ts');
+      const src = target.import!.replace('./dist/', 'src/').replace(/\.js$/, '.ts');
       expect(() => readFileSync(src), `${sub} -> ${src}`).not.toThrow();
       expect(target.types).toBe(target.import!.replace(/\.js$/, '.d.ts'));
     }

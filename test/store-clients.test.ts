@@ -3,7 +3,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startRedis } from '../scripts/lib/redis-server.js';
-import { createNodeStore } from '../src/config/store-node.js';
+import { createNodeStore } from '../functions/app/store-node.js';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 

@@ -8,7 +8,7 @@ import { memoryStore } from '../src/stores/memory.js';
 import { redisStore } from '../src/stores/redis.js';
 import { mongoStore } from '../src/stores/mongodb.js';
 import { Redis as UpstashRedis } from '@upstash/redis';
-import { startUpstashLocal, type UpstashLocal } from '../src/upstash-local/server.js';
+import { startUpstashLocal, type UpstashLocal } from '../scripts/upstash-local/server.js';
 
 storeConformance('memory', {
   clockResolutionMs: 0.001,

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { Redis as UpstashRedis } from '@upstash/redis';
 import { Ratelimit } from '@upstash/ratelimit';
 import { createHash } from 'node:crypto';
-import { startUpstashLocal, type UpstashLocal } from '../src/upstash-local/server.js';
+import { startUpstashLocal, type UpstashLocal } from '../scripts/upstash-local/server.js';
 import { startRedis } from '../scripts/lib/redis-server.js';
 
 const TOKEN = 'upstash-local-test';

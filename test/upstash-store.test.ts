@@ -5,7 +5,7 @@ import { Redis as IORedis } from 'ioredis';
 import { Redis as UpstashRedis } from '@upstash/redis';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
-import { startUpstashLocal } from '../src/upstash-local/server.js';
+import { startUpstashLocal } from '../scripts/upstash-local/server.js';
 import { startRedis } from '../scripts/lib/redis-server.js';
 import { commandStats } from './support/redis-stats.js';
 

@@ -5,8 +5,8 @@ import { gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { serve, type ServerType } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/env.js';
-import { buildApp } from '../../src/http/app.js';
+import { loadConfig } from '../../functions/app/env.js';
+import { buildApp } from '../../functions/app/app.js';
 import { memoryStore, type Store } from '../../src/index.js';
 
 type Seen = { method: string; url: string; headers: IncomingHttpHeaders; body: string };

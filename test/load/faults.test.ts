@@ -4,7 +4,7 @@
 // policy's timeout plus a margin, per its onStoreError; decisions are exact again within a second.
 import { describe, expect, it } from 'vitest';
 import { startRedis, freePort, type RedisProcess } from '../../scripts/lib/redis-server.js';
-import { startUpstashLocal, type UpstashLocal } from '../../src/upstash-local/server.js';
+import { startUpstashLocal, type UpstashLocal } from '../../scripts/upstash-local/server.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { fdCount, sleep, startLoad, type Sample } from '../support/load.js';
 

@@ -1,32 +1,65 @@
-// The deployable Lambda artifact: `npm run build:lambda` bundles functions/lambda.ts, and the bundle,
-// loaded fresh (a cold start) with REDIS_URL, answers API Gateway v1/v2, Function URL and ALB events
-// from its very first invocation with decisions made by Redis.
-import { expect, it, inject } from 'vitest';
+// The deployable Lambda artifacts: `npm run build:lambda` bundles one minified entry per store kind and
+// zips it. The Redis bundle, loaded fresh (a cold start) with REDIS_URL, answers API Gateway v1/v2,
+// Function URL and ALB events from its very first invocation with decisions made by Redis; each bundle
+// holds only its own store's SDK and refuses a configuration for another store.
+import { beforeAll, describe, expect, it, inject } from 'vitest';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const fixture = (n: string) => fileURLToPath(new URL(`../fixtures/lambda/${n}.json`, import.meta.url));
+const invoker = fileURLToPath(new URL('../support/lambda-invoke.mjs', import.meta.url));
+const bundle = (kind: string) => `${root}/build/lambda/${kind}/index.mjs`;
+const SHAPES = ['apigw-v1', 'apigw-v2', 'function-url', 'alb'].map(fixture);
 
-it('npm run build:lambda produces a bundle that decides through Redis from the first invocation', { timeout: 60_000 }, async () => {
+beforeAll(async () => {
   await run('npm', ['run', 'build:lambda'], { cwd: root });
-  const { stdout } = await run(
-    process.execPath,
-    [fileURLToPath(new URL('../support/lambda-invoke.mjs', import.meta.url)), `${root}/dist/lambda/index.mjs`, ...['apigw-v1', 'apigw-v2', 'function-url', 'alb'].map(fixture)],
-    {
-      env: {
-        ...process.env,
-        REDIS_URL: inject('redisUrl'),
-        PERMIT_TOKENS: 'lambda-token',
-        LIMITER_POLICIES: JSON.stringify({ api: { capacity: 3, refillPerSecond: 0.001 } }),
-      },
-    },
-  );
-  const results = stdout.trim().split('\n').map((l) => JSON.parse(l) as { statusCode: number; body: Record<string, unknown> });
-  // All four events hit the same bucket in Redis: 3 allowed, then refused; no store errors at all.
-  expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 429]);
-  for (const r of results) expect(r.body.reason).toBeUndefined();
-  expect(results.map((r) => r.body.remaining)).toEqual([2, 1, 0, 0]);
+}, 120_000);
+
+async function invoke(kind: string, env: Record<string, string>) {
+  const { stdout } = await run(process.execPath, [invoker, bundle(kind), ...SHAPES], {
+    env: { ...process.env, PERMIT_TOKENS: 'lambda-token', LIMITER_POLICIES: JSON.stringify({ api: { capacity: 3, refillPerSecond: 0.001 } }), ...env },
+  });
+  return stdout.trim().split('\n').map((l) => JSON.parse(l) as { statusCode: number; body: Record<string, unknown> });
+}
+
+describe('npm run build:lambda', () => {
+  it('the Redis bundle decides through Redis from the first invocation, for all four event shapes', async () => {
+    const results = await invoke('redis', { REDIS_URL: inject('redisUrl') });
+    // All four events hit the same bucket in Redis: 3 allowed, then refused; no store errors at all.
+    expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 429]);
+    for (const r of results) expect(r.body.reason).toBeUndefined();
+    expect(results.map((r) => r.body.remaining)).toEqual([2, 1, 0, 0]);
+  });
+
+  it('the memory bundle answers too', async () => {
+    expect((await invoke('memory', {})).map((r) => r.statusCode)).toEqual([200, 200, 200, 429]);
+  });
+
+  it('each bundle holds only its own store SDK, and every zip holds its bundle as index.mjs', () => {
+    const has = (kind: string, marker: string) => readFileSync(bundle(kind), 'utf8').includes(marker);
+    const markers = { mongodb: 'mongodb-connection-string-url', ioredis: 'ioredis:connect', upstash: 'Upstash-Encoding' };
+    expect([has('memory', markers.mongodb), has('memory', markers.ioredis), has('memory', markers.upstash)]).toEqual([false, false, false]);
+    expect([has('redis', markers.mongodb), has('redis', markers.ioredis), has('redis', markers.upstash)]).toEqual([false, true, false]);
+    expect([has('upstash', markers.mongodb), has('upstash', markers.ioredis), has('upstash', markers.upstash)]).toEqual([false, false, true]);
+    expect([has('mongodb', markers.mongodb), has('mongodb', markers.ioredis), has('mongodb', markers.upstash)]).toEqual([true, false, false]);
+    const sizes = JSON.parse(readFileSync(`${root}/build/lambda/sizes.json`, 'utf8')) as Record<string, { zipBytes: number }>;
+    for (const kind of ['memory', 'redis', 'upstash', 'mongodb']) {
+      const zip = readFileSync(`${root}/build/lambda/edge-limiter-lambda-${kind}.zip`);
+      expect(zip.subarray(0, 4).toString('latin1')).toBe('PK\u0003\u0004');
+      expect(zip.includes(Buffer.from('index.mjs'))).toBe(true);
+      expect(zip.length).toBe(sizes[kind]!.zipBytes);
+      // The end-of-central-directory record says one entry.
+      const eocd = zip.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+      expect(zip.readUInt16LE(eocd + 10)).toBe(1);
+    }
+  });
+
+  it('a bundle configured for another store fails its start with a message naming LIMITER_STORE', async () => {
+    const err = await invoke('redis', { LIMITER_STORE: 'mongodb', MONGODB_URI: 'mongodb://127.0.0.1:1' }).catch((e: { stderr: string }) => e);
+    expect((err as { stderr: string }).stderr).toMatch(/LIMITER_STORE is "mongodb", but this bundle holds only the redis store/);
+  });
 });

@@ -3,7 +3,7 @@
 // decision is made by the store, and /healthz shows no call left in flight.
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
-import { startUpstashLocal, type UpstashLocal } from '../../src/upstash-local/server.js';
+import { startUpstashLocal, type UpstashLocal } from '../../scripts/upstash-local/server.js';
 import { startDevWorker, type DevWorker } from '../support/worker.js';
 
 const TOKEN = 'hang-token';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { PermitClient } from '../../src/client/permit-client.js';
-import { startUpstashLocal, type UpstashLocal } from '../../src/upstash-local/server.js';
+import { startUpstashLocal, type UpstashLocal } from '../../scripts/upstash-local/server.js';
 import { startDevWorker, type DevWorker } from '../support/worker.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { combinedRun } from '../support/combined.js';

@@ -1,14 +1,14 @@
 // The deployable app shared by the Worker, Lambda and Node entries: the permit API, /healthz, and in
 // gateway mode every other path gated by GATE_POLICY and forwarded to GATE_ORIGIN.
 import type { Hono } from 'hono';
-import type { AppConfig } from '../config/env.js';
-import { inEnv } from '../config/env.js';
-import { createLimiter, type Limiter, type StoreStatusEvent } from '../limiter.js';
-import type { Store } from '../store.js';
-import { createForwarder } from './gateway.js';
-import { headerKey, ipKey } from './key.js';
-import { rateLimit } from './middleware.js';
-import { permitApp } from './permit-app.js';
+import type { AppConfig } from './env.js';
+import { inEnv } from './env.js';
+import { createLimiter, type Limiter, type StoreStatusEvent } from '../../src/limiter.js';
+import type { Store } from '../../src/store.js';
+import { createForwarder } from '../../src/http/gateway.js';
+import { headerKey, ipKey } from '../../src/http/key.js';
+import { rateLimit } from '../../src/http/middleware.js';
+import { permitApp } from '../../src/http/permit-app.js';
 
 export interface BuiltApp {
   app: Hono;

@@ -1,10 +1,10 @@
 // Store factory for Cloudflare Workers: the stores that run there (memory, Upstash over HTTP).
 // It never imports a TCP Redis client or the MongoDB driver, so a Worker bundle holds neither.
 import { Redis } from '@upstash/redis/cloudflare';
-import { ConfigError } from '../errors.js';
-import type { Store } from '../store.js';
-import { memoryStore } from '../stores/memory.js';
-import { redisStore } from '../stores/redis.js';
+import { ConfigError } from '../../src/errors.js';
+import type { Store } from '../../src/store.js';
+import { memoryStore } from '../../src/stores/memory.js';
+import { redisStore } from '../../src/stores/redis.js';
 import type { AppConfig } from './env.js';
 
 /** `timeoutMs`: the longest store call a policy allows (storeTimeoutMs(config)). */

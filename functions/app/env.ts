@@ -1,10 +1,10 @@
 // Reads the runtime configuration from environment variables (the same names on Workers, Lambda and
 // Node). Pure: takes a plain record, returns a validated config or throws a ConfigError naming the
 // variable and field. Never echoes secret values (tokens, URLs with credentials).
-import { ConfigError } from '../errors.js';
-import type { PolicyConfig } from '../core/policy.js';
-import type { CircuitBreakerOptions } from '../limiter/breaker.js';
-import { parseCidr } from '../http/ip.js';
+import { ConfigError } from '../../src/errors.js';
+import type { PolicyConfig } from '../../src/core/policy.js';
+import type { CircuitBreakerOptions } from '../../src/limiter/breaker.js';
+import { parseCidr } from '../../src/http/ip.js';
 
 export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb';
 

@@ -1,0 +1,36 @@
+// The Lambda handler around the app, for a given store factory. The store client and app are created
+// once per container, at the first invocation, and reused; a configuration error fails that start.
+import { handle } from 'hono/aws-lambda';
+import type { Hono } from 'hono';
+import { ConfigError } from '../../src/errors.js';
+import { buildApp } from './app.js';
+import { loadConfig, storeTimeoutMs, type AppConfig } from './env.js';
+import type { NodeStore, StoreClientOptions } from './node-stores/types.js';
+
+export type LambdaHandler = ReturnType<typeof handle>;
+type StoreFactory = (config: AppConfig['store'], options: StoreClientOptions) => Promise<NodeStore>;
+
+/**
+ * `kinds`: the store kinds this build contains. A per-store bundle names its one kind, so a container
+ * configured for another store fails at start with a message that names LIMITER_STORE.
+ */
+export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppConfig['store']['kind'][]): LambdaHandler {
+  let appPromise: Promise<Hono> | undefined;
+  async function init(): Promise<Hono> {
+    const config = loadConfig(process.env);
+    if (kinds && !kinds.includes(config.store.kind)) {
+      throw new ConfigError('LIMITER_STORE', `is "${config.store.kind}", but this bundle holds only the ${kinds.join(', ')} store; deploy the ${config.store.kind} bundle`);
+    }
+    const { store } = await createStore(config.store, { timeoutMs: storeTimeoutMs(config) });
+    return buildApp(config, store).app;
+  }
+  return (async (event: Parameters<LambdaHandler>[0], context: Parameters<LambdaHandler>[1]) => {
+    appPromise ??= init().catch((err) => {
+      console.error(JSON.stringify({ msg: 'invalid configuration', error: (err as Error).message }));
+      appPromise = undefined;
+      throw err;
+    });
+    const app = await appPromise;
+    return handle(app)(event, context);
+  }) as LambdaHandler;
+}
