@@ -1,30 +1,71 @@
-// Plain Node server entry: `npm start` serves the app on PORT (default 8787) and shuts down cleanly on SIGTERM/SIGINT.
+// Plain Node server entry: `npm start` serves the app on PORT (default 8787), prints a curl line, serves
+// Prometheus metrics on METRICS_PORT when set, and shuts down cleanly on SIGTERM/SIGINT.
 import { serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import { ConfigError } from '../src/errors.js';
 import { loadConfig, storeTimeoutMs } from './app/env.js';
 import { createNodeStore } from './app/store-node.js';
 import { buildApp } from './app/app.js';
+import { createMetrics, type Metrics } from './app/metrics.js';
+
+function fail(err: unknown): never {
+  console.error((err as Error).message);
+  process.exit(1);
+}
+
+function portFrom(name: string, fallback?: number): number | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65535) fail(new ConfigError(name, `must be a port number from 0 to 65535, got ${JSON.stringify(raw.slice(0, 20))}`));
+  return Number(raw);
+}
 
 let config;
 try {
   config = loadConfig(process.env);
 } catch (err) {
-  console.error((err as Error).message);
-  process.exit(1);
+  fail(err);
 }
+const port = portFrom('PORT', 8787)!;
+const metricsPort = portFrom('METRICS_PORT');
+const hostname = process.env.HOST ?? '127.0.0.1';
+
 const { store, close } = await createNodeStore(config.store, { timeoutMs: storeTimeoutMs(config) });
+const metrics: Metrics | undefined = metricsPort === undefined ? undefined : createMetrics({ store: store.name });
 let app;
 try {
-  app = buildApp(config, store).app;
+  app = buildApp(config, store, metrics ? { onDecision: metrics.onDecision } : {}).app;
 } catch (err) {
-  console.error((err as Error).message);
   await close();
-  process.exit(1);
+  fail(err);
 }
-const port = Number(process.env.PORT ?? 8787);
-const hostname = process.env.HOST ?? '127.0.0.1';
-const server = serve({ fetch: app.fetch, port, hostname }, (info) => {
-  console.log(JSON.stringify({ msg: 'listening', port: info.port, store: store.name }));
-});
+
+const loopback = ['127.0.0.1', 'localhost', '::1'].includes(hostname);
+const servers = [
+  serve({ fetch: app.fetch, port, hostname }, (info) => {
+    console.log(JSON.stringify({ msg: 'listening', port: info.port, store: store.name }));
+    // A ready-to-paste line for people. The token is shown only on a loopback-only server (a
+    // development setup); a deployed server's logs never hold it.
+    const token = config.tokens[0];
+    const auth = token && loopback ? token : '<one of PERMIT_TOKENS>';
+    const host = hostname.includes(':') ? `[${hostname}]` : hostname;
+    console.log(
+      `\nedge-limiter is up on the ${store.name} store.${token ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try:\n\n` +
+        `curl -i -X POST http://${host}:${info.port}/v1/permits -H 'Authorization: Bearer ${auth}' -H 'Content-Type: application/json' ` +
+        `-d '${JSON.stringify({ policy: Object.keys(config.policies)[0], key: 'user-1' })}'\n`,
+    );
+  }),
+];
+if (metrics && metricsPort !== undefined) {
+  // Its own port, so the public one never exposes policy names and traffic counts.
+  const metricsApp = new Hono();
+  metricsApp.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
+  servers.push(
+    serve({ fetch: metricsApp.fetch, port: metricsPort, hostname }, (info) => {
+      console.log(JSON.stringify({ msg: 'metrics listening', port: info.port, path: '/metrics' }));
+    }),
+  );
+}
 
 let stopping = false;
 async function shutdown(signal: string) {
@@ -33,10 +74,9 @@ async function shutdown(signal: string) {
   console.log(JSON.stringify({ msg: 'shutting down', signal }));
   const force = setTimeout(() => process.exit(1), 10_000);
   force.unref();
-  server.close(async () => {
-    await close();
-    process.exit(0);
-  });
+  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  await close();
+  process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));

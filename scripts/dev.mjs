@@ -2,6 +2,7 @@
 // development token, and prints a ready-to-paste curl line.
 //   npm run dev -- --upstash      the same Worker against a real Redis through the local Upstash-compatible server
 //   npm run dev -- --var NAME:VALUE ...   extra Worker variables (repeatable)
+//   npm run dev -- --port 9000            listen there (also --port=9000; default PORT or 8787)
 // Environment: PORT (default 8787), PERMIT_TOKENS (default dev-token).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -27,7 +28,7 @@ function startUpstashStack() {
   });
 }
 const wrangler = join(dirname(require.resolve('wrangler/package.json')), 'bin/wrangler.js');
-const port = process.env.PORT ?? '8787';
+let port = process.env.PORT ?? '8787';
 const token = process.env.PERMIT_TOKENS ?? 'dev-token';
 const argv = process.argv.slice(2);
 const extra = [];
@@ -36,13 +37,21 @@ let storeLabel = 'the in-memory store';
 
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === '--var' && argv[i + 1]) extra.push('--var', argv[++i]);
+  else if (argv[i] === '--port' || argv[i].startsWith('--port=')) {
+    const value = argv[i] === '--port' ? argv[++i] : argv[i].slice('--port='.length);
+    if (!/^\d{1,5}$/.test(value ?? '') || Number(value) < 1 || Number(value) > 65535) {
+      console.error(`--port must be a port number from 1 to 65535, got ${JSON.stringify(value ?? '')}`);
+      process.exit(2);
+    }
+    port = value;
+  }
   else if (argv[i] === '--upstash') {
     const stack = await startUpstashStack();
     cleanups.push(stack.stop);
     extra.push('--var', 'LIMITER_STORE:upstash', '--var', `UPSTASH_REDIS_REST_URL:${stack.url}`, '--var', `UPSTASH_REDIS_REST_TOKEN:${stack.token}`);
     storeLabel = `Redis ${stack.redisUrl} through the local Upstash REST server ${stack.url}`;
   } else {
-    console.error(`unknown argument ${argv[i]}`);
+    console.error(`unknown argument ${argv[i]} (known: --upstash, --port N, --var NAME:VALUE)`);
     process.exit(2);
   }
 }

@@ -3,7 +3,7 @@
 import type { Hono } from 'hono';
 import type { AppConfig } from './env.js';
 import { inEnv } from './env.js';
-import { createLimiter, type Limiter, type StoreStatusEvent } from '../../src/limiter.js';
+import { createLimiter, type Limiter, type LimiterOptions, type StoreStatusEvent } from '../../src/limiter.js';
 import type { Store } from '../../src/store.js';
 import { createForwarder } from '../../src/http/gateway.js';
 import { headerKey, ipKey } from '../../src/http/key.js';
@@ -34,16 +34,31 @@ export function storeStatusLogger(log: LogSink): (event: StoreStatusEvent) => vo
   };
 }
 
-export function buildLimiter(config: AppConfig, store: Store, log: LogSink = consoleLog): Limiter {
+export interface BuildOptions {
+  /** Structured log sink. @default JSON lines on the console */
+  log?: LogSink;
+  /** Passed to the limiter, e.g. metrics. Off by default (it takes the memory store off its synchronous path). */
+  onDecision?: LimiterOptions['onDecision'];
+}
+
+export function buildLimiter(config: AppConfig, store: Store, options: BuildOptions = {}): Limiter {
+  const log = options.log ?? consoleLog;
   try {
-    return createLimiter({ store, policies: config.policies, ...config.limiter, onStoreStatus: storeStatusLogger(log) });
+    return createLimiter({
+      store,
+      policies: config.policies,
+      ...config.limiter,
+      onStoreStatus: storeStatusLogger(log),
+      ...(options.onDecision ? { onDecision: options.onDecision } : {}),
+    });
   } catch (err) {
     throw inEnv(err);
   }
 }
 
-export function buildApp(config: AppConfig, store: Store, log: LogSink = consoleLog): BuiltApp {
-  const limiter = buildLimiter(config, store, log);
+export function buildApp(config: AppConfig, store: Store, options: BuildOptions = {}): BuiltApp {
+  const log = options.log ?? consoleLog;
+  const limiter = buildLimiter(config, store, options);
   const app = permitApp({ limiter, tokens: config.tokens, log });
   const gate = config.gate;
   if (gate) {

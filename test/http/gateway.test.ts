@@ -59,7 +59,7 @@ function recording(): Store & { keys: string[] } {
 
 async function gateway(env: Record<string, string>, store: Store = memoryStore()): Promise<number> {
   const config = loadConfig({ LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 100, refillPerSecond: 1 } }), GATE_ORIGIN: originUrl, ...env });
-  const { app } = buildApp(config, store, () => {});
+  const { app } = buildApp(config, store, { log: () => {} });
   return new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
     servers.push(s);

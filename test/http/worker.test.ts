@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { buildWorker, startDevWorker, type DevWorker, type WorkerBuild } from '../support/worker.js';
+import { freePort } from '../../scripts/lib/redis-server.js';
 
 const TOKEN = 'worker-token';
 const POLICIES = JSON.stringify({ api: { capacity: 2, refillPerSecond: 1 }, gate: { capacity: 1, refillPerSecond: 0.5 } });
@@ -119,6 +120,22 @@ describe('Worker in workerd (memory store)', () => {
     const { stdout } = await promisify(execFile)('sh', ['-c', line]);
     expect(stdout).toMatch(/^HTTP\/1\.1 200 OK/);
     expect(stdout).toContain('"allowed":true');
+  });
+
+  it('npm run dev -- --port N listens on N, and its curl line says so and answers 200', async () => {
+    const port = await freePort();
+    const other = await startDevWorker({ PERMIT_TOKENS: TOKEN }, ['--port', String(port)]);
+    try {
+      const line = other.curlLine();
+      expect(line).toContain(`http://127.0.0.1:${port}/v1/permits`);
+      const { stdout } = await promisify(execFile)('sh', ['-c', line]);
+      expect(stdout).toMatch(/^HTTP\/1\.1 200 OK/);
+    } finally {
+      await other.stop();
+    }
+    const bad = await promisify(execFile)(process.execPath, ['scripts/dev.mjs', '--port', 'eighty']).catch((e: { code: number; stderr: string }) => e);
+    expect(bad).toMatchObject({ code: 2 });
+    expect((bad as { stderr: string }).stderr).toMatch(/--port must be a port number/);
   });
 
   it('invalid configuration answers 500 problem+json naming the field, without echoing secrets', async () => {

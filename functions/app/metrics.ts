@@ -1,0 +1,43 @@
+// Prometheus metrics for the Node server, fed by the limiter's onDecision hook (the library itself
+// stays dependency-free). Served by functions/node.ts on METRICS_PORT, apart from the public port.
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { DecisionEvent } from '../../src/limiter.js';
+import { CIRCUIT_OPEN } from '../../src/limiter/store-call.js';
+
+export interface Metrics {
+  registry: Registry;
+  /** Pass as the limiter's onDecision. */
+  onDecision(event: DecisionEvent): void;
+}
+
+/** Seconds; a store call over Redis or HTTP is 0.1-50 ms, a timeout is the policy's timeoutMs. */
+const STORE_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** `store`: the store's name, the histogram's label. `defaultMetrics`: also Node's process metrics. */
+export function createMetrics(options: { store: string; defaultMetrics?: boolean }): Metrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const decisions = new Counter({
+    name: 'edge_limiter_decisions_total',
+    help: 'Decisions by policy, operation (take, acquire, peek) and outcome: allowed and denied by the bucket, store_error (the fail mode chose), deny_cache (refused locally).',
+    labelNames: ['policy', 'op', 'outcome'] as const,
+    registers: [registry],
+  });
+  const storeSeconds = new Histogram({
+    name: 'edge_limiter_store_duration_seconds',
+    help: 'Time of each decision that called the store, including failed and timed-out calls.',
+    labelNames: ['store'] as const,
+    buckets: STORE_SECONDS_BUCKETS,
+    registers: [registry],
+  });
+  return {
+    registry,
+    onDecision(e) {
+      const { decision } = e;
+      const outcome = decision.reason ?? (decision.allowed ? 'allowed' : 'denied');
+      decisions.inc({ policy: e.policy, op: e.op, outcome });
+      // Answers that did not call the store (deny cache, open circuit) say nothing about its latency.
+      if (decision.reason !== 'deny_cache' && e.error !== CIRCUIT_OPEN) storeSeconds.observe({ store: options.store }, e.durationMs / 1000);
+    },
+  };
+}
