@@ -40,19 +40,16 @@ try {
   fail(err);
 }
 
-const loopback = ['127.0.0.1', 'localhost', '::1'].includes(hostname);
 const servers = [
   serve({ fetch: app.fetch, port, hostname }, (info) => {
-    console.log(JSON.stringify({ msg: 'listening', port: info.port, store: store.name }));
-    // A ready-to-paste line for people. The token is shown only on a loopback-only server (a
-    // development setup); a deployed server's logs never hold it.
-    const token = config.tokens[0];
-    const auth = token && loopback ? token : '<one of PERMIT_TOKENS>';
+    // A ready-to-paste line for people. It names the token through the shell (the first of
+    // PERMIT_TOKENS, where that variable is set) and never prints it: server logs must not hold tokens.
     const host = hostname.includes(':') ? `[${hostname}]` : hostname;
+    const body = JSON.stringify({ policy: Object.keys(config.policies)[0], key: 'user-1' });
     console.log(
-      `\nedge-limiter is up on the ${store.name} store.${token ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try:\n\n` +
-        `curl -i -X POST http://${host}:${info.port}/v1/permits -H 'Authorization: Bearer ${auth}' -H 'Content-Type: application/json' ` +
-        `-d '${JSON.stringify({ policy: Object.keys(config.policies)[0], key: 'user-1' })}'\n`,
+      `${JSON.stringify({ msg: 'listening', port: info.port, store: store.name })}\n\n` +
+        `edge-limiter is up on the ${store.name} store.${config.tokens.length ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try:\n\n` +
+        `curl -i -X POST http://${host}:${info.port}/v1/permits -H "Authorization: Bearer \${PERMIT_TOKENS%%,*}" -H 'Content-Type: application/json' -d '${body}'\n`,
     );
   }),
 ];
