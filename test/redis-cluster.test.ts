@@ -6,6 +6,7 @@ import IORedis from 'ioredis';
 import { startRedisCluster, type RedisCluster } from '../scripts/lib/redis-server.js';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
+import { keySlot } from '../src/stores/redis-slot.js';
 import { storeConformance } from './support/conformance.js';
 
 let cluster: RedisCluster | undefined;
@@ -72,25 +73,19 @@ describe('node-redis cluster routing', () => {
   it('keys in every slot range decide on their own master, and NOSCRIPT after SCRIPT FLUSH is recovered on that node', async () => {
     const limiter = createLimiter({ store: redisStore({ client }), policies: { p: { capacity: 1, refillPerSecond: 1 } } });
     const keys = Array.from({ length: 30 }, (_, i) => `route-${i}`);
-    const masters = new Set(keys.map((k) => String((client.getSlotMaster(slotOf(`el:p:${k}`)) as { port: number }).port)));
+    const masters = new Set(keys.map((k) => String((client.getSlotMaster(keySlot(`el:p:${k}`)) as { port: number }).port)));
     expect(masters.size).toBe(3);
     for (const k of keys) expect((await limiter.take('p', k)).allowed).toBe(true);
     for (const m of client.masters) await client.nodeClient(m).then((n) => n.scriptFlush());
     for (const k of keys) expect((await limiter.take('p', k)).allowed).toBe(false);
   });
-});
 
-/** Redis Cluster's key slot: CRC16 (XMODEM) of the key (or its {hash tag}) mod 16384. */
-function slotOf(key: string): number {
-  const open = key.indexOf('{');
-  if (open >= 0) {
-    const close = key.indexOf('}', open + 1);
-    if (close > open + 1) key = key.slice(open + 1, close);
-  }
-  let crc = 0;
-  for (const byte of new TextEncoder().encode(key)) {
-    crc ^= byte << 8;
-    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  }
-  return crc % 16384;
-}
+  it('concurrent decisions across all slots are batched per slot, never across slots (no CROSSSLOT)', async () => {
+    const limiter = createLimiter({ store: redisStore({ client }), policies: { p: { capacity: 2, refillPerSecond: 0.001 } }, prefix: 'cs:' });
+    // 3 takes each on 40 buckets, all at once: same-slot takes share a call, and each bucket admits exactly 2.
+    const keys = Array.from({ length: 40 }, (_, i) => `b${i}`);
+    const all = await Promise.all(keys.flatMap((k) => [0, 1, 2].map(() => limiter.take('p', k).then((d) => [k, d] as const))));
+    expect(all.filter(([, d]) => d.reason === 'store_error')).toEqual([]);
+    for (const k of keys) expect(all.filter(([key, d]) => key === k && d.allowed)).toHaveLength(2);
+  });
+});

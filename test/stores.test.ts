@@ -15,13 +15,13 @@ storeConformance('memory', {
   create: async () => memoryStore(),
 });
 
-{
+for (const batch of [true, false]) {
   let client: IORedis | undefined;
-  storeConformance('redis (ioredis, TCP)', {
+  storeConformance(`redis (ioredis, TCP${batch ? '' : ', batching off'})`, {
     clockResolutionMs: 0.001,
     async create() {
       client = new IORedis(inject('redisUrl'));
-      return redisStore({ client });
+      return redisStore({ client, ...(batch ? {} : { batch: false }) });
     },
     expiryMs: async (key) => {
       const t = await client!.pttl(key);

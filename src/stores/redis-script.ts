@@ -32,3 +32,43 @@ return {1, string.format('%.17g', after)}
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
 export const GCRA_SCRIPT_SHA = '0f3166a145b34d142ad2b705455475a924afaa24';
+
+// Many decisions in one script call: one TIME read, then each key's step in order, exactly as above
+// (a key listed twice sees its earlier step). The whole script is atomic, so each key's step is too.
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v1
+-- KEYS[i]: the bucket keys, decided in order
+-- ARGV[2i-1]: costMs of KEYS[i] ("0": peek); ARGV[2i]: its limitMs (see the single-key script)
+-- ARGV[2n+1]: nowMs from the caller, only in the explicit client-clock mode; "" reads the server clock
+-- Returns {allowed1, debt1, allowed2, debt2, ...}, debts as %.17g strings
+local n = #KEYS
+local now
+if ARGV[2 * n + 1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+else
+  now = tonumber(ARGV[2 * n + 1])
+end
+local out = {}
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  local debt = 0
+  if v then
+    local tat = tonumber(v)
+    if tat and tat > now then debt = tat - now end
+  end
+  local cost = tonumber(ARGV[2 * i - 1])
+  local after = debt + cost
+  if cost == 0 or after > tonumber(ARGV[2 * i]) then
+    out[2 * i - 1] = cost == 0 and 1 or 0
+    out[2 * i] = string.format('%.17g', debt)
+  else
+    redis.call('SET', KEYS[i], string.format('%.17g', now + after), 'PX', string.format('%.0f', math.ceil(after)))
+    out[2 * i - 1] = 1
+    out[2 * i] = string.format('%.17g', after)
+  end
+end
+return out
+`;
+
+/** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
+export const GCRA_BATCH_SCRIPT_SHA = 'a2380181e637ed4b61a11b1e7bb159de2be9c9c2';

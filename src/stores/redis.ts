@@ -3,7 +3,8 @@
 // no Redis SDK is imported here.
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
-import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
+import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
+import { keySlot } from './redis-slot.js';
 
 /**
  * What the store needs from a client. Pass one of the supported SDK clients, or your own adapter.
@@ -58,6 +59,26 @@ export interface RedisStoreOptions {
    * @default false
    */
   clientClock?: boolean;
+  /**
+   * The clock sent in client-clock mode, in ms since the epoch. Tests inject a fake one to run exact
+   * models against the scripts; only with `clientClock: true`. @default Date.now
+   */
+  nowMs?: () => number;
+  /**
+   * Automatic batching: decisions issued before the event loop's next turn (Node's setImmediate; a
+   * microtask where there is none) go to Redis as one script call that reads TIME once and decides
+   * each key in order, atomically, exactly as one call per decision would. A lone decision uses the
+   * single-key script, so light traffic pays nothing. On Redis Cluster, batches are grouped by hash
+   * slot. On Upstash, a batch is one billed command. `false` sends every decision on its own.
+   * @default { maxSize: 64 }
+   */
+  batch?: false | { /** Most decisions in one script call (1-1000). @default 64 */ maxSize?: number };
+}
+
+/** Whether the client routes by key over a cluster (its scripts' keys must then share a slot). */
+function isCluster(client: RedisClientLike): boolean {
+  const c = client as unknown as Record<string, unknown>;
+  return c.isCluster === true || (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function');
 }
 
 function adapt(client: RedisClientLike): RedisScriptClient {
@@ -124,45 +145,137 @@ function parseReply(reply: unknown): StepResult {
   return { allowed: allowed === 1, debtMs };
 }
 
+/** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
+function scriptError(err: unknown, clientClock: boolean): StoreError {
+  const m = message(err);
+  if (!clientClock && TIME_REFUSED.test(m)) {
+    return new StoreError(
+      'redis',
+      `the server refused TIME inside a script (${m}). edge-limiter reads time from the store so that ` +
+        'clients with skewed clocks agree; if this server cannot, opt in to redisStore({ clientClock: true }).',
+      { cause: err },
+    );
+  }
+  return new StoreError('redis', `script failed: ${m}`, { cause: err });
+}
+
+interface Pending {
+  key: string;
+  args: StepArgs;
+  signal: AbortSignal | undefined;
+  resolve(result: StepResult): void;
+  reject(err: unknown): void;
+}
+
+/** The next turn of the event loop where there is one (Node), else the end of this task. */
+const nextTurn: (f: () => void) => void = typeof setImmediate === 'function' ? (f) => void setImmediate(f) : queueMicrotask;
+
 export function redisStore(options: RedisStoreOptions): Store {
   if (!options || typeof options !== 'object' || !options.client) throw new ConfigError('client', 'is required');
   const client = adapt(options.client);
   const clientClock = options.clientClock === true;
+  if (options.nowMs !== undefined && !clientClock) throw new ConfigError('nowMs', 'only applies with clientClock: true');
+  const nowMs = options.nowMs ?? Date.now;
+  const maxBatch = options.batch === false ? 1 : options.batch?.maxSize ?? 64;
+  if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > 1000) {
+    throw new ConfigError('batch.maxSize', `must be an integer from 1 to 1000, got ${String(maxBatch)}`);
+  }
+  const slotOf = isCluster(options.client) ? keySlot : () => 0;
 
-  async function run(keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
+  async function run(script: string, sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
     try {
-      return await client.evalsha(GCRA_SCRIPT_SHA, keys, args, signal);
+      return await client.evalsha(sha, keys, args, signal);
     } catch (err) {
       // Script cache flushed (restart, failover, SCRIPT FLUSH): load it by running it once with EVAL.
       if (!/NOSCRIPT/i.test(message(err)) || signal?.aborted) throw err;
-      return await client.eval(GCRA_SCRIPT, keys, args, signal);
+      return await client.eval(script, keys, args, signal);
     }
+  }
+
+  async function stepOne(key: string, args: StepArgs, signal?: AbortSignal): Promise<StepResult> {
+    const argv = [String(args.costMs), String(args.limitMs), clientClock ? String(nowMs()) : ''];
+    let reply: unknown;
+    try {
+      reply = await run(GCRA_SCRIPT, GCRA_SCRIPT_SHA, [key], argv, signal);
+    } catch (err) {
+      throw scriptError(err, clientClock);
+    }
+    try {
+      return parseReply(reply);
+    } catch (err) {
+      throw new StoreError('redis', message(err), { cause: err });
+    }
+  }
+
+  /** Sends one batch; its I/O is aborted only when every decision in it has been given up on. */
+  async function flush(batch: Pending[]): Promise<void> {
+    if (batch.length === 1) {
+      const p = batch[0]!;
+      return stepOne(p.key, p.args, p.signal).then(p.resolve, p.reject);
+    }
+    const controller = new AbortController();
+    let live = batch.length;
+    for (const p of batch) {
+      if (!p.signal) continue;
+      const onAbort = () => {
+        if (--live === 0) controller.abort(p.signal!.reason);
+      };
+      if (p.signal.aborted) onAbort();
+      else p.signal.addEventListener('abort', onAbort, { once: true });
+    }
+    const keys = batch.map((p) => p.key);
+    const argv: string[] = [];
+    for (const p of batch) argv.push(String(p.args.costMs), String(p.args.limitMs));
+    argv.push(clientClock ? String(nowMs()) : '');
+    let reply: unknown;
+    try {
+      reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller.signal);
+    } catch (err) {
+      const e = scriptError(err, clientClock);
+      for (const p of batch) p.reject(e);
+      return;
+    }
+    if (!Array.isArray(reply) || reply.length !== batch.length * 2) {
+      const e = new StoreError('redis', `unexpected batch reply of ${Array.isArray(reply) ? reply.length : typeof reply} items for ${batch.length} keys`);
+      for (const p of batch) p.reject(e);
+      return;
+    }
+    batch.forEach((p, i) => {
+      try {
+        p.resolve(parseReply([reply[2 * i], reply[2 * i + 1]]));
+      } catch (err) {
+        p.reject(new StoreError('redis', message(err), { cause: err }));
+      }
+    });
+  }
+
+  // Decisions waiting for the next flush, by hash slot (one group when not a cluster).
+  let waiting = new Map<number, Pending[]>();
+  let scheduled = false;
+  function flushAll(): void {
+    scheduled = false;
+    const groups = waiting;
+    waiting = new Map();
+    for (const batch of groups.values()) void flush(batch);
   }
 
   return {
     name: 'redis',
-    async step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
-      const argv = [String(args.costMs), String(args.limitMs), clientClock ? String(Date.now()) : ''];
-      let reply: unknown;
-      try {
-        reply = await run([key], argv, options?.signal);
-      } catch (err) {
-        const m = message(err);
-        if (!clientClock && TIME_REFUSED.test(m)) {
-          throw new StoreError(
-            'redis',
-            `the server refused TIME inside a script (${m}). edge-limiter reads time from the store so that ` +
-              'clients with skewed clocks agree; if this server cannot, opt in to redisStore({ clientClock: true }).',
-            { cause: err },
-          );
+    step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
+      if (maxBatch === 1) return stepOne(key, args, options?.signal);
+      return new Promise<StepResult>((resolve, reject) => {
+        const slot = slotOf(key);
+        let group = waiting.get(slot);
+        if (!group) waiting.set(slot, (group = []));
+        group.push({ key, args, signal: options?.signal, resolve, reject });
+        if (group.length >= maxBatch) {
+          waiting.delete(slot);
+          void flush(group);
+        } else if (!scheduled) {
+          scheduled = true;
+          nextTurn(flushAll);
         }
-        throw new StoreError('redis', `script failed: ${m}`, { cause: err });
-      }
-      try {
-        return parseReply(reply);
-      } catch (err) {
-        throw new StoreError('redis', message(err), { cause: err });
-      }
+      });
     },
     async reset(key: string): Promise<void> {
       try {

@@ -1,0 +1,106 @@
+// The Lua scripts against the exact reference model, on an injected clock (the client-clock ARGV path),
+// against a real redis-server: the single-key script, and the batch script deciding several buckets
+// in one call. Plus what batching changes at Redis: fewer script calls, the same answers.
+import fc from 'fast-check';
+import { Redis as IORedis } from 'ioredis';
+import { afterAll, describe, expect, it, inject } from 'vitest';
+import { createLimiter } from '../src/index.js';
+import { redisStore } from '../src/stores/redis.js';
+import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { ExactBucket } from './support/exact-bucket.js';
+
+const io = new IORedis(inject('redisUrl'));
+afterAll(() => io.disconnect());
+let run = 0;
+
+const opsArb = fc.array(
+  fc.record({ dtMs: fc.integer({ min: 0, max: 3000 }), cost: fc.integer({ min: 1, max: 50 }), maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000) }),
+  { minLength: 1, maxLength: 40 },
+);
+
+async function scriptCalls(): Promise<number> {
+  const info = await io.info('commandstats');
+  return ['evalsha', 'eval'].reduce((n, c) => n + Number(new RegExp(`cmdstat_${c}:calls=(\\d+)`).exec(info)?.[1] ?? 0), 0);
+}
+
+describe('Lua scripts against the exact model (fake clock, real Redis)', () => {
+  for (const batched of [false, true]) {
+    it(`${batched ? 'batch script, 4 buckets per call' : 'single-key script'}: same decisions, remaining, waitMs and retryAfterMs`, async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 50 }),
+          fc.integer({ min: 1, max: 500 }),
+          fc.constantFrom(1, 2, 3, 7, 30, 1000),
+          fc.array(opsArb, { minLength: batched ? 4 : 1, maxLength: batched ? 4 : 1 }),
+          async (capacity, p, q, perKey) => {
+            let now = 1_790_000_000_000;
+            const store = redisStore({ client: io, clientClock: true, nowMs: () => now, batch: batched ? { maxSize: 64 } : false });
+            const limiter = createLimiter({ store, policies: { x: { capacity, refillPerSecond: p / q } }, prefix: `ex${run++}:` });
+            const models = perKey.map(() => new ExactBucket(capacity, BigInt(p), BigInt(q)));
+            const steps = Math.max(...perKey.map((o) => o.length));
+            let t = 0;
+            for (let s = 0; s < steps; s++) {
+              // Every key's s-th op at one instant: issued together, they share one script call.
+              const dt = perKey[0]![s]?.dtMs ?? 100;
+              t += dt;
+              now += dt;
+              const got = await Promise.all(
+                perKey.map((ops, k) => {
+                  const op = ops[s];
+                  return op ? limiter.take('x', `k${k}`, { cost: Math.min(op.cost, capacity), maxWaitMs: op.maxWaitMs }) : undefined;
+                }),
+              );
+              perKey.forEach((ops, k) => {
+                const op = ops[s];
+                if (!op) return;
+                const want = models[k]!.take(t, Math.min(op.cost, capacity), op.maxWaitMs);
+                const g = got[k]!;
+                expect({ allowed: g.allowed, remaining: g.remaining, waitMs: g.waitMs, retryAfterMs: g.retryAfterMs }).toEqual(want);
+              });
+            }
+          },
+        ),
+        { numRuns: batched ? 60 : 100 },
+      );
+    }, 60_000);
+  }
+});
+
+describe('automatic batching at Redis', () => {
+  it('Redis computes the stored SHA of the batch script', async () => {
+    expect(await io.script('LOAD', GCRA_BATCH_SCRIPT)).toBe(GCRA_BATCH_SCRIPT_SHA);
+  });
+
+  it('200 concurrent decisions on distinct keys take 4 script calls (64 + 64 + 64 + 8); a lone decision still takes 1', async () => {
+    const limiter = createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 5, refillPerSecond: 1 } }, prefix: `bt${run++}:` });
+    await limiter.take('p', 'warm'); // loads the single-key script
+    await Promise.all(Array.from({ length: 64 }, (_, i) => limiter.take('p', `w${i}`))); // loads the batch script
+    const before = await scriptCalls();
+    const all = await Promise.all(Array.from({ length: 200 }, (_, i) => limiter.take('p', `k${i}`)));
+    expect((await scriptCalls()) - before).toBe(4);
+    expect(all.every((d) => d.allowed && d.remaining === 4 && d.reason === undefined)).toBe(true);
+    const one = await scriptCalls();
+    expect(await limiter.take('p', 'alone')).toMatchObject({ allowed: true, remaining: 4 });
+    expect((await scriptCalls()) - one).toBe(1);
+  });
+
+  it('one bucket asked 30 times at once admits exactly its capacity, in the order asked, in one call', async () => {
+    const limiter = createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 10, refillPerSecond: 0.001 } }, prefix: `bo${run++}:` });
+    await Promise.all(Array.from({ length: 2 }, (_, i) => limiter.take('p', `warm${i}`)));
+    const before = await scriptCalls();
+    const all = await Promise.all(Array.from({ length: 30 }, () => limiter.take('p', 'hot')));
+    expect((await scriptCalls()) - before).toBe(1);
+    expect(all.map((d) => d.allowed)).toEqual([...Array(10).fill(true), ...Array(20).fill(false)]);
+    expect(all.slice(0, 10).map((d) => d.remaining)).toEqual([9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+  });
+
+  it('batch: false sends one call per decision', async () => {
+    const limiter = createLimiter({ store: redisStore({ client: io, batch: false }), policies: { p: { capacity: 5, refillPerSecond: 1 } }, prefix: `bf${run++}:` });
+    await limiter.take('p', 'warm');
+    const before = await scriptCalls();
+    await Promise.all(Array.from({ length: 20 }, (_, i) => limiter.take('p', `k${i}`)));
+    expect((await scriptCalls()) - before).toBe(20);
+    expect(() => redisStore({ client: io, batch: { maxSize: 0 } })).toThrow(/batch\.maxSize/);
+    expect(() => redisStore({ client: io, nowMs: () => 0 })).toThrow(/nowMs/);
+  });
+});
