@@ -75,7 +75,8 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
       const controller = new AbortController();
       let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        const call = (async () => store.step(key, args, { signal: controller.signal, timeoutMs }))();
+        // A store that throws synchronously is a failed call like any other (caught below).
+        const call = store.step(key, args, { signal: controller.signal, timeoutMs });
         const timeout = new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
             const error = new StoreError(store.name, `timed out after ${timeoutMs} ms`);
@@ -83,8 +84,7 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
             reject(error);
           }, timeoutMs);
         });
-        // The call may still reject after the timeout won the race (aborted): that is expected, not unhandled.
-        call.catch(() => {});
+        // Promise.race subscribes to both, so a call that rejects after the timeout won is handled.
         const result = await Promise.race([call, timeout]);
         breaker.succeeded(admission);
         return succeeded(result);

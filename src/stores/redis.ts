@@ -65,11 +65,12 @@ export interface RedisStoreOptions {
    */
   nowMs?: () => number;
   /**
-   * Automatic batching: decisions issued before the event loop's next turn (Node's setImmediate; a
-   * microtask where there is none) go to Redis as one script call that reads TIME once and decides
-   * each key in order, atomically, exactly as one call per decision would. A lone decision uses the
-   * single-key script, so light traffic pays nothing. On Redis Cluster, batches are grouped by hash
-   * slot. On Upstash, a batch is one billed command. `false` sends every decision on its own.
+   * Automatic batching: while a script call is in flight, further decisions wait for the event
+   * loop's next turn (Node's setImmediate; a microtask where there is none) and then go to Redis as
+   * one script call that reads TIME once and decides each key in order, atomically, exactly as one
+   * call per decision would. With nothing in flight a decision is sent at once with the single-key
+   * script, so light traffic waits for nothing. On Redis Cluster, batches are grouped by hash slot.
+   * On Upstash, a batch is one billed command. `false` sends every decision on its own.
    * @default { maxSize: 64 }
    */
   batch?: false | { /** Most decisions in one script call (1-1000). @default 64 */ maxSize?: number };
@@ -249,28 +250,45 @@ export function redisStore(options: RedisStoreOptions): Store {
     });
   }
 
-  // Decisions waiting for the next flush, by hash slot (one group when not a cluster).
+  // Decisions waiting for the next flush, by hash slot (one group when not a cluster), and the script
+  // calls in flight: only while one is in flight is it worth waiting for company.
   let waiting = new Map<number, Pending[]>();
   let scheduled = false;
+  let inFlight = 0;
+  const done = () => {
+    inFlight--;
+  };
+  const send = (batch: Pending[]) => {
+    inFlight++;
+    void flush(batch).then(done, done);
+  };
   function flushAll(): void {
     scheduled = false;
     const groups = waiting;
     waiting = new Map();
-    for (const batch of groups.values()) void flush(batch);
+    for (const batch of groups.values()) send(batch);
   }
 
   return {
     name: 'redis',
     step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
       if (maxBatch === 1) return stepOne(key, args, options?.signal);
+      if (inFlight === 0 && !scheduled) {
+        // Nothing to wait for: send it now, the cheapest way.
+        inFlight++;
+        const alone = stepOne(key, args, options?.signal);
+        alone.then(done, done);
+        return alone;
+      }
       return new Promise<StepResult>((resolve, reject) => {
+        const pending: Pending = { key, args, signal: options?.signal, resolve, reject };
         const slot = slotOf(key);
         let group = waiting.get(slot);
         if (!group) waiting.set(slot, (group = []));
-        group.push({ key, args, signal: options?.signal, resolve, reject });
+        group.push(pending);
         if (group.length >= maxBatch) {
           waiting.delete(slot);
-          void flush(group);
+          send(group);
         } else if (!scheduled) {
           scheduled = true;
           nextTurn(flushAll);
