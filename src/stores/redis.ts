@@ -65,15 +65,23 @@ export interface RedisStoreOptions {
    */
   nowMs?: () => number;
   /**
-   * Automatic batching: while a script call is in flight, further decisions wait for the event
-   * loop's next turn (Node's setImmediate; a microtask where there is none) and then go to Redis as
-   * one script call that reads TIME once and decides each key in order, atomically, exactly as one
-   * call per decision would. With nothing in flight a decision is sent at once with the single-key
-   * script, so light traffic waits for nothing. On Redis Cluster, batches are grouped by hash slot.
-   * On Upstash, a batch is one billed command. `false` sends every decision on its own.
+   * Automatic batching: decisions wait for the event loop's next turn (Node's setImmediate; a
+   * microtask where there is none) and then go to Redis as one script call that reads TIME once and
+   * decides each key in order, atomically, exactly as one call per decision would. Over TCP (ioredis,
+   * `redis`), where a round trip costs less than a turn, a decision with no call in flight is sent at
+   * once instead, so light traffic waits for nothing. Over HTTP (@upstash/redis) every decision waits
+   * the turn: a request costs far more, and a batch is one billed command. A batch of one uses the
+   * single-key script. On Redis Cluster, batches are grouped by hash slot. `false` sends every
+   * decision on its own.
    * @default { maxSize: 64 }
    */
   batch?: false | { /** Most decisions in one script call (1-1000). @default 64 */ maxSize?: number };
+}
+
+/** TCP clients (ioredis, `redis`): a round trip is cheap enough to send a lone decision at once. */
+function isTcpClient(client: RedisClientLike): boolean {
+  const c = client as unknown as Record<string, unknown>;
+  return typeof c.call === 'function' || typeof c.sendCommand === 'function';
 }
 
 /** Whether the client routes by key over a cluster (its scripts' keys must then share a slot). */
@@ -182,6 +190,7 @@ export function redisStore(options: RedisStoreOptions): Store {
     throw new ConfigError('batch.maxSize', `must be an integer from 1 to 1000, got ${String(maxBatch)}`);
   }
   const slotOf = isCluster(options.client) ? keySlot : () => 0;
+  const sendAloneWhenIdle = isTcpClient(options.client);
 
   async function run(script: string, sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
     try {
@@ -273,7 +282,7 @@ export function redisStore(options: RedisStoreOptions): Store {
     name: 'redis',
     step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
       if (maxBatch === 1) return stepOne(key, args, options?.signal);
-      if (inFlight === 0 && !scheduled) {
+      if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
         // Nothing to wait for: send it now, the cheapest way.
         inFlight++;
         const alone = stepOne(key, args, options?.signal);
