@@ -50,12 +50,13 @@ function forwardedFor(c: Context): string[] {
  * The chain of addresses that reached us, oldest first, ending with the direct peer, and whether the
  * platform itself vouches for the last entry (Cloudflare, API Gateway, ALB, the socket).
  */
-function peerAndHeader(c: Context): { peer: string | undefined; xff: string[]; cloudflare: boolean } {
+function peerAndHeader(c: Context, trust: Trust): { peer: string | undefined; xff: string[]; cloudflare: boolean } {
   const raw = c.req.raw as Request & { cf?: unknown };
   if (raw.cf && typeof raw.cf === 'object') return { peer: c.req.header('cf-connecting-ip') ?? undefined, xff: [], cloudflare: true };
   const env = (c.env ?? {}) as { event?: LambdaEvent; incoming?: { socket?: { remoteAddress?: string } } };
-  const xff = forwardedFor(c);
   const rc = env.event?.requestContext;
+  // The header is read only when something may use it: trusted proxies, or an ALB's appended entry.
+  const xff = rc?.elb || !('hops' in trust) || trust.hops > 0 ? forwardedFor(c) : [];
   if (rc) {
     if (rc.http?.sourceIp) return { peer: rc.http.sourceIp, xff, cloudflare: false };
     if (rc.identity?.sourceIp) return { peer: rc.identity.sourceIp, xff, cloudflare: false };
@@ -70,7 +71,7 @@ function peerAndHeader(c: Context): { peer: string | undefined; xff: string[]; c
  * the client; the rest are hops we trust, so the gateway can forward exactly this as X-Forwarded-For.
  */
 export function trustedChain(c: Context, trust: Trust): string[] {
-  const { peer, xff, cloudflare } = peerAndHeader(c);
+  const { peer, xff, cloudflare } = peerAndHeader(c, trust);
   if (!peer) {
     // No peer address (an unknown runtime): only a declared hop count can say which entry is the client.
     if ('hops' in trust && trust.hops > 0 && xff.length > 0) return xff.slice(Math.max(0, xff.length - trust.hops));
@@ -121,6 +122,8 @@ export function ipKey(options: IpKeyOptions = {}): (c: Context) => string | unde
   return (c) => {
     const addr = trustedChain(c, trust)[0];
     if (addr === undefined) return undefined;
+    // Dotted IPv4 as platforms and proxies write it is already canonical: no parse on the hot path.
+    if (!addr.includes(':') && /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(addr)) return addr;
     const ip = parseIp(addr);
     if (!ip) return addr;
     return ip.length === 16 && subnet !== false ? ipv6Subnet(ip, subnet) : formatIp(ip);
