@@ -1,5 +1,6 @@
 // MongoDB store: the exact operations it sends, evaluated by mingo; and a real-server run when MONGODB_URI is set.
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { updateOne } from 'mingo';
 import { createLimiter, InvalidInputError, StoreError } from '../src/index.js';
@@ -7,6 +8,7 @@ import { mongoStore, stepPipeline } from '../src/stores/mongodb.js';
 import { stepArgs } from '../src/core/gcra.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { storeConformance } from './support/conformance.js';
+import { ExactBucket } from './support/exact-bucket.js';
 
 const policies = { p: { capacity: 3, refillPerSecond: 1 } };
 
@@ -111,6 +113,41 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     expect(b!.args[1]).toEqual({ maxTimeMS: 800, signal });
     expect((c!.args[2] as { maxTimeMS: number }).maxTimeMS).toBe(800);
     expect(() => mongoStore({ collection, maxTimeMS: 0 })).toThrow(/maxTimeMS/);
+  });
+
+  it('the exact pipeline against the exact reference model, with $$NOW on a fake clock', async () => {
+    // mingo evaluates $$NOW from Date.now() once per operation: stubbing it injects the store's clock.
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 50 }),
+          fc.integer({ min: 1, max: 500 }),
+          fc.constantFrom(1, 2, 3, 7, 30, 1000),
+          fc.array(fc.record({ dtMs: fc.integer({ min: 0, max: 3000 }), cost: fc.integer({ min: 1, max: 50 }), maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000) }), {
+            minLength: 1,
+            maxLength: 40,
+          }),
+          async (capacity, p, q, ops) => {
+            const limiter = createLimiter({ store: mongoStore({ collection: new MingoCollection() }), policies: { x: { capacity, refillPerSecond: p / q } } });
+            const model = new ExactBucket(capacity, BigInt(p), BigInt(q));
+            let t = 0;
+            for (const op of ops) {
+              t += op.dtMs;
+              now += op.dtMs;
+              const cost = Math.min(op.cost, capacity);
+              const want = model.take(t, cost, op.maxWaitMs);
+              const got = await limiter.take('x', 'k', { cost, maxWaitMs: op.maxWaitMs });
+              expect({ allowed: got.allowed, remaining: got.remaining, waitMs: got.waitMs, retryAfterMs: got.retryAfterMs }).toEqual(want);
+            }
+          },
+        ),
+        { numRuns: 100 },
+      );
+    } finally {
+      clock.mockRestore();
+    }
   });
 
   it('ensureIndexes creates the TTL index on expiresAt', async () => {
