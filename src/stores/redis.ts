@@ -176,8 +176,9 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/** The next turn of the event loop where there is one (Node), else the end of this task. */
-const nextTurn: (f: () => void) => void = typeof setImmediate === 'function' ? (f) => void setImmediate(f) : queueMicrotask;
+/** The next turn of the event loop where there is one (Node's setImmediate), else the end of this task. */
+const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+const nextTurn: (f: () => void) => void = typeof immediate === 'function' ? (f) => void immediate(f) : queueMicrotask;
 
 export function redisStore(options: RedisStoreOptions): Store {
   if (!options || typeof options !== 'object' || !options.client) throw new ConfigError('client', 'is required');
