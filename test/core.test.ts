@@ -5,7 +5,7 @@ import { createLimiter, ConfigError } from '../src/index.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { MAX_BURST_MS, resolvePolicy } from '../src/core/policy.js';
 import { step, stepArgs, toDecision } from '../src/core/gcra.js';
-import { ExactBucket } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, ExactBucket, leaseOpsArb } from './support/exact-bucket.js';
 
 describe('GCRA core against an exact continuous token bucket', () => {
   it('makes the same decisions, remaining, waitMs and retryAfterMs for any sequence', async () => {
@@ -35,6 +35,16 @@ describe('GCRA core against an exact continuous token bucket', () => {
           }
         },
       ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('lease grants (partial, whole tokens) and refunds (never fuller than full) match the model', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 500 }), fc.constantFrom(1, 2, 3, 7, 30, 1000), leaseOpsArb, async (capacity, p, q, ops) => {
+        let now = 1_790_000_000_000;
+        await checkGrantsAgainstModel(memoryStore({ nowMs: () => now }), 'k', (dt) => (now += dt), capacity, p, q, ops);
+      }),
       { numRuns: 300 },
     );
   });

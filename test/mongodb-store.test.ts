@@ -8,7 +8,7 @@ import { mongoStore, stepPipeline } from '../src/stores/mongodb.js';
 import { stepArgs } from '../src/core/gcra.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { storeConformance } from './support/conformance.js';
-import { ExactBucket } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, ExactBucket, leaseOpsArb } from './support/exact-bucket.js';
 
 const policies = { p: { capacity: 3, refillPerSecond: 1 } };
 
@@ -143,6 +143,21 @@ describe('mongodb store operations (evaluated by mingo)', () => {
             }
           },
         ),
+        { numRuns: 100 },
+      );
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
+  it('lease grants and refunds in the pipeline against the exact model, with $$NOW on a fake clock', async () => {
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 500 }), fc.constantFrom(1, 2, 3, 7, 30, 1000), leaseOpsArb, async (capacity, p, q, ops) => {
+          await checkGrantsAgainstModel(mongoStore({ collection: new MingoCollection() }), 'k', (dt) => (now += dt), capacity, p, q, ops);
+        }),
         { numRuns: 100 },
       );
     } finally {

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it, inject } from 'vitest';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
-import { ExactBucket } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, ExactBucket, leaseOpsArb } from './support/exact-bucket.js';
 
 const io = new IORedis(inject('redisUrl'));
 afterAll(() => io.disconnect());
@@ -64,6 +64,19 @@ describe('Lua scripts against the exact model (fake clock, real Redis)', () => {
       );
     }, 60_000);
   }
+});
+
+describe('lease grants and refunds in the Lua script against the exact model (fake clock, real Redis)', () => {
+  it('partial grants take the whole tokens that exist, refunds never overfill, takes in between agree', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 500 }), fc.constantFrom(1, 2, 3, 7, 30, 1000), leaseOpsArb, async (capacity, p, q, ops) => {
+        let now = 1_790_000_000_000;
+        const store = redisStore({ client: io, clientClock: true, nowMs: () => now });
+        await checkGrantsAgainstModel(store, `lease${run++}`, (dt) => (now += dt), capacity, p, q, ops);
+      }),
+      { numRuns: 100 },
+    );
+  }, 60_000);
 });
 
 describe('automatic batching at Redis', () => {

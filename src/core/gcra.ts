@@ -13,10 +13,20 @@ import type { BucketDecision } from './decision.js';
 
 /** What one atomic store step needs: both already multiplied out, so stores do no policy math. */
 export interface StepArgs {
-  /** Debt this request adds: cost * intervalMs. 0 means peek: read only, never write. */
+  /**
+   * Debt this request adds: cost * intervalMs. 0 means peek: read only, never write. Below 0 it is a
+   * refund (a lease giving back tokens it did not use): the debt falls by that much but never below 0,
+   * so a refund never makes a bucket fuller than full. A refund is always allowed.
+   */
   costMs: number;
   /** The largest debt allowed after the request: burstMs + maxWaitMs + slackMs. */
   limitMs: number;
+  /**
+   * Partial grant (token leases): take the largest whole number of units of unitMs (intervalMs: one
+   * token) that fits under limitMs, at most costMs / unitMs of them; denied only when not even one fits.
+   * The result's `units` says how many were taken. Absent: all of costMs or nothing.
+   */
+  unitMs?: number;
 }
 
 /** What every store returns from one atomic step. */
@@ -24,6 +34,20 @@ export interface StepResult {
   allowed: boolean;
   /** Debt after the step when allowed; the unchanged debt when denied or peeking. */
   debtMs: number;
+  /** With StepArgs.unitMs: the units taken (0 when denied). */
+  units?: number;
+}
+
+/**
+ * How many units of a partial grant fit: the largest k <= maxUnits with debtMs + k * unitMs <= limitMs,
+ * computed in the same float operations every store uses (the floor, then one correction each way, so a
+ * quotient rounded across an integer cannot grant a unit that the full check would refuse).
+ */
+export function grantUnits(debtMs: number, limitMs: number, unitMs: number, maxUnits: number): number {
+  let k = Math.min(maxUnits, Math.floor((limitMs - debtMs) / unitMs));
+  if (k < maxUnits && debtMs + (k + 1) * unitMs <= limitMs) k++;
+  if (k > 0 && debtMs + k * unitMs > limitMs) k--;
+  return Math.max(0, k);
 }
 
 export function stepArgs(policy: ResolvedPolicy, cost: number, maxWaitMs: number): StepArgs {
@@ -33,8 +57,19 @@ export function stepArgs(policy: ResolvedPolicy, cost: number, maxWaitMs: number
 /** One GCRA step at `nowMs` on a bucket whose TAT is `tatMs` (undefined: no state, i.e. full). */
 export function step(tatMs: number | undefined, nowMs: number, args: StepArgs): StepResult & { tatMs: number | undefined } {
   const debtMs = tatMs !== undefined && tatMs > nowMs ? tatMs - nowMs : 0;
-  if (args.costMs === 0) return { allowed: true, debtMs, tatMs };
-  const after = debtMs + args.costMs;
+  const { costMs, unitMs } = args;
+  if (costMs === 0) return { allowed: true, debtMs, tatMs };
+  if (costMs < 0) {
+    const refunded = Math.max(0, debtMs + costMs);
+    return { allowed: true, debtMs: refunded, tatMs: nowMs + refunded };
+  }
+  if (unitMs !== undefined) {
+    const units = grantUnits(debtMs, args.limitMs, unitMs, Math.round(costMs / unitMs));
+    if (units === 0) return { allowed: false, debtMs, tatMs, units };
+    const granted = debtMs + units * unitMs;
+    return { allowed: true, debtMs: granted, tatMs: nowMs + granted, units };
+  }
+  const after = debtMs + costMs;
   if (after > args.limitMs) return { allowed: false, debtMs, tatMs };
   return { allowed: true, debtMs: after, tatMs: nowMs + after };
 }

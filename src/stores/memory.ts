@@ -72,7 +72,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         if (tat === undefined && buckets.size >= maxKeys) makeRoom(now);
         buckets.set(key, r.tatMs);
       }
-      return { allowed: r.allowed, debtMs: r.debtMs };
+      return r.units === undefined ? { allowed: r.allowed, debtMs: r.debtMs } : { allowed: r.allowed, debtMs: r.debtMs, units: r.units };
     },
     async step(key: string, args: StepArgs): Promise<StepResult> {
       return store.stepSync(key, args);

@@ -14,7 +14,8 @@ export interface BucketDocument {
   _id: string;
   tat?: number;
   expiresAt?: Date;
-  last?: { id: string; debtMs: number };
+  /** `units`: the tokens a lease grant took (partial grants only). */
+  last?: { id: string; debtMs: number; units?: number };
 }
 
 /** The part of the driver's Collection that the store uses. */
@@ -51,25 +52,56 @@ export interface MongoStore extends Store {
  * `callId` must be unique per call: finding it in `last` afterwards is how the caller knows it was allowed.
  */
 export function stepPipeline(args: StepArgs, callId: string): object[] {
-  const { costMs, limitMs } = args;
-  const after = { $add: ['$_sNow', '$_sDebt', costMs] };
-  return [
+  const { costMs, limitMs, unitMs } = args;
+  const stages: object[] = [
     // The store's clock, as ms since the epoch (double), and the bucket's debt in ms.
     { $set: { _sNow: { $toDouble: '$$NOW' } } },
     { $set: { _sDebt: { $max: [0, { $subtract: [{ $ifNull: ['$tat', 0] }, '$_sNow'] }] } } },
-    { $set: { _sOk: { $lte: [{ $add: ['$_sDebt', costMs] }, limitMs] } } },
+  ];
+  // The debt after the step, and whether it is allowed.
+  let debtAfter: object;
+  let ok: object | boolean;
+  let units: string | undefined;
+  if (costMs < 0) {
+    // A refund: the debt falls, never below 0 (a bucket is never fuller than full). Always allowed.
+    debtAfter = { $max: [0, { $add: ['$_sDebt', costMs] }] };
+    ok = true;
+  } else if (unitMs !== undefined) {
+    // A partial grant (see core/gcra.ts grantUnits): the floor, then one correction each way.
+    const most = Math.round(costMs / unitMs);
+    const fits = (k: unknown) => ({ $lte: [{ $add: ['$_sDebt', { $multiply: [k, unitMs] }] }, limitMs] });
+    stages.push(
+      { $set: { _sK: { $min: [most, { $floor: { $divide: [{ $subtract: [limitMs, '$_sDebt'] }, unitMs] } }] } } },
+      { $set: { _sK: { $cond: [{ $and: [{ $lt: ['$_sK', most] }, fits({ $add: ['$_sK', 1] })] }, { $add: ['$_sK', 1] }, '$_sK'] } } },
+      { $set: { _sK: { $cond: [{ $and: [{ $gt: ['$_sK', 0] }, { $not: [fits('$_sK')] }] }, { $subtract: ['$_sK', 1] }, '$_sK'] } } },
+      { $set: { _sK: { $max: [0, '$_sK'] } } },
+    );
+    debtAfter = { $add: ['$_sDebt', { $multiply: ['$_sK', unitMs] }] };
+    ok = { $gt: ['$_sK', 0] };
+    units = '$_sK';
+  } else {
+    debtAfter = { $add: ['$_sDebt', costMs] };
+    ok = { $lte: [{ $add: ['$_sDebt', costMs] }, limitMs] };
+  }
+  const after = { $add: ['$_sNow', '$_sDebt', costMs] };
+  const tatAfter = costMs >= 0 && unitMs === undefined ? after : { $add: ['$_sNow', debtAfter] };
+  stages.push(
+    { $set: { _sOk: ok } },
     {
       $set: {
         // A denial keeps each field as it is ('$field' of a missing field leaves it missing). A new
         // document is never denied (cost <= capacity).
-        tat: { $cond: ['$_sOk', after, '$tat'] },
+        tat: { $cond: ['$_sOk', tatAfter, '$tat'] },
         // The document may go once the bucket is full again; a missing document is a full bucket.
-        expiresAt: { $cond: ['$_sOk', { $toDate: { $ceil: after } }, '$expiresAt'] },
-        last: { $cond: ['$_sOk', { id: { $literal: callId }, debtMs: { $add: ['$_sDebt', costMs] } }, '$last'] },
+        expiresAt: { $cond: ['$_sOk', { $toDate: { $ceil: tatAfter } }, '$expiresAt'] },
+        last: {
+          $cond: ['$_sOk', { id: { $literal: callId }, debtMs: debtAfter, ...(units ? { units } : {}) }, '$last'],
+        },
       },
     },
-    { $unset: ['_sNow', '_sDebt', '_sOk'] },
-  ];
+    { $unset: units ? ['_sNow', '_sDebt', '_sOk', '_sK'] : ['_sNow', '_sDebt', '_sOk'] },
+  );
+  return stages;
 }
 
 /**
@@ -139,9 +171,12 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
     }
-    const d = doc as { last?: { id?: unknown; debtMs?: unknown }; debtNowMs?: unknown } | null;
-    if (d && d.last?.id === callId && typeof d.last.debtMs === 'number') return { allowed: true, debtMs: d.last.debtMs };
-    if (d && typeof d.debtNowMs === 'number') return { allowed: false, debtMs: d.debtNowMs };
+    const d = doc as { last?: { id?: unknown; debtMs?: unknown; units?: unknown }; debtNowMs?: unknown } | null;
+    const withUnits = args.unitMs !== undefined && args.costMs > 0;
+    if (d && d.last?.id === callId && typeof d.last.debtMs === 'number') {
+      return withUnits ? { allowed: true, debtMs: d.last.debtMs, units: Number(d.last.units) } : { allowed: true, debtMs: d.last.debtMs };
+    }
+    if (d && typeof d.debtNowMs === 'number') return withUnits ? { allowed: false, debtMs: d.debtNowMs, units: 0 } : { allowed: false, debtMs: d.debtNowMs };
     throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
   }
 

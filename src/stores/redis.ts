@@ -144,14 +144,17 @@ function message(err: unknown): string {
 const TIME_REFUSED = /(unknown|not allowed|disabled|unsupported|forbidden)[^\n]*(from|in|inside) script|\bTIME\b[^\n]*(not allowed|unknown|unsupported|disabled)/i;
 
 /** Parses the script's `{allowed, debt}` reply. @upstash/redis may already have turned "12.5" into 12.5. */
-function parseReply(reply: unknown): StepResult {
-  if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`unexpected script reply ${JSON.stringify(reply)?.slice(0, 100)}`);
+function parseReply(reply: unknown, withUnits = false): StepResult {
+  if (!Array.isArray(reply) || reply.length !== (withUnits ? 3 : 2)) throw new Error(`unexpected script reply ${JSON.stringify(reply)?.slice(0, 100)}`);
   const allowed = Number(reply[0]);
   const debtMs = Number(reply[1]);
   if ((allowed !== 0 && allowed !== 1) || !Number.isFinite(debtMs) || debtMs < 0) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply).slice(0, 100)}`);
   }
-  return { allowed: allowed === 1, debtMs };
+  if (!withUnits) return { allowed: allowed === 1, debtMs };
+  const units = Number(reply[2]);
+  if (!Number.isInteger(units) || units < 0) throw new Error(`unexpected script reply ${JSON.stringify(reply).slice(0, 100)}`);
+  return { allowed: allowed === 1, debtMs, units };
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
@@ -205,6 +208,8 @@ export function redisStore(options: RedisStoreOptions): Store {
 
   async function stepOne(key: string, args: StepArgs, signal?: AbortSignal): Promise<StepResult> {
     const argv = [String(args.costMs), String(args.limitMs), clientClock ? String(nowMs()) : ''];
+    const withUnits = args.unitMs !== undefined && args.costMs > 0;
+    if (withUnits) argv.push(String(args.unitMs));
     let reply: unknown;
     try {
       reply = await run(GCRA_SCRIPT, GCRA_SCRIPT_SHA, [key], argv, signal);
@@ -212,7 +217,7 @@ export function redisStore(options: RedisStoreOptions): Store {
       throw scriptError(err, clientClock);
     }
     try {
-      return parseReply(reply);
+      return parseReply(reply, withUnits);
     } catch (err) {
       throw new StoreError('redis', message(err), { cause: err });
     }
@@ -282,7 +287,8 @@ export function redisStore(options: RedisStoreOptions): Store {
   return {
     name: 'redis',
     step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
-      if (maxBatch === 1) return stepOne(key, args, options?.signal);
+      // Lease grants and refunds are rare (one per lease) and take the single-key script's extra forms.
+      if (maxBatch === 1 || args.costMs < 0 || args.unitMs !== undefined) return stepOne(key, args, options?.signal);
       if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
         // Nothing to wait for: send it now, the cheapest way.
         inFlight++;
