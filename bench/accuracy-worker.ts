@@ -18,6 +18,8 @@ const config = JSON.parse(process.argv[2]!) as WorkerConfig;
 
 
 let decide: () => Promise<boolean>;
+/** Gives leased tokens back at the end (mode ours with leases). */
+let closeLimiter: () => Promise<void> = async () => {};
 let io: IORedis | undefined;
 if (config.mode === 'http') {
   let n = 0;
@@ -38,9 +40,10 @@ if (config.mode === 'http') {
   const limiter = createLimiter({ store: redisStore({ client: io }), policies: { c: config.policy }, timeoutMs: 5000, circuitBreaker: false });
   decide = async () => {
     const d = await limiter.take('c', config.key);
-    if (d.reason) throw new Error(d.reason);
+    if (d.reason && d.reason !== 'lease') throw new Error(d.reason);
     return d.allowed;
   };
+  closeLimiter = () => limiter.close();
 } else {
   io = new IORedis(config.redisUrl!);
   const intervalMs = 1000 / config.policy.refillPerSecond;
@@ -105,6 +108,7 @@ await Promise.all(
     }
   }),
 );
+await closeLimiter();
 process.stdout.write(`${JSON.stringify({ admitted, decisions, errors, firstStart, firstEnd, lastStart, lastEnd, admittedAt })}\n`);
 io?.disconnect();
 rl.close();

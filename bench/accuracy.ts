@@ -10,7 +10,8 @@ export interface WorkerConfig {
   mode: 'http' | 'ours' | 'upstash';
   callers: number;
   durationMs: number;
-  policy: { capacity: number; refillPerSecond: number };
+  /** The bucket; `lease` turns token leases on (mode ours). */
+  policy: { capacity: number; refillPerSecond: number; lease?: { tokens: number; maxAgeMs: number } };
   key: string;
   targets?: string[];
   token?: string;

@@ -13,12 +13,13 @@ import {
   type ResolvedPolicy,
 } from './core/policy.js';
 import { AcquireTimeoutError, ConfigError, StoreError, UnknownPolicyError } from './errors.js';
-import type { StepResult, Store } from './store.js';
+import type { StepArgs, Store } from './store.js';
 import { createBreaker, type CircuitBreakerOptions, type CircuitState } from './limiter/breaker.js';
 import { createDenyCache } from './limiter/deny-cache.js';
-import { createStoreCaller, type StoreStatusEvent } from './limiter/store-call.js';
+import { createLeases, type WaitUntil } from './limiter/lease.js';
+import { createStoreCaller, type CallOutcome, type StoreStatusEvent } from './limiter/store-call.js';
 
-export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent };
+export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil };
 
 export interface DecisionEvent {
   policy: string;
@@ -72,7 +73,12 @@ export interface LimiterOptions<P extends string = string> {
    * are ignored.
    */
   onStoreStatus?: (event: StoreStatusEvent) => void;
-  /** Monotonic clock in ms for timeouts, the breaker and the deny cache. Tests pass a fake one. @default performance.now */
+  /**
+   * Bounds the token leases of policies that opt in (PolicyConfig.lease): at most this many keys hold a
+   * lease on this node; beyond it the oldest lease gives its tokens back. @default { maxKeys: 10000 }
+   */
+  leases?: { maxKeys?: number };
+  /** Monotonic clock in ms for timeouts, the breaker, the deny cache and leases. Tests pass a fake one. @default performance.now */
   monotonicMs?: () => number;
 }
 
@@ -81,6 +87,12 @@ export interface TakeOptions {
   cost?: number;
   /** Reserve if the tokens will exist within this many ms; the decision's waitMs says how long to wait. @default 0 */
   maxWaitMs?: number;
+  /**
+   * Where background store calls of token leases (refills, refunds) are handed to the runtime: on
+   * Workers pass `ctx.waitUntil.bind(ctx)` (the middleware and permit endpoint do), so they finish after
+   * the response. Not needed on Node.
+   */
+  waitUntil?: WaitUntil;
 }
 
 export interface AcquireOptions {
@@ -90,6 +102,8 @@ export interface AcquireOptions {
   timeoutMs?: number;
   /** Aborts the wait. A reservation already made is then forfeited (its tokens stay taken). */
   signal?: AbortSignal;
+  /** See TakeOptions.waitUntil. */
+  waitUntil?: WaitUntil;
 }
 
 export interface Limiter<P extends string = string> {
@@ -105,8 +119,13 @@ export interface Limiter<P extends string = string> {
   policy(name: string): ResolvedPolicy | undefined;
   readonly policies: ReadonlyMap<string, ResolvedPolicy>;
   readonly store: Store;
-  /** Store calls in flight now, the most allowed, and the breaker state. */
+  /** Store calls in flight now, the most allowed, the breaker state, and the tokens held in leases. */
   stats(): LimiterStats;
+  /**
+   * Gives every token held in a lease back to the store and waits for those calls. Call it when the
+   * process shuts down; afterwards leased policies go to the store on every decision. A no-op without leases.
+   */
+  close(): Promise<void>;
 }
 
 export interface LimiterStats {
@@ -115,6 +134,8 @@ export interface LimiterStats {
   /** The maxPendingStoreCalls option: at it, decisions fail without calling the store. */
   maxPendingStoreCalls: number;
   circuit: CircuitState;
+  /** Keys holding a token lease on this node, and the tokens they hold. */
+  leases: { keys: number; tokens: number };
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
@@ -183,6 +204,13 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     throw new ConfigError('denyCache.maxKeys', `must be a positive integer, got ${String(denyCacheMax)}`);
   }
   const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax) : undefined;
+  const leaseMaxKeys = options.leases?.maxKeys ?? 10_000;
+  if (!Number.isInteger(leaseMaxKeys) || leaseMaxKeys < 1) {
+    throw new ConfigError('leases.maxKeys', `must be a positive integer, got ${String(leaseMaxKeys)}`);
+  }
+  const leases = [...policies.values()].some((p) => p.lease)
+    ? createLeases({ call: (storageKey, args, policy) => storeCall(policy, storageKey, args), monotonicMs, maxKeys: leaseMaxKeys })
+    : undefined;
 
   function getPolicy(name: string): ResolvedPolicy {
     const p = typeof name === 'string' ? policies.get(name) : undefined;
@@ -198,23 +226,25 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
 
   type Outcome = { decision: Decision; debtMs?: number; error?: unknown };
 
-  /** One store step: the decision, plus the debt the store reported (for the deny cache). */
-  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<Outcome> {
-    const args = stepArgs(policy, cost, maxWaitMs);
-    const toOutcome = (result: StepResult): Outcome => ({
-      decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result),
-      debtMs: result.debtMs,
-    });
+  /** One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. */
+  async function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs): Promise<CallOutcome> {
     if (store.inProcess) {
       // No I/O, so no timer, breaker or pending count: they would only cost time on the hot path.
       try {
-        return toOutcome(await store.step(storageKey, args));
+        return { ok: true, result: await store.step(storageKey, args) };
       } catch (error) {
-        return { decision: failed(policy), error };
+        return { ok: false, error };
       }
     }
-    const outcome = await caller.call(storageKey, args, policy.timeoutMs);
-    return outcome.ok ? toOutcome(outcome.result) : { decision: failed(policy), error: outcome.error };
+    return caller.call(storageKey, args, policy.timeoutMs);
+  }
+
+  /** One store step: the decision, plus the debt the store reported (for the deny cache). */
+  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<Outcome> {
+    const outcome = await storeCall(policy, storageKey, stepArgs(policy, cost, maxWaitMs));
+    if (!outcome.ok) return { decision: failed(policy), error: outcome.error };
+    const { result } = outcome;
+    return { decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtMs: result.debtMs };
   }
 
   function emit(event: DecisionEvent): void {
@@ -226,7 +256,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   }
 
   /** Validates, then decides; a synchronous store with no hook or cache answers without any await. */
-  function decide(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number): Promise<Decision> {
+  function decide(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Promise<Decision> {
     let policy: ResolvedPolicy;
     try {
       policy = getPolicy(name);
@@ -237,6 +267,28 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       return Promise.reject(err);
     }
     const storageKey = `${prefix}${policy.name}:${key}`;
+    if (leases && policy.lease) {
+      const started = monotonicMs();
+      const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
+      if (answer !== undefined) {
+        if (!(answer instanceof Promise)) {
+          if (onDecision) emit({ policy: name, key, cost, op, decision: answer, durationMs: 0 });
+          return Promise.resolve(answer);
+        }
+        return answer.then(
+          (decision) => {
+            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey);
+            if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started });
+            return decision;
+          },
+          (error: unknown) => {
+            const decision = failed(policy);
+            if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, error });
+            return decision;
+          },
+        );
+      }
+    }
     if (store.stepSync && !onDecision && !denied) {
       try {
         return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, stepArgs(policy, cost, maxWaitMs))));
@@ -266,14 +318,22 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     policies,
     store,
     policy: (name) => policies.get(name),
-    stats: () => ({ pendingStoreCalls: caller.pending(), maxPendingStoreCalls: caller.maxPending, circuit: caller.circuit() }),
+    stats: () => ({
+      pendingStoreCalls: caller.pending(),
+      maxPendingStoreCalls: caller.maxPending,
+      circuit: caller.circuit(),
+      leases: leases?.stats() ?? { keys: 0, tokens: 0 },
+    }),
+    close: async () => {
+      await leases?.close();
+    },
     take(name, key, opts = {}) {
-      return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0);
+      return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0, opts.waitUntil);
     },
     async acquire(name, key, opts = {}) {
       opts.signal?.throwIfAborted();
       const wait = opts.timeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
-      const decision = await decide('acquire', name, key, opts.cost ?? 1, wait);
+      const decision = await decide('acquire', name, key, opts.cost ?? 1, wait, opts.waitUntil);
       if (!decision.allowed) {
         if (decision.reason === 'store_error') {
           throw new StoreError(store.name, 'no permit: the store is unavailable and the policy fails closed');
@@ -296,6 +356,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       assertKey(key);
       const storageKey = `${prefix}${policy.name}:${key}`;
       denied?.forget(storageKey);
+      leases?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);
     },
   };

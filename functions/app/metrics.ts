@@ -19,7 +19,7 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const decisions = new Counter({
     name: 'edge_limiter_decisions_total',
-    help: 'Decisions by policy, operation (take, acquire, peek) and outcome: allowed and denied by the bucket, store_error (the fail mode chose), deny_cache (refused locally).',
+    help: 'Decisions by policy, operation (take, acquire, peek) and outcome: allowed and denied by the bucket, store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease).',
     labelNames: ['policy', 'op', 'outcome'] as const,
     registers: [registry],
   });
@@ -36,8 +36,8 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
       const { decision } = e;
       const outcome = decision.reason ?? (decision.allowed ? 'allowed' : 'denied');
       decisions.inc({ policy: e.policy, op: e.op, outcome });
-      // Answers that did not call the store (deny cache, open circuit) say nothing about its latency.
-      if (decision.reason !== 'deny_cache' && e.error !== CIRCUIT_OPEN) storeSeconds.observe({ store: options.store }, e.durationMs / 1000);
+      // Answers that did not call the store (deny cache, lease, open circuit) say nothing about its latency.
+      if (decision.reason !== 'deny_cache' && decision.reason !== 'lease' && e.error !== CIRCUIT_OPEN) storeSeconds.observe({ store: options.store }, e.durationMs / 1000);
     },
   };
 }

@@ -8,7 +8,12 @@ export type DecisionReason =
    */
   | 'store_error'
   /** Answered from this node's deny cache: the store said no less than retryAfterMs ago. */
-  | 'deny_cache';
+  | 'deny_cache'
+  /**
+   * Answered from this node's token lease (PolicyConfig.lease) without a store call: `remaining` is the
+   * tokens left in this node's lease, `resetAfterMs` the store's last answer advanced by the time since.
+   */
+  | 'lease';
 
 interface DecisionBase {
   /** Whether the request may proceed (after waitMs, if that is above 0). */
@@ -27,7 +32,7 @@ export interface BucketDecision extends DecisionBase {
   remaining: number;
   /** Ms until the bucket is full again, rounded up. */
   resetAfterMs: number;
-  reason?: 'deny_cache';
+  reason?: 'deny_cache' | 'lease';
 }
 
 /**

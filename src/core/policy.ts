@@ -27,6 +27,31 @@ export interface PolicyConfig {
   shadow?: boolean;
   /** Per-policy bound on one store call, in ms. @default the limiter's `timeoutMs` */
   timeoutMs?: number;
+  /**
+   * Token leases for hot keys (opt-in): this node takes up to `tokens` tokens of a key's bucket in one
+   * store call and answers takes on that key from them without a store call, refilling in the
+   * background at the low-water mark. Never over-admits (every token answered was first taken from the
+   * store); other nodes may be refused while tokens sit in a lease: at most nodes × tokens per key.
+   * Decisions answered from a lease carry reason 'lease' and this node's view (remaining = tokens left
+   * in its lease). Off by default.
+   */
+  lease?: LeaseConfig;
+}
+
+export interface LeaseConfig {
+  /** Most tokens taken in one store call: an integer from 1 to the capacity. */
+  tokens: number;
+  /** Unused tokens go back to the store this long after their grant, in ms (1 to 3600000). */
+  maxAgeMs: number;
+  /** Refill in the background when the lease holds this many tokens or fewer. @default half of tokens, rounded down */
+  lowWater?: number;
+}
+
+/** A policy's validated lease settings. */
+export interface LeaseSettings {
+  readonly tokens: number;
+  readonly maxAgeMs: number;
+  readonly lowWater: number;
 }
 
 /** A validated policy with the derived GCRA numbers. */
@@ -49,9 +74,12 @@ export interface ResolvedPolicy {
   readonly slackMs: number;
   /** Seconds in the RateLimit-Policy `w` parameter: the time to refill the bucket, rounded up. */
   readonly windowSeconds: number;
+  /** Token leases, when the policy opts in. */
+  readonly lease?: LeaseSettings;
 }
 
-const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'onStoreError', 'shadow', 'timeoutMs']);
+const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'onStoreError', 'shadow', 'timeoutMs', 'lease']);
+const LEASE_FIELDS = new Set(['tokens', 'maxAgeMs', 'lowWater']);
 
 export interface PolicyDefaults {
   onStoreError: FailMode;
@@ -111,6 +139,7 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
         `and the limit is capacity / refillPerSecond <= ${MAX_BURST_MS / 1000} s (about 31,700 years)`,
     );
   }
+  const lease = c.lease === undefined ? undefined : resolveLease(at('lease'), c.lease, capacity);
   return Object.freeze({
     name,
     capacity,
@@ -122,7 +151,26 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
     burstMs,
     slackMs: 0.001 + burstMs * 2e-15,
     windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
+    ...(lease ? { lease } : {}),
   });
+}
+
+function resolveLease(field: string, value: unknown, capacity: number): LeaseSettings {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(field, `must be an object, got ${show(value)}`);
+  const l = value as Record<string, unknown>;
+  for (const f of Object.keys(l)) if (!LEASE_FIELDS.has(f)) throw new ConfigError(`${field}.${f}`, 'is not a known field');
+  const { tokens, maxAgeMs } = l;
+  if (typeof tokens !== 'number' || !Number.isInteger(tokens) || tokens < 1 || tokens > capacity) {
+    throw new ConfigError(`${field}.tokens`, `must be an integer from 1 to the capacity (${capacity}), got ${show(tokens)}`);
+  }
+  if (typeof maxAgeMs !== 'number' || !Number.isInteger(maxAgeMs) || maxAgeMs < 1 || maxAgeMs > 3_600_000) {
+    throw new ConfigError(`${field}.maxAgeMs`, `must be an integer from 1 to 3600000 (ms), got ${show(maxAgeMs)}`);
+  }
+  const lowWater = l.lowWater ?? Math.floor(tokens / 2);
+  if (typeof lowWater !== 'number' || !Number.isInteger(lowWater) || lowWater < 0 || lowWater >= tokens) {
+    throw new ConfigError(`${field}.lowWater`, `must be an integer from 0 to tokens - 1 (${tokens - 1}), got ${show(lowWater)}`);
+  }
+  return Object.freeze({ tokens, maxAgeMs, lowWater });
 }
 
 /** Renders a config value for an error message without dumping large or nested input. */

@@ -7,6 +7,7 @@ import { InvalidInputError, UnknownPolicyError } from '../errors.js';
 import type { Limiter } from '../limiter.js';
 import { rateLimitHeaders, withHeaders } from './headers.js';
 import { problemResponse } from './problem.js';
+import { waitUntilOf } from './wait-until.js';
 
 type MaybePromise<T> = T | Promise<T>;
 
@@ -53,7 +54,7 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
     const cost = typeof options.cost === 'function' ? await options.cost(c) : options.cost ?? 1;
     let decision: Decision;
     try {
-      decision = await limiter.take(policyName, k, { cost, maxWaitMs });
+      decision = await limiter.take(policyName, k, { cost, maxWaitMs, waitUntil: policy.lease ? waitUntilOf(c) : undefined });
     } catch (err) {
       if (err instanceof InvalidInputError) return problemResponse('invalid-request', err.message.replace('[edge-limiter] ', ''));
       throw err;

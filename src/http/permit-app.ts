@@ -9,6 +9,7 @@ import { tokenChecker } from './auth.js';
 import { readJsonBody } from './body.js';
 import { rateLimitHeaders } from './headers.js';
 import { problemResponse } from './problem.js';
+import { waitUntilOf } from './wait-until.js';
 
 export const MAX_PERMIT_WAIT_MS = 300_000;
 const HEALTH_TIMEOUT_MS = 1000;
@@ -152,7 +153,7 @@ export function permitApp(options: PermitAppOptions): Hono {
     if (!body.ok) return body.response;
     const p = parsePermit(body.value, limiter);
     if (!p.ok) return p.response;
-    const decision = await limiter.take(p.policy.name, p.key, { cost: p.cost, maxWaitMs: p.maxWaitMs });
+    const decision = await limiter.take(p.policy.name, p.key, { cost: p.cost, maxWaitMs: p.maxWaitMs, waitUntil: p.policy.lease ? waitUntilOf(c) : undefined });
     return decisionResponse(p.policy, p.key, decision);
   });
 

@@ -75,7 +75,7 @@ describe('Worker in workerd (memory store)', () => {
     for (let i = 0; i < 2; i++) expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 1 });
     expect((await fetch(dev.url + '/v1/buckets/api/w2', { method: 'DELETE', headers: auth })).status).toBe(204);
     expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 2 });
-    expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed' });
+    expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
   });
 
   it('error rows answer problem+json inside workerd too', async () => {

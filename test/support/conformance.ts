@@ -291,5 +291,66 @@ export function storeConformance(name: string, harness: StoreHarness): void {
       for (const k of keys) expect((await limiter.take('ten', `${prefix}${k}`, { cost: 10 })).allowed).toBe(true);
       for (const k of keys) expect((await limiter.peek('ten', `${prefix}${k}`)).remaining).toBe(0);
     });
+
+    describe('token leases (PolicyConfig.lease) on this store', () => {
+      const LEASED = {
+        // No refill within a test (one token per 30 s), so every count below is exact.
+        still: { capacity: 20, refillPerSecond: 1 / 30, lease: { tokens: 8, maxAgeMs: 60_000 } },
+        partial: { capacity: 5, refillPerSecond: 1 / 30, lease: { tokens: 10 > 5 ? 5 : 5, maxAgeMs: 60_000 } },
+        aging: { capacity: 10, refillPerSecond: 1 / 30, lease: { tokens: 5, maxAgeMs: 40 } },
+        fresh: { capacity: 10, refillPerSecond: 1 / 30 },
+      } satisfies Record<string, PolicyConfig>;
+      const nodes = (count: number) => Array.from({ length: count }, () => createLimiter({ store, policies: LEASED, prefix, timeoutMs: 5000 }));
+
+      it('3 nodes x 30 concurrent takes on a bucket of 20 admit exactly 20; close() gives the unused back', async () => {
+        await setup();
+        const k = key();
+        const [a, b, c] = nodes(3);
+        const before = store.calls;
+        const got = await Promise.all([a!, b!, c!].flatMap((l) => Array.from({ length: 30 }, () => l.take('still', k))));
+        expect(got.filter((d) => d.allowed)).toHaveLength(20);
+        // Takes on an empty lease join its grant: a few grants per node, not a store call per take.
+        expect(store.calls - before).toBeLessThanOrEqual(9);
+        expect((await a!.take('still', k)).reason).toBe('lease'); // refused locally: the store said empty
+        for (const l of [a!, b!, c!]) await l.close();
+        expect((await c!.peek('still', k)).remaining).toBe(0);
+        // A node that used 1 of its grant gives 7 back on close.
+        const k2 = key();
+        const [d] = nodes(1);
+        expect((await d!.take('still', k2)).allowed).toBe(true);
+        expect((await d!.peek('still', k2)).remaining).toBe(12);
+        await d!.close();
+        expect((await d!.peek('still', k2)).remaining).toBe(19);
+      });
+
+      it('a grant takes what exists (partial), and refunds never make a bucket fuller than full', async () => {
+        await setup();
+        const k = key();
+        const [a] = nodes(1);
+        expect((await a!.take('partial', k, { cost: 2 })).allowed).toBe(true);
+        expect((await a!.peek('partial', k)).remaining).toBe(0); // all 5 went to the lease
+        expect(await a!.take('partial', k, { cost: 4 })).toMatchObject({ allowed: false, remaining: 3 });
+        await a!.reset('partial', k); // full again; the lease is dropped without a refund
+        const [b] = nodes(1);
+        await b!.take('partial', k);
+        await store.reset(`${prefix}partial:${k}`); // full behind the lease's back
+        await b!.close(); // refunds 4 to a full bucket
+        expect((await b!.peek('partial', k)).remaining).toBe(5);
+      });
+
+      it('unused tokens go back when their grant ages out', async () => {
+        await setup();
+        const k = key();
+        const [a] = nodes(1);
+        await a!.take('aging', k);
+        expect((await a!.peek('aging', k)).remaining).toBe(5);
+        await sleep(60);
+        await a!.take('fresh', key()); // any decision ages leases out
+        await a!.take('aging', key());
+        await sleep(20);
+        expect((await a!.peek('aging', k)).remaining).toBe(9);
+        await a!.close();
+      });
+    });
   });
 }

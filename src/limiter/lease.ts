@@ -1,0 +1,258 @@
+// Token leases: a node takes up to N tokens of a hot key's bucket from the store in one call (a partial
+// grant when fewer exist) and answers later takes on that key from them, with no store call. Below the
+// low-water mark it asks for more in the background. Tokens left when a grant ages out (maxAgeMs), when
+// the lease is dropped to stay under maxKeys, or on close() go back to the store as a refund, which
+// never makes a bucket fuller than full.
+//
+// Why this never over-admits: every token answered here was first taken from the store by an atomic
+// step, and each is answered at most once. The cost is under-admission: tokens sitting in leases are
+// unavailable to other nodes, at most nodes × N per key at any instant, and lost (not refunded) when a
+// process dies holding them.
+import type { BucketDecision, Decision } from '../core/decision.js';
+import { stepArgs, toDecision } from '../core/gcra.js';
+import type { ResolvedPolicy } from '../core/policy.js';
+import type { StepArgs, StepResult } from '../store.js';
+
+/** One store call as the limiter makes it (bounded by the policy's timeout, breaker, pending cap). */
+export type LeaseStoreCall = (storageKey: string, args: StepArgs, policy: ResolvedPolicy) => Promise<{ ok: true; result: StepResult } | { ok: false; error: unknown }>;
+
+export interface LeaseOptions {
+  call: LeaseStoreCall;
+  monotonicMs: () => number;
+  /** Most keys holding a lease; the least recently granted is refunded beyond it. */
+  maxKeys: number;
+}
+
+/** Hands background work (refills, refunds) to the runtime, e.g. a Worker's `ctx.waitUntil`. */
+export type WaitUntil = (promise: Promise<unknown>) => void;
+
+interface Grant {
+  tokens: number;
+  /** Monotonic ms when the store granted them. */
+  atMs: number;
+}
+
+interface Lease {
+  policy: ResolvedPolicy;
+  /** Oldest first: takes use the oldest tokens, so the ones that age out are the fewest possible. */
+  grants: Grant[];
+  total: number;
+  /** The grant in flight (it resolves with the store error, if any): takes on an empty lease join it. */
+  refilling: Promise<unknown> | undefined;
+  /** Units the last grant took: fewer than the lease size means the store ran dry. */
+  lastUnits: number;
+  /** The store had no token before this monotonic time: an empty lease refuses locally until then. */
+  emptyUntilMs: number;
+  /** The bucket's debt in the store's last answer, and when it came (for resetAfterMs). */
+  debtMs: number;
+  debtAtMs: number;
+}
+
+export interface Leases {
+  /**
+   * Answers a take from the key's lease: a Decision at once when it holds the tokens, a Promise when it
+   * must wait for a grant, or undefined when a lease cannot answer (cost above the lease size, a
+   * reservation with maxWaitMs > 0 on an empty lease, the lease dropped meanwhile, or after close())
+   * and the limiter goes to the store as usual. A grant's store error rejects the Promise.
+   */
+  take(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Decision | Promise<Decision | undefined> | undefined;
+  /** Drops the key's lease without a refund (used by reset: the bucket is full again anyway). */
+  forget(storageKey: string): void;
+  /** Returns every unused token to the store and resolves when the refunds have settled. */
+  close(): Promise<void>;
+  /** Keys with a lease and tokens they hold. */
+  stats(): { keys: number; tokens: number };
+}
+
+export function createLeases(options: LeaseOptions): Leases {
+  const { call, monotonicMs, maxKeys } = options;
+  const leases = new Map<string, Lease>();
+  const inFlight = new Set<Promise<unknown>>();
+  let closed = false;
+
+  function track(promise: Promise<unknown>, waitUntil?: WaitUntil): void {
+    const settled = promise.then(
+      () => {},
+      () => {},
+    );
+    inFlight.add(settled);
+    void settled.then(() => inFlight.delete(settled));
+    if (waitUntil) {
+      try {
+        waitUntil(settled);
+      } catch {
+        // A runtime that refuses (e.g. after the response) still lets the promise run as far as it can.
+      }
+    }
+  }
+
+  /** Gives `tokens` back to the bucket (never fuller than full); the store's answer is not needed. */
+  function refund(policy: ResolvedPolicy, storageKey: string, tokens: number, waitUntil?: WaitUntil): void {
+    if (tokens <= 0) return;
+    const args: StepArgs = { costMs: -tokens * policy.intervalMs, limitMs: stepArgs(policy, 1, 0).limitMs };
+    track(call(storageKey, args, policy), waitUntil);
+  }
+
+  /** Moves grants older than maxAgeMs out of the lease and refunds their tokens. */
+  function expire(lease: Lease, storageKey: string, now: number, waitUntil?: WaitUntil): void {
+    const maxAgeMs = lease.policy.lease!.maxAgeMs;
+    let stale = 0;
+    while (lease.grants.length > 0 && now - lease.grants[0]!.atMs >= maxAgeMs) stale += lease.grants.shift()!.tokens;
+    if (stale > 0) {
+      lease.total -= stale;
+      refund(lease.policy, storageKey, stale, waitUntil);
+    }
+  }
+
+  /**
+   * Ages out the two leases at the front of the map per decision, so idle keys give their tokens back
+   * too. A lease still in use moves to the back; an empty, idle one is dropped.
+   */
+  function sweep(now: number, waitUntil?: WaitUntil): void {
+    let checked = 0;
+    for (const [k, lease] of leases) {
+      if (++checked > 2) break;
+      expire(lease, k, now, waitUntil);
+      leases.delete(k);
+      if (lease.total > 0 || lease.refilling || now < lease.emptyUntilMs) leases.set(k, lease);
+    }
+  }
+
+  function consume(lease: Lease, cost: number): void {
+    lease.total -= cost;
+    while (cost > 0) {
+      const g = lease.grants[0]!;
+      const used = Math.min(g.tokens, cost);
+      g.tokens -= used;
+      cost -= used;
+      if (g.tokens === 0) lease.grants.shift();
+    }
+  }
+
+  /** One grant of up to `tokens` from the store into the lease; resolves with the error, if any. */
+  function grant(lease: Lease, storageKey: string, waitUntil?: WaitUntil): Promise<unknown> {
+    const { policy } = lease;
+    const n = policy.lease!.tokens;
+    const args: StepArgs = { ...stepArgs(policy, n, 0), unitMs: policy.intervalMs };
+    const started = monotonicMs();
+    const done = call(storageKey, args, policy).then((outcome) => {
+      lease.refilling = undefined;
+      const now = monotonicMs();
+      if (!outcome.ok) return outcome.error;
+      const { result } = outcome;
+      lease.debtMs = result.debtMs;
+      lease.debtAtMs = now;
+      const units = result.units ?? 0;
+      lease.lastUnits = units;
+      if (units === 0) {
+        lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
+      } else if (closed || leases.get(storageKey) !== lease) {
+        // The lease was dropped (reset, eviction, close) while this grant was in flight: give them back.
+        refund(policy, storageKey, units, waitUntil);
+      } else {
+        // Aged from when the call started: the store took them no earlier than that.
+        lease.grants.push({ tokens: units, atMs: started });
+        lease.total += units;
+      }
+      return undefined;
+    });
+    lease.refilling = done;
+    return done;
+  }
+
+  function localDecision(lease: Lease, now: number, allowed: boolean, retryAfterMs: number): BucketDecision {
+    const { policy } = lease;
+    const debt = Math.max(0, lease.debtMs - (now - lease.debtAtMs));
+    return {
+      allowed,
+      limit: policy.capacity,
+      remaining: lease.total,
+      retryAfterMs,
+      resetAfterMs: debt <= policy.slackMs ? 0 : Math.ceil(debt - policy.slackMs),
+      waitMs: 0,
+      reason: 'lease',
+    };
+  }
+
+  /** Takes `cost` from the lease if it holds them (starting a background grant at the low-water mark). */
+  function fromLease(lease: Lease, storageKey: string, cost: number, now: number, waitUntil?: WaitUntil): Decision | undefined {
+    if (lease.total < cost) return undefined;
+    consume(lease, cost);
+    if (lease.total <= lease.policy.lease!.lowWater && !lease.refilling && now >= lease.emptyUntilMs) {
+      track(grant(lease, storageKey, waitUntil), waitUntil);
+    }
+    return localDecision(lease, now, true, 0);
+  }
+
+  function getLease(policy: ResolvedPolicy, storageKey: string, waitUntil?: WaitUntil): Lease {
+    let lease = leases.get(storageKey);
+    if (!lease) {
+      if (leases.size >= maxKeys) {
+        // Drop the oldest lease; its tokens go back to the store.
+        const [k, old] = leases.entries().next().value!;
+        leases.delete(k);
+        refund(old.policy, k, old.total, waitUntil);
+      }
+      lease = { policy, grants: [], total: 0, refilling: undefined, lastUnits: 0, emptyUntilMs: 0, debtMs: 0, debtAtMs: 0 };
+      leases.set(storageKey, lease);
+    }
+    return lease;
+  }
+
+  /** Waits for grants until the lease holds `cost` tokens or the store runs dry. */
+  async function afterGrant(lease: Lease, storageKey: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Promise<Decision | undefined> {
+    const { policy } = lease;
+    for (;;) {
+      const error = await (lease.refilling ?? grant(lease, storageKey, waitUntil));
+      if (closed || leases.get(storageKey) !== lease) return undefined;
+      if (lease.total >= cost) {
+        consume(lease, cost);
+        // This take waited for the store: it carries the store's numbers, not the lease's reason.
+        const d = toDecision(policy, cost, { allowed: true, debtMs: lease.debtMs });
+        return { ...d, remaining: lease.total };
+      }
+      if (error !== undefined) throw error;
+      // A full grant was used up by takes that waited with this one: the store may hold more.
+      if (lease.lastUnits < policy.lease!.tokens) break;
+    }
+    // Fewer tokens exist than the cost. A reservation goes to the store (FIFO there); otherwise this is
+    // a refusal, exactly as a take of `cost` would have been.
+    if (maxWaitMs > 0) return undefined;
+    const d = toDecision(policy, cost - lease.total, { allowed: false, debtMs: lease.debtMs });
+    return { ...d, remaining: lease.total };
+  }
+
+  return {
+    take(policy, storageKey, cost, maxWaitMs, waitUntil) {
+      const settings = policy.lease!;
+      if (closed || cost > settings.tokens) return undefined;
+      const now = monotonicMs();
+      sweep(now, waitUntil);
+      const lease = getLease(policy, storageKey, waitUntil);
+      expire(lease, storageKey, now, waitUntil);
+      const hit = fromLease(lease, storageKey, cost, now, waitUntil);
+      if (hit) return hit;
+      if (!lease.refilling && now < lease.emptyUntilMs) {
+        // A reservation goes to the store, which orders reservations FIFO across nodes.
+        if (maxWaitMs > 0) return undefined;
+        // The store said no token exists before emptyUntilMs: refuse locally, like the deny cache.
+        return localDecision(lease, now, false, Math.max(1, Math.ceil(lease.emptyUntilMs - now)));
+      }
+      return afterGrant(lease, storageKey, cost, maxWaitMs, waitUntil);
+    },
+    forget(storageKey) {
+      leases.delete(storageKey);
+    },
+    async close() {
+      closed = true;
+      for (const [k, lease] of leases) refund(lease.policy, k, lease.total);
+      leases.clear();
+      while (inFlight.size > 0) await Promise.all(inFlight);
+    },
+    stats() {
+      let tokens = 0;
+      for (const lease of leases.values()) tokens += lease.total;
+      return { keys: leases.size, tokens };
+    },
+  };
+}

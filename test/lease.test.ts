@@ -1,0 +1,260 @@
+// Token leases on a fake clock: the store is a memory store whose clock is the same fake, wrapped so
+// each test can count its calls and hold them in flight. No sleeping.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, createLimiter, memoryStore, type Decision, type PolicyConfig, type Store } from '../src/index.js';
+
+interface Held {
+  key: string;
+  args: Parameters<Store['step']>[1];
+  release(): void;
+}
+
+/** A memory store on `clock`, counting calls by kind; with `hold`, calls wait until released. */
+function testStore(clock: { now: number }) {
+  const inner = memoryStore({ nowMs: () => clock.now });
+  const s = {
+    name: 'test',
+    grants: 0,
+    refunds: 0,
+    takes: 0,
+    hold: false,
+    held: [] as Held[],
+    step(key: string, args: Parameters<Store['step']>[1]) {
+      if (args.unitMs !== undefined) s.grants++;
+      else if (args.costMs < 0) s.refunds++;
+      else s.takes++;
+      if (!s.hold) return inner.step(key, args);
+      return new Promise<Awaited<ReturnType<Store['step']>>>((resolve) => {
+        s.held.push({ key, args, release: () => resolve(inner.stepSync(key, args)) });
+      });
+    },
+    releaseAll() {
+      const h = s.held;
+      s.held = [];
+      for (const x of h) x.release();
+    },
+    reset: (key: string) => inner.reset(key),
+    ping: async () => {},
+    calls: () => s.grants + s.refunds + s.takes,
+  };
+  return s;
+}
+
+const flush = () => new Promise((r) => setImmediate(r));
+
+function setup(policy: PolicyConfig, nodes = 1) {
+  const clock = { now: 1_790_000_000_000 };
+  const store = testStore(clock);
+  const limiters = Array.from({ length: nodes }, () =>
+    createLimiter({ store, policies: { hot: policy, plain: { capacity: policy.capacity, refillPerSecond: policy.refillPerSecond } }, monotonicMs: () => clock.now }),
+  );
+  return { clock, store, limiter: limiters[0]!, limiters };
+}
+
+describe('token leases', () => {
+  it('answers a hot key from its lease: 100 takes on a bucket of 100 at one instant cost 10 store calls and admit exactly 100', async () => {
+    const { store, limiter } = setup({ capacity: 100, refillPerSecond: 10, lease: { tokens: 10, maxAgeMs: 5000 } });
+    const got: Decision[] = [];
+    for (let i = 0; i < 130; i++) got.push(await limiter.take('hot', 'k'));
+    expect(got.filter((d) => d.allowed)).toHaveLength(100);
+    // 10 grants of 10 (one of them in the background at each low-water mark), then one that finds 0.
+    expect(store.grants).toBe(11);
+    expect(store.takes).toBe(0);
+    expect(got.filter((d) => d.reason === 'lease').length).toBeGreaterThanOrEqual(90);
+    // The 30 refusals: one from the store's empty answer, the rest locally until a token exists (100 ms).
+    const refusals = got.filter((d) => !d.allowed);
+    expect(refusals.every((d) => d.retryAfterMs === 100)).toBe(true);
+  });
+
+  it('a local answer carries the lease view: remaining = tokens left on this node, and X-RateLimit-Reason lease', async () => {
+    const { limiter } = setup({ capacity: 50, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000, lowWater: 0 } });
+    const first = await limiter.take('hot', 'k');
+    expect(first).toMatchObject({ allowed: true, remaining: 9 });
+    expect(first.reason).toBeUndefined();
+    const second = await limiter.take('hot', 'k');
+    expect(second).toMatchObject({ allowed: true, remaining: 8, reason: 'lease', waitMs: 0 });
+    // The store holds 40; the bucket is 10 tokens (10 s) below full.
+    expect(second.resetAfterMs).toBe(10_000);
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(40);
+  });
+
+  it('grants partially when fewer tokens exist, then refuses with the store-exact retryAfterMs', async () => {
+    const { clock, store, limiter } = setup({ capacity: 3, refillPerSecond: 2, lease: { tokens: 10 > 3 ? 3 : 3, maxAgeMs: 5000 } });
+    await limiter.take('plain', 'other'); // unrelated key
+    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true); // grant of 3
+    const d = await limiter.take('hot', 'k', { cost: 2 }); // 1 left in the lease, store empty
+    expect(d).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 500 });
+    clock.now += 499;
+    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(false);
+    clock.now += 1;
+    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true);
+    expect(store.takes).toBe(1);
+  });
+
+  it('a cost above the lease size goes straight to the store', async () => {
+    const { store, limiter } = setup({ capacity: 20, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 5000 } });
+    expect((await limiter.take('hot', 'k', { cost: 6 })).allowed).toBe(true);
+    expect(store.grants).toBe(0);
+    expect(store.takes).toBe(1);
+  });
+
+  it('gives unused tokens back when their grant ages out, and never makes the bucket fuller than full', async () => {
+    const { clock, store, limiter } = setup({ capacity: 10, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 1000, lowWater: 0 } });
+    await limiter.take('hot', 'k'); // lease of 10, 9 left
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(0);
+    clock.now += 1000;
+    // Another key's decision sweeps the aged lease: 9 tokens go back (and 1 s refilled 1).
+    await limiter.take('hot', 'other');
+    await flush();
+    expect(store.refunds).toBe(1);
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(10);
+    expect(limiter.stats().leases.tokens).toBe(9); // the new lease on 'other'
+    // After 5 s the bucket of 'other' is full again; its refund of 9 leaves it full, not 19.
+    clock.now += 5000;
+    await limiter.close();
+    expect((await limiter.peek('hot', 'other')).remaining).toBe(10);
+    const takesBefore = store.takes;
+    const afterClose = await limiter.take('hot', 'other');
+    expect(afterClose).toMatchObject({ allowed: true, remaining: 9 });
+    expect(afterClose.reason).toBeUndefined();
+    expect(store.takes).toBe(takesBefore + 1); // after close, leased policies go to the store
+  });
+
+  it('refills in the background at the low-water mark: the hot path never waits while the grant is in flight', async () => {
+    const { store, limiter } = setup({ capacity: 1000, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 5000, lowWater: 5 } });
+    await limiter.take('hot', 'k'); // the first grant (in the foreground), 9 left
+    store.hold = true;
+    for (let i = 0; i < 4; i++) await limiter.take('hot', 'k'); // 5 left: low water, a grant starts
+    expect(store.held).toHaveLength(1);
+    // The 5 left are answered with the grant still in flight, and no second grant is started.
+    let settled = 0;
+    for (let i = 0; i < 5; i++) void limiter.take('hot', 'k').then((d) => (d.allowed ? settled++ : 0));
+    await flush();
+    expect(settled).toBe(5);
+    expect(store.held).toHaveLength(1);
+    // An empty lease joins the grant in flight rather than asking again.
+    const waiting = limiter.take('hot', 'k');
+    await flush();
+    expect(store.held).toHaveLength(1);
+    store.releaseAll();
+    expect((await waiting).allowed).toBe(true);
+    expect(store.grants).toBe(2);
+  });
+
+  it('takes waiting on one grant that use it up ask again while the store has more, so none is refused while tokens exist', async () => {
+    const { store, limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000 } });
+    const got = await Promise.all(Array.from({ length: 35 }, () => limiter.take('hot', 'k')));
+    expect(got.every((d) => d.allowed)).toBe(true);
+    expect(store.grants).toBeGreaterThanOrEqual(4);
+    expect(store.takes).toBe(0);
+  });
+
+  it('hands background work to waitUntil', async () => {
+    const { limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 4, maxAgeMs: 5000, lowWater: 2 } });
+    const handed: Promise<unknown>[] = [];
+    const waitUntil = (p: Promise<unknown>) => void handed.push(p);
+    await limiter.take('hot', 'k', { waitUntil });
+    expect(handed).toHaveLength(0); // the first grant is awaited by the take itself
+    await limiter.take('hot', 'k', { waitUntil }); // 2 left: the low-water grant goes to waitUntil
+    expect(handed).toHaveLength(1);
+    await Promise.all(handed);
+    expect(limiter.stats().leases.tokens).toBe(6);
+  });
+
+  it('acquire: a lease with tokens answers at once; an empty lease reserves in the store (FIFO there)', async () => {
+    const { store, limiter } = setup({ capacity: 2, refillPerSecond: 10, lease: { tokens: 2, maxAgeMs: 5000, lowWater: 0 } });
+    expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).waitMs).toBe(0); // grant of 2
+    expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).reason).toBe('lease');
+    const before = store.takes;
+    const reserving = limiter.take('hot', 'k', { maxWaitMs: 1000 });
+    const d = await reserving;
+    expect(d).toMatchObject({ allowed: true, waitMs: 100 });
+    expect(store.takes).toBe(before + 1);
+  });
+
+  it('a store failure during a grant follows the fail mode', async () => {
+    const clock = { now: 1_790_000_000_000 };
+    const failing: Store = { name: 'down', step: async () => Promise.reject(new Error('ECONNREFUSED')), reset: async () => {}, ping: async () => {} };
+    const limiter = createLimiter({
+      store: failing,
+      policies: { closed: { capacity: 10, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 1000 } }, open: { capacity: 10, refillPerSecond: 1, onStoreError: 'allow', lease: { tokens: 5, maxAgeMs: 1000 } } },
+      monotonicMs: () => clock.now,
+      circuitBreaker: false,
+    });
+    expect(await limiter.take('closed', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
+    expect(await limiter.take('open', 'k')).toMatchObject({ allowed: true, reason: 'store_error' });
+  });
+
+  it('reset drops this node’s lease', async () => {
+    const { limiter } = setup({ capacity: 10, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 5000 } });
+    await limiter.take('hot', 'k');
+    expect(limiter.stats().leases.tokens).toBe(4);
+    await limiter.reset('hot', 'k');
+    expect(limiter.stats().leases.tokens).toBe(0);
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(10);
+  });
+
+  it('maxKeys bounds the leases; the oldest gives its tokens back', async () => {
+    const clock = { now: 1_790_000_000_000 };
+    const store = testStore(clock);
+    const limiter = createLimiter({ store, policies: { hot: { capacity: 10, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 60_000 } } }, monotonicMs: () => clock.now, leases: { maxKeys: 2 } });
+    for (const k of ['a', 'b', 'c']) await limiter.take('hot', k);
+    await flush();
+    expect(limiter.stats().leases).toEqual({ keys: 2, tokens: 8 });
+    expect(store.refunds).toBe(1);
+    expect((await limiter.peek('hot', 'a')).remaining).toBe(9);
+  });
+
+  it('rejects invalid lease settings naming the field', () => {
+    const store = memoryStore();
+    const make = (lease: unknown) => () => createLimiter({ store, policies: { p: { capacity: 10, refillPerSecond: 1, lease } as PolicyConfig } });
+    expect(make({ tokens: 11, maxAgeMs: 1000 })).toThrow(ConfigError);
+    expect(make({ tokens: 11, maxAgeMs: 1000 })).toThrow(/policies\.p\.lease\.tokens/);
+    expect(make({ tokens: 5, maxAgeMs: 0 })).toThrow(/policies\.p\.lease\.maxAgeMs/);
+    expect(make({ tokens: 5, maxAgeMs: 1000, lowWater: 5 })).toThrow(/policies\.p\.lease\.lowWater/);
+    expect(make({ tokens: 5, maxAgeMs: 1000, extra: 1 })).toThrow(/policies\.p\.lease\.extra/);
+    expect(make(5)).toThrow(/policies\.p\.lease/);
+    expect(() => createLimiter({ store, policies: { p: { capacity: 1, refillPerSecond: 1 } }, leases: { maxKeys: 0 } })).toThrow(/leases\.maxKeys/);
+  });
+
+  it('several nodes on one bucket: never over-admit; under-admission at most nodes x tokens (any interleaving)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 5, max: 100 }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(fc.record({ node: fc.nat(3), dtMs: fc.integer({ min: 0, max: 40 }) }), { minLength: 50, maxLength: 400 }),
+        async (nodes, tokensPick, capacity, ratePerSecond, ops) => {
+          const tokens = Math.min(tokensPick, capacity);
+          const { clock, limiters } = setup({ capacity, refillPerSecond: ratePerSecond, lease: { tokens, maxAgeMs: 200 } }, nodes);
+          // Saturating demand: at every step one node asks until refused. The reference is the same
+          // demand on a plain bucket (no lease) of the same policy, on the same store and clock.
+          const drain = async (policy: 'hot' | 'plain', node: number) => {
+            let n = 0;
+            for (let i = 0; i < capacity + 2; i++) {
+              if (!(await limiters[node]!.take(policy, 'k')).allowed) break;
+              n++;
+            }
+            return n;
+          };
+          let leased = 0;
+          let plain = 0;
+          let elapsed = 0;
+          for (const op of ops) {
+            clock.now += op.dtMs;
+            elapsed += op.dtMs;
+            leased += await drain('hot', op.node % nodes);
+            plain += await drain('plain', op.node % nodes);
+            await flush();
+            expect(leased).toBeLessThanOrEqual(capacity + Math.floor((ratePerSecond * elapsed) / 1000 + 1e-9));
+            expect(leased).toBeLessThanOrEqual(plain + nodes * tokens);
+          }
+          expect(plain - leased).toBeLessThanOrEqual(nodes * tokens);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});
