@@ -7,13 +7,16 @@ import { createEdgeStore } from './app/store-edge.js';
 import { buildApp } from './app/app.js';
 import { problemResponse } from '../src/http/problem.js';
 
+// The Durable Object class behind LIMITER_STORE=durable-object (bound as LIMITER_DO in wrangler.toml).
+export { RateLimiterObject } from '../src/stores/durable-object.js';
+
 let built: { env: unknown; app: Hono } | { env: unknown; error: Error } | undefined;
 
 function appFor(env: Record<string, unknown>): Hono | Error {
   if (!built || built.env !== env) {
     try {
       const config = loadConfig(env);
-      built = { env, app: buildApp(config, createEdgeStore(config.store, { timeoutMs: storeTimeoutMs(config) })).app };
+      built = { env, app: buildApp(config, createEdgeStore(config.store, { timeoutMs: storeTimeoutMs(config), env })).app };
     } catch (err) {
       built = { env, error: err as Error };
       console.error(JSON.stringify({ msg: 'invalid configuration', error: (err as Error).message }));

@@ -1,6 +1,7 @@
 // `npm run dev`: runs the Worker locally in workerd (wrangler dev) on the in-memory store, with a
 // development token, and prints a ready-to-paste curl line.
 //   npm run dev -- --upstash      the same Worker against a real Redis through the local Upstash-compatible server
+//   npm run dev -- --durable-object   the same Worker on the Durable Object store (local objects in workerd)
 //   npm run dev -- --var NAME:VALUE ...   extra Worker variables (repeatable)
 //   npm run dev -- --port 9000            listen there (also --port=9000; default PORT or 8787)
 // Environment: PORT (default 8787), PERMIT_TOKENS (default dev-token).
@@ -45,13 +46,16 @@ for (let i = 0; i < argv.length; i++) {
     }
     port = value;
   }
-  else if (argv[i] === '--upstash') {
+  else if (argv[i] === '--durable-object') {
+    extra.push('--var', 'LIMITER_STORE:durable-object');
+    storeLabel = 'the Durable Object store (RateLimiterObject, local in workerd)';
+  } else if (argv[i] === '--upstash') {
     const stack = await startUpstashStack();
     cleanups.push(stack.stop);
     extra.push('--var', 'LIMITER_STORE:upstash', '--var', `UPSTASH_REDIS_REST_URL:${stack.url}`, '--var', `UPSTASH_REDIS_REST_TOKEN:${stack.token}`);
     storeLabel = `Redis ${stack.redisUrl} through the local Upstash REST server ${stack.url}`;
   } else {
-    console.error(`unknown argument ${argv[i]} (known: --upstash, --port N, --var NAME:VALUE)`);
+    console.error(`unknown argument ${argv[i]} (known: --upstash, --durable-object, --port N, --var NAME:VALUE)`);
     process.exit(2);
   }
 }

@@ -62,7 +62,8 @@ describe('loadConfig', () => {
   });
 
   const errors: [Record<string, string>, RegExp][] = [
-    [{ LIMITER_STORE: 'dynamo' }, /LIMITER_STORE must be memory, redis, upstash or mongodb/],
+    [{ LIMITER_STORE: 'dynamo' }, /LIMITER_STORE must be memory, redis, upstash, mongodb or durable-object/],
+    [{ LIMITER_STORE: 'durable-object', LIMITER_DO_SHARDS: '0' }, /LIMITER_DO_SHARDS must be an integer/],
     [{ LIMITER_STORE: 'redis' }, /REDIS_URL is required/],
     [{ LIMITER_STORE: 'upstash', UPSTASH_REDIS_REST_URL: 'https://x.example' }, /UPSTASH_REDIS_REST_TOKEN is required/],
     [{ REDIS_URL: 'http://x' }, /REDIS_URL must use redis: or rediss:/],

@@ -6,14 +6,16 @@ import type { PolicyConfig } from '../../src/core/policy.js';
 import type { CircuitBreakerOptions } from '../../src/limiter/breaker.js';
 import { parseCidr } from '../../src/http/ip.js';
 
-export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb';
+export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb' | 'durable-object';
 
 export interface AppConfig {
   store:
     | { kind: 'memory' }
     | { kind: 'redis'; url: string; clientClock: boolean }
     | { kind: 'upstash'; url: string; token: string; clientClock: boolean }
-    | { kind: 'mongodb'; uri: string; db: string; collection: string };
+    | { kind: 'mongodb'; uri: string; db: string; collection: string }
+    /** Workers only: the LIMITER_DO binding of RateLimiterObject; LIMITER_DO_SHARDS hashes keys onto that many objects. */
+    | { kind: 'durable-object'; shards?: number };
   policies: Record<string, PolicyConfig>;
   tokens: string[];
   /** Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS). */
@@ -96,8 +98,8 @@ export function loadConfig(env: EnvRecord): AppConfig {
   const explicit = str(env, 'LIMITER_STORE');
   let kind: StoreKind;
   if (explicit) {
-    if (!['memory', 'redis', 'upstash', 'mongodb'].includes(explicit)) {
-      throw new ConfigError('LIMITER_STORE', `must be memory, redis, upstash or mongodb, got ${JSON.stringify(explicit.slice(0, 40))}`);
+    if (!['memory', 'redis', 'upstash', 'mongodb', 'durable-object'].includes(explicit)) {
+      throw new ConfigError('LIMITER_STORE', `must be memory, redis, upstash, mongodb or durable-object, got ${JSON.stringify(explicit.slice(0, 40))}`);
     }
     kind = explicit as StoreKind;
   } else if (str(env, 'UPSTASH_REDIS_REST_URL')) kind = 'upstash';
@@ -129,6 +131,14 @@ export function loadConfig(env: EnvRecord): AppConfig {
         collection: str(env, 'MONGODB_COLLECTION') ?? 'token_buckets',
       };
       break;
+    case 'durable-object': {
+      const shards = str(env, 'LIMITER_DO_SHARDS');
+      if (shards !== undefined && !/^[1-9]\d{0,4}$/.test(shards)) {
+        throw new ConfigError('LIMITER_DO_SHARDS', `must be an integer from 1 to 65536, got ${JSON.stringify(shards.slice(0, 20))}`);
+      }
+      store = shards === undefined ? { kind } : { kind, shards: Number(shards) };
+      break;
+    }
   }
 
   let policies = DEFAULT_POLICIES;

@@ -144,8 +144,11 @@ export function createLeases(options: LeaseOptions): Leases {
       lease.debtAtMs = now;
       const units = result.units ?? 0;
       lease.lastUnits = units;
+      // Fewer than asked for: the store is empty now. No token exists there before this time, so an
+      // empty lease refuses locally until then instead of asking again.
+      if (units < n) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
       if (units === 0) {
-        lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
+        // Nothing to add.
       } else if (closed || leases.get(storageKey) !== lease) {
         // The lease was dropped (reset, eviction, close) while this grant was in flight: give them back.
         refund(policy, storageKey, units, waitUntil);

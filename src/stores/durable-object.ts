@@ -1,0 +1,182 @@
+// Durable Object store (Cloudflare Workers, no external service). Buckets live in Durable Objects of the
+// exported class RateLimiterObject; each step is one request to the object that owns the key, which runs
+// the pure GCRA step (core/gcra.ts) against its own clock. An object handles one event at a time and
+// its storage is transactional, so every step is atomic; one object's clock decides a bucket, so the
+// callers' skew cannot matter.
+//
+// Key -> object: one object per key by default (`idFromName(key)`), or `shards: N` objects by a hash of
+// the key. See the README ("Durable Object store") for the measurement behind the default.
+//
+// Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
+// (and type-checks) outside workerd.
+import { step } from '../core/gcra.js';
+import { ConfigError, StoreError } from '../errors.js';
+import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
+
+/** The part of a DurableObjectNamespace binding the store uses. */
+export interface DurableObjectNamespaceLike {
+  idFromName(name: string): unknown;
+  get(id: never): { fetch(input: string, init?: RequestInit): Promise<Response> };
+}
+
+/** The part of DurableObjectState the class uses (its transactional key-value storage and alarm). */
+export interface DurableObjectStateLike {
+  storage: {
+    get<T>(key: string): Promise<T | undefined>;
+    put(key: string, value: unknown): Promise<void>;
+    delete(key: string): Promise<boolean>;
+    list<T>(options?: { limit?: number; start?: string }): Promise<Map<string, T>>;
+    getAlarm(): Promise<number | null>;
+    setAlarm(scheduledTimeMs: number): Promise<void>;
+  };
+}
+
+export interface DurableObjectStoreOptions {
+  /** The binding of RateLimiterObject, e.g. `env.LIMITER_DO` (wrangler.toml `[[durable_objects.bindings]]`). */
+  namespace: DurableObjectNamespaceLike;
+  /**
+   * How keys map to objects: absent (the default), one object per key; a number from 1 to 65536, that
+   * many objects, each holding the keys whose hash falls on it. Changing it moves keys to other objects,
+   * which starts their buckets full.
+   */
+  shards?: number;
+}
+
+/** The wire format between the store and the object: one JSON body per request. */
+type ObjectRequest = { op: 'step'; key: string; args: StepArgs } | { op: 'reset'; key: string } | { op: 'ping' };
+
+/** FNV-1a over UTF-16 code units: a stable, fast, well-spread hash for choosing a shard. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export function durableObjectStore(options: DurableObjectStoreOptions): Store {
+  if (!options || typeof options !== 'object' || !options.namespace || typeof options.namespace.idFromName !== 'function') {
+    throw new ConfigError('namespace', 'must be a Durable Object namespace binding of RateLimiterObject (e.g. env.LIMITER_DO)');
+  }
+  const { namespace, shards } = options;
+  if (shards !== undefined && (!Number.isInteger(shards) || shards < 1 || shards > 65536)) {
+    throw new ConfigError('shards', `must be an integer from 1 to 65536, got ${String(shards)}`);
+  }
+  const objectName = shards === undefined ? (key: string) => key : (key: string) => `shard:${fnv1a(key) % shards}`;
+
+  async function send(objectKey: string, body: ObjectRequest, signal?: AbortSignal): Promise<unknown> {
+    let res: Response;
+    try {
+      const stub = namespace.get(namespace.idFromName(objectName(objectKey)) as never);
+      res = await stub.fetch('https://rate-limiter-object/', { method: 'POST', body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+    } catch (err) {
+      throw new StoreError('durable-object', `request failed: ${message(err)}`, { cause: err });
+    }
+    const text = await res.text();
+    if (!res.ok) throw new StoreError('durable-object', `object answered ${res.status}: ${text.slice(0, 200)}`);
+    return text ? JSON.parse(text) : undefined;
+  }
+
+  return {
+    name: 'durable-object',
+    async step(key: string, args: StepArgs, stepOptions?: StepOptions): Promise<StepResult> {
+      const r = (await send(key, { op: 'step', key, args }, stepOptions?.signal)) as StepResult;
+      if (!r || typeof r.allowed !== 'boolean' || typeof r.debtMs !== 'number') throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
+      return r;
+    },
+    async reset(key: string): Promise<void> {
+      await send(key, { op: 'reset', key });
+    },
+    async ping(): Promise<void> {
+      await send('ping', { op: 'ping' });
+    },
+  };
+}
+
+const MAX_KEY_BYTES = 2048;
+const MAX_ALARM_DELAY_MS = 30 * 24 * 3600 * 1000;
+
+/**
+ * The Durable Object class that holds buckets. Export it from your Worker's main module and bind it
+ * (see wrangler.toml). Each bucket is one storage entry, key -> TAT (ms since the epoch); a full bucket
+ * has no entry. An alarm deletes entries whose buckets have refilled, so idle keys cost no storage.
+ */
+export class RateLimiterObject {
+  private readonly storage: DurableObjectStateLike['storage'];
+  /** The alarm time this object has set, so a write re-arms only when it must. */
+  private alarmAtMs: number | null | undefined;
+
+  constructor(state: DurableObjectStateLike, _env?: unknown) {
+    this.storage = state.storage;
+  }
+
+  async fetch(request: Request): Promise<Response> {
+    let body: ObjectRequest;
+    try {
+      body = (await request.json()) as ObjectRequest;
+    } catch {
+      return new Response('body must be JSON', { status: 400 });
+    }
+    if (body.op === 'ping') return Response.json({ ok: true });
+    if (typeof body.key !== 'string' || body.key.length === 0 || body.key.length > MAX_KEY_BYTES) return new Response('key must be a non-empty string', { status: 400 });
+    if (body.op === 'reset') {
+      await this.storage.delete(body.key);
+      return Response.json({ ok: true });
+    }
+    const { args } = body;
+    if (body.op !== 'step' || !args || typeof args.costMs !== 'number' || typeof args.limitMs !== 'number' || (args.unitMs !== undefined && !(args.unitMs > 0))) {
+      return new Response('unknown operation', { status: 400 });
+    }
+    // This object's clock is the bucket's clock. The event runs alone (input gates), so this
+    // read-decide-write is atomic, and the answer waits until the write is durable (output gates).
+    const now = Date.now();
+    const tat = await this.storage.get<number>(body.key);
+    const r = step(tat, now, args);
+    if (r.allowed && args.costMs !== 0) {
+      if (r.tatMs !== undefined && r.tatMs > now) {
+        await this.storage.put(body.key, r.tatMs);
+        await this.armAlarm(r.tatMs);
+      } else if (tat !== undefined) {
+        await this.storage.delete(body.key);
+      }
+    }
+    const out: StepResult = r.units === undefined ? { allowed: r.allowed, debtMs: r.debtMs } : { allowed: r.allowed, debtMs: r.debtMs, units: r.units };
+    return Response.json(out);
+  }
+
+  /** Deletes the entries of buckets that are full again, and re-arms for the latest one still draining. */
+  async alarm(): Promise<void> {
+    const now = Date.now();
+    this.alarmAtMs = null;
+    let latest = 0;
+    let start: string | undefined;
+    for (;;) {
+      const page = await this.storage.list<number>({ limit: 512, ...(start === undefined ? {} : { start }) });
+      let last: string | undefined;
+      for (const [k, tat] of page) {
+        if (k === start) continue;
+        last = k;
+        if (typeof tat !== 'number' || tat <= now) await this.storage.delete(k);
+        else latest = Math.max(latest, tat);
+      }
+      if (last === undefined || page.size < 512) break;
+      start = last;
+    }
+    if (latest > 0) await this.armAlarm(latest);
+  }
+
+  private async armAlarm(atMs: number): Promise<void> {
+    if (this.alarmAtMs === undefined) this.alarmAtMs = await this.storage.getAlarm();
+    // One alarm is enough while one is set: when it fires it re-arms for whatever is still draining.
+    if (this.alarmAtMs !== null) return;
+    // Far-future times are refused by the runtime (a bucket may take up to 31,700 years to refill):
+    // wake up at least every 30 days and re-arm then.
+    this.alarmAtMs = Math.ceil(Math.min(atMs, Date.now() + MAX_ALARM_DELAY_MS));
+    await this.storage.setAlarm(this.alarmAtMs);
+  }
+}

@@ -1,0 +1,124 @@
+// The Durable Object store inside workerd (Miniflare): the one conformance suite, with one object per key
+// and with hashed shards; persistence across a restart; bad input; and the sharding hash.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { ConfigError } from '../src/index.js';
+import { durableObjectStore } from '../src/stores/durable-object.js';
+import { startDurableObjects, type WorkerdDurableObjects } from './support/durable-object.js';
+import { storeConformance } from './support/conformance.js';
+
+let workerd: Promise<WorkerdDurableObjects> | undefined;
+const shared = () => (workerd ??= startDurableObjects());
+afterAll(async () => {
+  await (await workerd)?.dispose();
+});
+
+storeConformance('durable object (one object per key, in workerd)', {
+  create: async () => (await shared()).store(),
+  clockResolutionMs: 1,
+});
+storeConformance('durable object (16 hashed shards, in workerd)', {
+  create: async () => (await shared()).store({ shards: 16 }),
+  clockResolutionMs: 1,
+});
+
+describe('durable object store', () => {
+  it('buckets survive a restart of workerd (state is in the object storage, not in memory)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-do-'));
+    const first = await startDurableObjects({ persistDir: dir });
+    const args = { costMs: 3000, limitMs: 10_000.001 };
+    expect(await first.store().step('persisted', args)).toMatchObject({ allowed: true });
+    await first.dispose();
+    const second = await startDurableObjects({ persistDir: dir });
+    try {
+      const peek = await second.store().step('persisted', { costMs: 0, limitMs: 10_000.001 });
+      // Still about 3 s of debt: the restart did not refill the bucket.
+      expect(peek.debtMs).toBeGreaterThan(2000);
+      expect(peek.debtMs).toBeLessThanOrEqual(3000);
+    } finally {
+      await second.dispose();
+    }
+  }, 60_000);
+
+  it('refuses a namespace that is not one, and a bad shard count, naming the field', () => {
+    expect(() => durableObjectStore({} as never)).toThrow(ConfigError);
+    expect(() => durableObjectStore({} as never)).toThrow(/namespace/);
+    const ns = { idFromName: () => ({}), get: () => ({ fetch: async () => new Response('{}') }) };
+    expect(() => durableObjectStore({ namespace: ns, shards: 0 })).toThrow(/shards/);
+    expect(() => durableObjectStore({ namespace: ns, shards: 1.5 })).toThrow(/shards/);
+  });
+
+  it('maps keys to objects: one per key by default; with shards, a stable hash spread over all of them', async () => {
+    const names: string[] = [];
+    const ns = {
+      idFromName: (n: string) => (names.push(n), n),
+      get: () => ({ fetch: async () => Response.json({ allowed: true, debtMs: 0 }) }),
+    };
+    await durableObjectStore({ namespace: ns }).step('user:1', { costMs: 1, limitMs: 2 });
+    expect(names).toEqual(['user:1']);
+    names.length = 0;
+    const sharded = durableObjectStore({ namespace: ns, shards: 8 });
+    for (let i = 0; i < 800; i++) await sharded.step(`user:${i}`, { costMs: 1, limitMs: 2 });
+    const counts = new Map<string, number>();
+    for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
+    expect(counts.size).toBe(8);
+    for (const c of counts.values()) expect(c).toBeGreaterThan(60);
+    names.length = 0;
+    await sharded.step('user:1', { costMs: 1, limitMs: 2 });
+    await sharded.step('user:1', { costMs: 1, limitMs: 2 });
+    expect(names[0]).toBe(names[1]);
+  });
+
+  it('an object error is a StoreError, so the fail mode decides', async () => {
+    const ns = { idFromName: (n: string) => n, get: () => ({ fetch: async () => new Response('boom', { status: 500 }) }) };
+    await expect(durableObjectStore({ namespace: ns }).step('k', { costMs: 1, limitMs: 2 })).rejects.toMatchObject({ name: 'StoreError' });
+  });
+});
+
+describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
+  it('deletes the entries of buckets that are full again when its alarm fires, and re-arms for the rest', async () => {
+    const { RateLimiterObject } = await import('../src/stores/durable-object.js');
+    const data = new Map<string, number>();
+    let alarm: number | null = null;
+    const storage = {
+      get: async <T,>(k: string) => data.get(k) as T | undefined,
+      put: async (k: string, v: unknown) => void data.set(k, v as number),
+      delete: async (k: string) => data.delete(k),
+      list: async <T,>(o: { limit?: number; start?: string } = {}) =>
+        new Map([...data].filter(([k]) => o.start === undefined || k >= o.start).sort().slice(0, o.limit)) as Map<string, T>,
+      getAlarm: async () => alarm,
+      setAlarm: async (t: number) => void (alarm = t),
+    };
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const obj = new RateLimiterObject({ storage });
+      const step = (key: string, costMs: number) =>
+        obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { costMs, limitMs: 1e6 } }) })).then((r) => r.json());
+      expect(await step('short', 1000)).toEqual({ allowed: true, debtMs: 1000 });
+      expect(alarm).toBe(now + 1000);
+      await step('long', 5000);
+      for (let i = 0; i < 600; i++) await step(`bulk${i}`, 500); // more than one list() page
+      expect(data.size).toBe(602);
+      now += 1000;
+      await obj.alarm();
+      expect([...data.keys()]).toEqual(['long']);
+      expect(alarm).toBe(now + 4000);
+      now += 4000;
+      await obj.alarm();
+      expect(data.size).toBe(0);
+      // A denied step writes nothing; a refund that empties the debt deletes the entry.
+      await step('x', 1000);
+      expect(await step('x', 1e6)).toEqual({ allowed: false, debtMs: 1000 });
+      expect(await step('x', -5000)).toEqual({ allowed: true, debtMs: 0 });
+      expect(data.has('x')).toBe(false);
+      const bad = await obj.fetch(new Request('https://x/', { method: 'POST', body: '{"op":"step","key":"","args":{}}' }));
+      expect(bad.status).toBe(400);
+      expect((await obj.fetch(new Request('https://x/', { method: 'POST', body: 'not json' }))).status).toBe(400);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+});
