@@ -19,6 +19,7 @@ import { startUpstashLocal } from '../scripts/upstash-local/server.js';
 import { startRedis, freePort } from '../scripts/lib/redis-server.js';
 import { commandStats } from '../test/support/redis-stats.js';
 import { accuracyRun, score, type Accuracy } from './accuracy.js';
+import { edgeLatencySection } from './edge-latency.js';
 import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
 
 const quick = process.argv.includes('--quick') || process.env.npm_config_quick === 'true';
@@ -241,6 +242,24 @@ contentionResults.forEach((a, i) =>
 );
 md.push('', 'Goals: over-admission 0; under-admission ≤ 1 token + 0.5 %.', '');
 
+// The same contention with token leases (10 tokens a grant): each worker process is one node deciding
+// in-process against Redis (a lease lives in a limiter, so the HTTP servers above would be 2 nodes).
+const LEASED = { ...CONTENTION, lease: { tokens: 10, maxAgeMs: 1000 } };
+const leaseRuns: Accuracy[] = [];
+for (let r = 0; r < contentionRuns; r++) {
+  const key = `contention-lease-${Date.now()}-${uniq++}`;
+  const res = await accuracyRun(Array.from({ length: 4 }, () => ({ config: { mode: 'ours' as const, callers: 200, durationMs: P.accuracyMs, policy: LEASED, key, redisUrl: redis.url } })));
+  leaseRuns.push(score(res, CONTENTION));
+}
+md.push(
+  'With token leases (`lease: { tokens: 10, maxAgeMs: 1000 }`), four worker processes (four nodes) × 200 callers deciding in-process against the same Redis:',
+  '',
+  '| run | decisions | admitted | ideal | over-admission | under-admission |',
+  '| ---: | ---: | ---: | ---: | ---: | ---: |',
+);
+leaseRuns.forEach((a, i) => md.push(`| ${i + 1} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} |`));
+md.push('', 'Goals with leases: over-admission 0; under-admission ≤ nodes × tokens = 40.', '');
+
 log('clock skew');
 md.push('## 6. Accuracy under clock skew', '');
 md.push(
@@ -269,13 +288,32 @@ for (const scenario of ['together', 'late joiners'] as const) {
     skewRows.push({ lib, scenario, a: score(res, CONTENTION), skews: res.map((r) => r.skewSeenMs), perf: res.map((r) => r.perfCheckMs) });
   }
 }
+// The same with token leases on (appended after the loop above so the chart's rows keep their places).
+for (const scenario of ['together', 'late joiners'] as const) {
+  const key = `skew-lease-${uniq++}-${Date.now()}`;
+  const res = await accuracyRun(
+    [-2, -2, 2, 2].map((skewSeconds) => ({
+      skewSeconds,
+      config: {
+        mode: 'ours' as const,
+        callers: 200,
+        durationMs: P.accuracyMs,
+        policy: { ...CONTENTION, lease: { tokens: 10, maxAgeMs: 1000 } },
+        key,
+        redisUrl: redis.url,
+        startDelayMs: scenario === 'late joiners' && skewSeconds > 0 ? P.accuracyMs / 2 : 0,
+      },
+    })),
+  );
+  skewRows.push({ lib: 'ours-lease', scenario, a: score(res, CONTENTION), skews: res.map((r) => r.skewSeenMs), perf: res.map((r) => r.perfCheckMs) });
+}
 md.push(
   '| scenario | limiter | wall-clock offsets seen (ms) | 50 ms timer read as (ms) | decisions | admitted | ideal | over-admission | under-admission |',
   '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |',
 );
 for (const { lib, scenario, a, skews, perf } of skewRows) {
   md.push(
-    `| ${scenario} | ${lib === 'ours' ? 'edge-limiter (store clock)' : '@upstash/ratelimit `tokenBucket` (caller clock)'} | ${skews.map((s) => (s > 0 ? '+' : '') + Math.round(s)).join(', ')} | ${perf.map((p) => p.toFixed(0)).join(', ')} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} |`,
+    `| ${scenario} | ${lib === 'ours' ? 'edge-limiter (store clock)' : lib === 'ours-lease' ? 'edge-limiter, leases N = 10 (store clock)' : '@upstash/ratelimit `tokenBucket` (caller clock)'} | ${skews.map((s) => (s > 0 ? '+' : '') + Math.round(s)).join(', ')} | ${perf.map((p) => p.toFixed(0)).join(', ')} | ${fmt(a.decisions)} | ${a.admitted} | ${a.idealMin.toFixed(1)}–${a.idealMax.toFixed(1)} | ${a.over} | ${a.under} |`,
   );
 }
 md.push(
@@ -401,6 +439,9 @@ for (const [label, config, file] of [
   md.push(`| ${label} | ${fmt(code.length / 1024, 1)} KiB | ${fmt(gzipSync(code, { level: 9 }).length / 1024, 1)} KiB |`);
 }
 md.push('');
+
+// 10. Edge latency -------------------------------------------------------------------------------------
+md.push(...(await edgeLatencySection({ redisPort: redis.port, admin: io, quick, log })));
 
 // Summary and file -------------------------------------------------------------------------------------
 io.disconnect();

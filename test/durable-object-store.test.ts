@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError } from '../src/index.js';
 import { durableObjectStore } from '../src/stores/durable-object.js';
-import { startDurableObjects, type WorkerdDurableObjects } from './support/durable-object.js';
+import { startDurableObjects, type WorkerdDurableObjects } from '../scripts/lib/workerd-durable-object.js';
 import { storeConformance } from './support/conformance.js';
 
 let workerd: Promise<WorkerdDurableObjects> | undefined;

@@ -53,14 +53,15 @@ function setup(policy: PolicyConfig, nodes = 1) {
 }
 
 describe('token leases', () => {
-  it('answers a hot key from its lease: 100 takes on a bucket of 100 at one instant cost 10 store calls and admit exactly 100', async () => {
+  it('answers a hot key from its lease: 130 takes on a bucket of 100 at one instant cost 12 store calls and admit exactly 100', async () => {
     const { store, limiter } = setup({ capacity: 100, refillPerSecond: 10, lease: { tokens: 10, maxAgeMs: 5000 } });
     const got: Decision[] = [];
     for (let i = 0; i < 130; i++) got.push(await limiter.take('hot', 'k'));
     expect(got.filter((d) => d.allowed)).toHaveLength(100);
-    // 10 grants of 10 (one of them in the background at each low-water mark), then one that finds 0.
-    expect(store.grants).toBe(11);
-    expect(store.takes).toBe(0);
+    // The key's first take is a plain one (a key seen once is not hot); then 10 grants (9 of 10, one
+    // partial of 9), each started in the background at the low-water mark, and none once the store is dry.
+    expect(store.takes).toBe(1);
+    expect(store.grants).toBe(10);
     expect(got.filter((d) => d.reason === 'lease').length).toBeGreaterThanOrEqual(90);
     // The 30 refusals: one from the store's empty answer, the rest locally until a token exists (100 ms).
     const refusals = got.filter((d) => !d.allowed);
@@ -69,26 +70,28 @@ describe('token leases', () => {
 
   it('a local answer carries the lease view: remaining = tokens left on this node, and X-RateLimit-Reason lease', async () => {
     const { limiter } = setup({ capacity: 50, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000, lowWater: 0 } });
-    const first = await limiter.take('hot', 'k');
+    expect(await limiter.take('hot', 'k')).toMatchObject({ allowed: true, remaining: 49 }); // plain: first sight
+    const first = await limiter.take('hot', 'k'); // waits for the grant of 10
     expect(first).toMatchObject({ allowed: true, remaining: 9 });
     expect(first.reason).toBeUndefined();
     const second = await limiter.take('hot', 'k');
     expect(second).toMatchObject({ allowed: true, remaining: 8, reason: 'lease', waitMs: 0 });
-    // The store holds 40; the bucket is 10 tokens (10 s) below full.
-    expect(second.resetAfterMs).toBe(10_000);
-    expect((await limiter.peek('hot', 'k')).remaining).toBe(40);
+    // The store holds 39; the bucket is 11 tokens (11 s) below full.
+    expect(second.resetAfterMs).toBe(11_000);
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(39);
   });
 
   it('grants partially when fewer tokens exist, then refuses with the store-exact retryAfterMs', async () => {
-    const { clock, store, limiter } = setup({ capacity: 3, refillPerSecond: 2, lease: { tokens: 10 > 3 ? 3 : 3, maxAgeMs: 5000 } });
-    await limiter.take('plain', 'other'); // unrelated key
-    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true); // grant of 3
-    const d = await limiter.take('hot', 'k', { cost: 2 }); // 1 left in the lease, store empty
+    const { clock, store, limiter } = setup({ capacity: 3, refillPerSecond: 2, lease: { tokens: 3, maxAgeMs: 5000 } });
+    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true); // plain (first sight): 1 left
+    const d = await limiter.take('hot', 'k', { cost: 2 }); // a grant of 1 (partial), store empty
+    expect(store.grants).toBe(1);
     expect(d).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 500 });
     clock.now += 499;
-    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(false);
+    expect(await limiter.take('hot', 'k', { cost: 2 })).toMatchObject({ allowed: false, reason: 'lease' });
+    expect(store.grants).toBe(1); // refused locally: the store said empty for 500 ms
     clock.now += 1;
-    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true);
+    expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true); // 1 in the lease + a grant of 1
     expect(store.takes).toBe(1);
   });
 
@@ -100,29 +103,32 @@ describe('token leases', () => {
   });
 
   it('gives unused tokens back when their grant ages out, and never makes the bucket fuller than full', async () => {
-    const { clock, store, limiter } = setup({ capacity: 10, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 1000, lowWater: 0 } });
+    const { clock, store, limiter } = setup({ capacity: 20, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 1000, lowWater: 0 } });
+    await limiter.take('hot', 'k'); // plain
     await limiter.take('hot', 'k'); // lease of 10, 9 left
-    expect((await limiter.peek('hot', 'k')).remaining).toBe(0);
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(9);
     clock.now += 1000;
     // Another key's decision sweeps the aged lease: 9 tokens go back (and 1 s refilled 1).
     await limiter.take('hot', 'other');
     await flush();
     expect(store.refunds).toBe(1);
-    expect((await limiter.peek('hot', 'k')).remaining).toBe(10);
-    expect(limiter.stats().leases.tokens).toBe(9); // the new lease on 'other'
-    // After 5 s the bucket of 'other' is full again; its refund of 9 leaves it full, not 19.
-    clock.now += 5000;
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(19);
+    await limiter.take('hot', 'other');
+    expect(limiter.stats().leases.tokens).toBe(9); // the lease on 'other'
+    // After 20 s the bucket of 'other' is full again; its refund of 9 leaves it full, not 29.
+    clock.now += 20_000;
     await limiter.close();
-    expect((await limiter.peek('hot', 'other')).remaining).toBe(10);
+    expect((await limiter.peek('hot', 'other')).remaining).toBe(20);
     const takesBefore = store.takes;
     const afterClose = await limiter.take('hot', 'other');
-    expect(afterClose).toMatchObject({ allowed: true, remaining: 9 });
+    expect(afterClose).toMatchObject({ allowed: true, remaining: 19 });
     expect(afterClose.reason).toBeUndefined();
     expect(store.takes).toBe(takesBefore + 1); // after close, leased policies go to the store
   });
 
   it('refills in the background at the low-water mark: the hot path never waits while the grant is in flight', async () => {
     const { store, limiter } = setup({ capacity: 1000, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 5000, lowWater: 5 } });
+    await limiter.take('hot', 'k'); // plain: first sight
     await limiter.take('hot', 'k'); // the first grant (in the foreground), 9 left
     store.hold = true;
     for (let i = 0; i < 4; i++) await limiter.take('hot', 'k'); // 5 left: low water, a grant starts
@@ -142,20 +148,35 @@ describe('token leases', () => {
     expect(store.grants).toBe(2);
   });
 
-  it('takes waiting on one grant that use it up ask again while the store has more, so none is refused while tokens exist', async () => {
+  it('a burst on an empty lease: takes the grant in flight covers wait for it, the rest go to the store, and none is refused while tokens exist', async () => {
     const { store, limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000 } });
-    const got = await Promise.all(Array.from({ length: 35 }, () => limiter.take('hot', 'k')));
+    await limiter.take('hot', 'k'); // plain: first sight
+    store.hold = true;
+    const pending = Array.from({ length: 35 }, () => limiter.take('hot', 'k'));
+    await flush();
+    // One grant of 10 (covering 10 takes) and 25 plain takes, all in flight at once: one round trip.
+    expect({ grants: store.grants, takes: store.takes }).toEqual({ grants: 1, takes: 26 });
+    store.releaseAll();
+    const got = await Promise.all(pending);
     expect(got.every((d) => d.allowed)).toBe(true);
-    expect(store.grants).toBeGreaterThanOrEqual(4);
-    expect(store.takes).toBe(0);
+    expect(limiter.stats().leases.tokens).toBe(0);
+  });
+
+  it('a key asked for once is decided by a plain store call: no grant, no refund (cold keys cost what they cost without leases)', async () => {
+    const { store, limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000 } });
+    for (let i = 0; i < 50; i++) await limiter.take('hot', `cold-${i}`);
+    await limiter.close();
+    expect({ takes: store.takes, grants: store.grants, refunds: store.refunds }).toEqual({ takes: 50, grants: 0, refunds: 0 });
   });
 
   it('hands background work to waitUntil', async () => {
     const { limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 4, maxAgeMs: 5000, lowWater: 2 } });
     const handed: Promise<unknown>[] = [];
     const waitUntil = (p: Promise<unknown>) => void handed.push(p);
-    await limiter.take('hot', 'k', { waitUntil });
-    expect(handed).toHaveLength(0); // the first grant is awaited by the take itself
+    await limiter.take('hot', 'k', { waitUntil }); // plain
+    await limiter.take('hot', 'k', { waitUntil }); // the first grant: awaited by the take, and handed over too
+    await Promise.all(handed);
+    handed.length = 0;
     await limiter.take('hot', 'k', { waitUntil }); // 2 left: the low-water grant goes to waitUntil
     expect(handed).toHaveLength(1);
     await Promise.all(handed);
@@ -163,7 +184,8 @@ describe('token leases', () => {
   });
 
   it('acquire: a lease with tokens answers at once; an empty lease reserves in the store (FIFO there)', async () => {
-    const { store, limiter } = setup({ capacity: 2, refillPerSecond: 10, lease: { tokens: 2, maxAgeMs: 5000, lowWater: 0 } });
+    const { store, limiter } = setup({ capacity: 3, refillPerSecond: 10, lease: { tokens: 2, maxAgeMs: 5000, lowWater: 0 } });
+    expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).waitMs).toBe(0); // plain: first sight
     expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).waitMs).toBe(0); // grant of 2
     expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).reason).toBe('lease');
     const before = store.takes;
@@ -189,6 +211,7 @@ describe('token leases', () => {
   it('reset drops this node’s lease', async () => {
     const { limiter } = setup({ capacity: 10, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 5000 } });
     await limiter.take('hot', 'k');
+    await limiter.take('hot', 'k');
     expect(limiter.stats().leases.tokens).toBe(4);
     await limiter.reset('hot', 'k');
     expect(limiter.stats().leases.tokens).toBe(0);
@@ -199,11 +222,12 @@ describe('token leases', () => {
     const clock = { now: 1_790_000_000_000 };
     const store = testStore(clock);
     const limiter = createLimiter({ store, policies: { hot: { capacity: 10, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 60_000 } } }, monotonicMs: () => clock.now, leases: { maxKeys: 2 } });
-    for (const k of ['a', 'b', 'c']) await limiter.take('hot', k);
+    for (const k of ['a', 'a', 'b', 'b', 'c', 'c']) await limiter.take('hot', k);
     await flush();
+    // 'c' arrived when a and b held leases: a gave its 4 back; c's empty lease then took the place.
     expect(limiter.stats().leases).toEqual({ keys: 2, tokens: 8 });
     expect(store.refunds).toBe(1);
-    expect((await limiter.peek('hot', 'a')).remaining).toBe(9);
+    expect((await limiter.peek('hot', 'a')).remaining).toBe(8);
   });
 
   it('rejects invalid lease settings naming the field', () => {

@@ -37,10 +37,14 @@ interface Lease {
   /** Oldest first: takes use the oldest tokens, so the ones that age out are the fewest possible. */
   grants: Grant[];
   total: number;
-  /** The grant in flight (it resolves with the store error, if any): takes on an empty lease join it. */
-  refilling: Promise<unknown> | undefined;
-  /** Units the last grant took: fewer than the lease size means the store ran dry. */
-  lastUnits: number;
+  /** Grants in flight. */
+  inFlight: number;
+  /** Tokens wanted by takes waiting for a grant: more grants start while these exceed what is coming. */
+  wanted: number;
+  /** Takes waiting for the next grant to settle, in arrival order; each gets the grant's error, if any. */
+  waiters: ((error: unknown) => void)[];
+  /** When a take last asked for this key (monotonic ms): an empty lease is kept maxAgeMs after it. */
+  seenAtMs: number;
   /** The store had no token before this monotonic time: an empty lease refuses locally until then. */
   emptyUntilMs: number;
   /** The bucket's debt in the store's last answer, and when it came (for resetAfterMs). */
@@ -114,7 +118,8 @@ export function createLeases(options: LeaseOptions): Leases {
       if (++checked > 2) break;
       expire(lease, k, now, waitUntil);
       leases.delete(k);
-      if (lease.total > 0 || lease.refilling || now < lease.emptyUntilMs) leases.set(k, lease);
+      const idle = now - lease.seenAtMs >= lease.policy.lease!.maxAgeMs;
+      if (lease.total > 0 || lease.inFlight > 0 || now < lease.emptyUntilMs || !idle) leases.set(k, lease);
     }
   }
 
@@ -129,21 +134,34 @@ export function createLeases(options: LeaseOptions): Leases {
     }
   }
 
-  /** One grant of up to `tokens` from the store into the lease; resolves with the error, if any. */
+  /**
+   * One grant of up to `tokens` from the store into the lease. When it settles, every waiting take
+   * wakes (in arrival order) with the grant's error, if any.
+   */
   function grant(lease: Lease, storageKey: string, waitUntil?: WaitUntil): Promise<unknown> {
+    lease.inFlight++;
+    const settle = (error: unknown) => {
+      lease.inFlight--;
+      const woken = lease.waiters;
+      lease.waiters = [];
+      for (const wake of woken) wake(error);
+      return error;
+    };
+    return applyGrant(lease, storageKey, monotonicMs(), waitUntil).then(settle, settle);
+  }
+
+  async function applyGrant(lease: Lease, storageKey: string, started: number, waitUntil?: WaitUntil): Promise<unknown> {
     const { policy } = lease;
     const n = policy.lease!.tokens;
     const args: StepArgs = { ...stepArgs(policy, n, 0), unitMs: policy.intervalMs };
-    const started = monotonicMs();
-    const done = call(storageKey, args, policy).then((outcome) => {
-      lease.refilling = undefined;
+    {
+      const outcome = await call(storageKey, args, policy);
       const now = monotonicMs();
       if (!outcome.ok) return outcome.error;
       const { result } = outcome;
       lease.debtMs = result.debtMs;
       lease.debtAtMs = now;
       const units = result.units ?? 0;
-      lease.lastUnits = units;
       // Fewer than asked for: the store is empty now. No token exists there before this time, so an
       // empty lease refuses locally until then instead of asking again.
       if (units < n) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
@@ -158,9 +176,7 @@ export function createLeases(options: LeaseOptions): Leases {
         lease.total += units;
       }
       return undefined;
-    });
-    lease.refilling = done;
-    return done;
+    }
   }
 
   function localDecision(lease: Lease, now: number, allowed: boolean, retryAfterMs: number): BucketDecision {
@@ -181,14 +197,16 @@ export function createLeases(options: LeaseOptions): Leases {
   function fromLease(lease: Lease, storageKey: string, cost: number, now: number, waitUntil?: WaitUntil): Decision | undefined {
     if (lease.total < cost) return undefined;
     consume(lease, cost);
-    if (lease.total <= lease.policy.lease!.lowWater && !lease.refilling && now >= lease.emptyUntilMs) {
+    if (lease.total <= lease.policy.lease!.lowWater && lease.inFlight === 0 && now >= lease.emptyUntilMs) {
       track(grant(lease, storageKey, waitUntil), waitUntil);
     }
     return localDecision(lease, now, true, 0);
   }
 
-  function getLease(policy: ResolvedPolicy, storageKey: string, waitUntil?: WaitUntil): Lease {
+  /** The key's lease; a key seen for the first time gets an empty one and is decided by the store. */
+  function getLease(policy: ResolvedPolicy, storageKey: string, now: number, waitUntil?: WaitUntil): Lease | undefined {
     let lease = leases.get(storageKey);
+    if (lease) lease.seenAtMs = now;
     if (!lease) {
       if (leases.size >= maxKeys) {
         // Drop the oldest lease; its tokens go back to the store.
@@ -196,31 +214,43 @@ export function createLeases(options: LeaseOptions): Leases {
         leases.delete(k);
         refund(old.policy, k, old.total, waitUntil);
       }
-      lease = { policy, grants: [], total: 0, refilling: undefined, lastUnits: 0, emptyUntilMs: 0, debtMs: 0, debtAtMs: 0 };
+      lease = { policy, grants: [], total: 0, inFlight: 0, wanted: 0, waiters: [], seenAtMs: now, emptyUntilMs: 0, debtMs: 0, debtAtMs: 0 };
       leases.set(storageKey, lease);
+      // Only a key asked for again within maxAgeMs (while its empty lease is kept) is hot: a key seen once costs
+      // one plain store call, as without leases, and no grant or refund.
+      return undefined;
     }
     return lease;
   }
 
-  /** Waits for grants until the lease holds `cost` tokens or the store runs dry. */
+  /**
+   * Waits for a grant when the lease is empty: the first take starts one, and later takes wait for it
+   * while the grants in flight can cover them. A take they cannot cover goes to the store directly
+   * (undefined), so no take waits on a queue of grants: at most about one store round trip, as without
+   * leases. If the grant leaves too few tokens, the store was dry: a refusal, as a take would have been.
+   */
   async function afterGrant(lease: Lease, storageKey: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Promise<Decision | undefined> {
     const { policy } = lease;
-    for (;;) {
-      const error = await (lease.refilling ?? grant(lease, storageKey, waitUntil));
-      if (closed || leases.get(storageKey) !== lease) return undefined;
-      if (lease.total >= cost) {
-        consume(lease, cost);
-        // This take waited for the store: it carries the store's numbers, not the lease's reason.
-        const d = toDecision(policy, cost, { allowed: true, debtMs: lease.debtMs });
-        return { ...d, remaining: lease.total };
-      }
-      if (error !== undefined) throw error;
-      // A full grant was used up by takes that waited with this one: the store may hold more.
-      if (lease.lastUnits < policy.lease!.tokens) break;
+    const n = policy.lease!.tokens;
+    if (lease.inFlight === 0) track(grant(lease, storageKey, waitUntil), waitUntil);
+    else if (lease.wanted + cost > lease.total + lease.inFlight * n) return undefined;
+    lease.wanted += cost;
+    let error: unknown;
+    try {
+      error = await new Promise<unknown>((resolve) => lease.waiters.push(resolve));
+    } finally {
+      lease.wanted -= cost;
     }
-    // Fewer tokens exist than the cost. A reservation goes to the store (FIFO there); otherwise this is
-    // a refusal, exactly as a take of `cost` would have been.
-    if (maxWaitMs > 0) return undefined;
+    if (closed || leases.get(storageKey) !== lease) return undefined;
+    if (lease.total >= cost) {
+      consume(lease, cost);
+      // This take waited for the store: it carries the store's numbers, not the lease's reason.
+      const d = toDecision(policy, cost, { allowed: true, debtMs: lease.debtMs });
+      return { ...d, remaining: lease.total };
+    }
+    if (error !== undefined) throw error;
+    // Takes that waited with this one used the grant up, but the store was not dry: it decides this one.
+    if (monotonicMs() >= lease.emptyUntilMs || maxWaitMs > 0) return undefined;
     const d = toDecision(policy, cost - lease.total, { allowed: false, debtMs: lease.debtMs });
     return { ...d, remaining: lease.total };
   }
@@ -231,11 +261,12 @@ export function createLeases(options: LeaseOptions): Leases {
       if (closed || cost > settings.tokens) return undefined;
       const now = monotonicMs();
       sweep(now, waitUntil);
-      const lease = getLease(policy, storageKey, waitUntil);
+      const lease = getLease(policy, storageKey, now, waitUntil);
+      if (!lease) return undefined;
       expire(lease, storageKey, now, waitUntil);
       const hit = fromLease(lease, storageKey, cost, now, waitUntil);
       if (hit) return hit;
-      if (!lease.refilling && now < lease.emptyUntilMs) {
+      if (lease.inFlight === 0 && now < lease.emptyUntilMs) {
         // A reservation goes to the store, which orders reservations FIFO across nodes.
         if (maxWaitMs > 0) return undefined;
         // The store said no token exists before emptyUntilMs: refuse locally, like the deny cache.

@@ -14,7 +14,7 @@ export interface WorkerdDurableObjects {
 }
 
 export async function startDurableObjects(options: { persistDir?: string } = {}): Promise<WorkerdDurableObjects> {
-  const entry = fileURLToPath(new URL('../fixtures/durable-object/worker.ts', import.meta.url));
+  const entry = fileURLToPath(new URL('../../test/fixtures/durable-object/worker.ts', import.meta.url));
   const bundle = await build({ entryPoints: [entry], bundle: true, format: 'esm', platform: 'neutral', write: false, target: 'es2022' });
   // miniflare 5 takes a new options shape; the v4 shape, converted by its own helper, is shorter here.
   const mf = new Miniflare(
