@@ -73,6 +73,9 @@ process.stdout.write(`${JSON.stringify({ ready: true, wallAtReady, perfCheckMs }
 const rl = createInterface({ input: process.stdin });
 await new Promise<void>((resolve) => rl.once('line', () => resolve()));
 const go = performance.now();
+// The system-wide monotonic clock (CLOCK_MONOTONIC, not faked): lets the parent put every worker's
+// offsets on one time base, since each worker reads "go" a little later than the one before.
+const goMonoMs = Number(process.hrtime.bigint()) / 1e6;
 const deadline = go + config.durationMs;
 
 let admitted = 0;
@@ -109,6 +112,6 @@ await Promise.all(
   }),
 );
 await closeLimiter();
-process.stdout.write(`${JSON.stringify({ admitted, decisions, errors, firstStart, firstEnd, lastStart, lastEnd, admittedAt })}\n`);
+process.stdout.write(`${JSON.stringify({ admitted, decisions, errors, firstStart, firstEnd, lastStart, lastEnd, admittedAt, goMonoMs })}\n`);
 io?.disconnect();
 rl.close();

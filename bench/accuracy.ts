@@ -33,6 +33,8 @@ export interface WorkerResult {
   skewSeenMs: number;
   /** How long a 50 ms timer measured in the worker (performance.now must stay usable under faketime). */
   perfCheckMs: number;
+  /** When the worker read "go", on the system monotonic clock (ms). */
+  goMonoMs: number;
 }
 
 /** Starts the workers, waits until all are ready, sends "go" to all at once, collects their results. */
@@ -71,7 +73,22 @@ export async function accuracyRun(runs: { config: WorkerConfig; skewSeconds?: nu
   for (const c of children) c.child.stdin!.write('go\n');
   const codes = await Promise.all(children.map((c) => c.exited));
   if (codes.some((c) => c !== 0)) throw new Error(`accuracy worker exit codes ${codes}`);
-  return children.map((c, i) => ({ ...(JSON.parse(c.lines[1]!) as WorkerResult), skewSeenMs: ready[i]!.wallAtReady - parentWall, perfCheckMs: ready[i]!.perfCheckMs }));
+  const results = children.map((c, i) => ({ ...(JSON.parse(c.lines[1]!) as WorkerResult), skewSeenMs: ready[i]!.wallAtReady - parentWall, perfCheckMs: ready[i]!.perfCheckMs }));
+  // Each worker's offsets count from when it read "go"; shift them onto the earliest worker's "go"
+  // (the system monotonic clock is shared by the processes and not faked), so the ideal's window is
+  // measured on one time base.
+  const base = Math.min(...results.map((r) => r.goMonoMs));
+  return results.map((r) => {
+    const shift = r.goMonoMs - base;
+    return {
+      ...r,
+      firstStart: r.firstStart + shift,
+      firstEnd: r.firstEnd + shift,
+      lastStart: r.lastStart + shift,
+      lastEnd: r.lastEnd + shift,
+      admittedAt: r.admittedAt.map((t) => t + shift),
+    };
+  });
 }
 
 export interface Accuracy {

@@ -20,6 +20,7 @@ import { startRedis, freePort } from '../scripts/lib/redis-server.js';
 import { commandStats } from '../test/support/redis-stats.js';
 import { accuracyRun, score, type Accuracy } from './accuracy.js';
 import { edgeLatencySection } from './edge-latency.js';
+import { durableObjectSection } from './durable-object.js';
 import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
 
 const quick = process.argv.includes('--quick') || process.env.npm_config_quick === 'true';
@@ -442,6 +443,9 @@ md.push('');
 
 // 10. Edge latency -------------------------------------------------------------------------------------
 md.push(...(await edgeLatencySection({ redisPort: redis.port, admin: io, quick, log })));
+
+// 11. Durable Object key mapping ---------------------------------------------------------------------
+md.push(...(await durableObjectSection({ quick, runs: quick ? 1 : 3, log })));
 
 // Summary and file -------------------------------------------------------------------------------------
 io.disconnect();
