@@ -24,7 +24,7 @@ let io: IORedis | undefined;
 if (config.mode === 'http') {
   let n = 0;
   const targets = config.targets!;
-  const body = JSON.stringify({ policy: 'contention', key: config.key });
+  const body = JSON.stringify({ policy: config.policyName ?? 'contention', key: config.key });
   decide = async () => {
     const res = await fetch(`${targets[n++ % targets.length]}/v1/permits`, {
       method: 'POST',
@@ -32,7 +32,7 @@ if (config.mode === 'http') {
       body,
     });
     const b = (await res.json()) as { allowed?: boolean; reason?: string };
-    if (b.reason || (res.status !== 200 && res.status !== 429)) throw new Error(`status ${res.status} ${b.reason ?? ''}`);
+    if ((b.reason && b.reason !== 'lease') || (res.status !== 200 && res.status !== 429)) throw new Error(`status ${res.status} ${b.reason ?? ''}`);
     return b.allowed === true;
   };
 } else if (config.mode === 'ours') {

@@ -14,6 +14,8 @@ export interface WorkerConfig {
   policy: { capacity: number; refillPerSecond: number; lease?: { tokens: number; maxAgeMs: number } };
   key: string;
   targets?: string[];
+  /** Mode http: the policy named in each permit request. @default 'contention' */
+  policyName?: string;
   token?: string;
   redisUrl?: string;
   /** Callers start this long after "go" (a late joiner). @default 0 */

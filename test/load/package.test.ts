@@ -2,6 +2,7 @@
 // consumer project, type-checks examples/ and every subpath there, imports them at run time, and runs
 // publint and arethetypeswrong.
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
@@ -11,7 +12,12 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 it('the packed tarball installs, type-checks, imports and lints clean', { timeout: 120_000 }, async () => {
   const { stdout } = await promisify(execFile)(process.execPath, ['scripts/check-package.mjs'], { cwd: root });
   console.log(stdout.trim());
-  expect(stdout).toMatch(/type-checked 10 examples and 6 subpaths/);
+  // Every example file and every export (less ./package.json), counted from the checkout.
+  const examples = readdirSync(`${root}/examples`).filter((f) => f.endsWith('.ts')).length;
+  const subpaths = Object.keys(JSON.parse(readFileSync(`${root}/package.json`, 'utf8')).exports).filter((s) => s !== './package.json').length;
+  expect(examples).toBeGreaterThanOrEqual(12);
+  expect(subpaths).toBeGreaterThanOrEqual(7);
+  expect(stdout).toContain(`type-checked ${examples} examples and ${subpaths} subpaths`);
   expect(stdout).toMatch(/decided 200 then 429 through the installed package/);
   expect(stdout).toMatch(/publint --strict: no issues/);
   expect(stdout).toMatch(/arethetypeswrong \(esm-only profile\): no problems/);
