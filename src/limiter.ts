@@ -181,9 +181,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   const onStoreError = options.onStoreError === undefined ? 'deny' : validateFailMode('onStoreError', options.onStoreError);
   if (!options.policies || typeof options.policies !== 'object') throw new ConfigError('policies', 'must be an object of named policies');
   const policies = new Map<string, ResolvedPolicy>();
+  /** `{prefix}{policy}:` per policy, built once: a storage key is then one concatenation. */
+  const keyPrefixes = new Map<ResolvedPolicy, string>();
   for (const [name, config] of Object.entries(options.policies)) {
-    policies.set(name, resolvePolicy(name, config, { onStoreError, timeoutMs }));
+    const policy = resolvePolicy(name, config, { onStoreError, timeoutMs });
+    policies.set(name, policy);
+    keyPrefixes.set(policy, `${prefix}${name}:`);
   }
+  const storageKeyOf = (policy: ResolvedPolicy, key: string) => keyPrefixes.get(policy)! + key;
   if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
   const onDecision = options.onDecision;
 
@@ -266,7 +271,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     } catch (err) {
       return Promise.reject(err);
     }
-    const storageKey = `${prefix}${policy.name}:${key}`;
+    const storageKey = storageKeyOf(policy, key);
     if (leases && policy.lease) {
       const started = monotonicMs();
       const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
@@ -347,14 +352,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const policy = getPolicy(name);
       assertKey(key);
       const started = monotonicMs();
-      const { decision, error } = await call(policy, `${prefix}${policy.name}:${key}`, 0, 0);
+      const { decision, error } = await call(policy, storageKeyOf(policy, key), 0, 0);
       if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;
     },
     async reset(name, key) {
       const policy = getPolicy(name);
       assertKey(key);
-      const storageKey = `${prefix}${policy.name}:${key}`;
+      const storageKey = storageKeyOf(policy, key);
       denied?.forget(storageKey);
       leases?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);

@@ -269,4 +269,20 @@ describe('memory store bounds', () => {
     expect(store.size).toBeLessThanOrEqual(100);
     expect(store.evictedActive).toBeGreaterThan(0);
   });
+
+  it('a bucket in use survives eviction (second chance) while idle active buckets go', async () => {
+    const now = 0;
+    const store = memoryStore({ maxKeys: 10, nowMs: () => now });
+    const limiter = createLimiter({ store, policies: { p: { capacity: 100, refillPerSecond: 1e-3 } } });
+    for (let i = 0; i < 50; i++) {
+      await limiter.take('p', 'hot');
+      await limiter.take('p', `cold${i}`); // a new active bucket each time: the store must evict
+    }
+    expect(store.size).toBeLessThanOrEqual(10);
+    expect(store.evictedActive).toBeGreaterThanOrEqual(40);
+    // Never evicted, so never refilled early: 50 taken, then this one.
+    expect((await limiter.take('p', 'hot')).remaining).toBe(49);
+    // The oldest idle bucket was dropped, which refilled it.
+    expect((await limiter.take('p', 'cold0')).remaining).toBe(99);
+  });
 });

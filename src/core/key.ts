@@ -2,6 +2,7 @@
 import { InvalidInputError } from '../errors.js';
 
 export const MAX_KEY_BYTES = 512;
+const MAX_KEY_BYTES_FAST = Math.floor(MAX_KEY_BYTES / 3);
 /** The longest wait `take` may reserve for, in ms (one hour). The permit endpoint allows less. */
 export const MAX_WAIT_MS = 3_600_000;
 
@@ -26,7 +27,8 @@ export function assertKey(key: unknown): asserts key is string {
   if (key.length === 0) throw new InvalidInputError('key', 'must not be empty');
   // Lone surrogates have no UTF-8 form; two different such keys would collide once encoded.
   if (!key.isWellFormed()) throw new InvalidInputError('key', 'must be well-formed Unicode (no lone surrogates)');
-  if (key.length > MAX_KEY_BYTES || utf8Length(key) > MAX_KEY_BYTES) {
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so keys of up to 170 units need no counting.
+  if (key.length > MAX_KEY_BYTES_FAST && (key.length > MAX_KEY_BYTES || utf8Length(key) > MAX_KEY_BYTES)) {
     throw new InvalidInputError('key', `must be at most ${MAX_KEY_BYTES} bytes of UTF-8`);
   }
 }

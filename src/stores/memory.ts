@@ -7,8 +7,9 @@ import type { StepArgs, StepResult, Store } from '../store.js';
 export interface MemoryStoreOptions {
   /**
    * Most buckets kept. When a new bucket would exceed it, full buckets (which hold no information)
-   * are dropped first, then the least recently used one. Dropping a non-full bucket refills it, so
-   * size this above the number of keys active within one refill window.
+   * are dropped first, then one not used since the eviction hand last passed it (second chance, an
+   * approximation of least recently used). Dropping a non-full bucket refills it, so size this above
+   * the number of keys active within one refill window.
    * @default 100_000
    */
   maxKeys?: number;
@@ -26,31 +27,43 @@ export interface MemoryStore extends Store {
 
 const SWEEP_BATCH = 64;
 
+/** A bucket: its TAT, and whether it was used since the eviction hand last passed it (second chance). */
+interface Bucket {
+  tatMs: number;
+  used: boolean;
+}
+
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const maxKeys = options.maxKeys ?? 100_000;
   if (!Number.isInteger(maxKeys) || maxKeys < 1) throw new ConfigError('maxKeys', `must be a positive integer, got ${String(maxKeys)}`);
   const origin = performance.timeOrigin;
   const nowMs = options.nowMs ?? (() => origin + performance.now());
-  // Insertion order is recency order: every access deletes and re-inserts.
-  const buckets = new Map<string, number>();
+  // Recency is approximate (CLOCK / second chance): an access only sets `used`, so a hot bucket costs
+  // one lookup, not a delete and re-insert. Eviction walks from the oldest insertion: full buckets go,
+  // used ones get a second chance (flag cleared, moved to the back), and the first unused one goes.
+  const buckets = new Map<string, Bucket>();
   let evictedActive = 0;
 
   function makeRoom(now: number): void {
     let seen = 0;
     let dropped = 0;
-    for (const [k, tat] of buckets) {
-      if (tat <= now) {
+    for (const [k, b] of buckets) {
+      if (b.tatMs <= now) {
         buckets.delete(k);
         dropped++;
       }
       if (++seen >= SWEEP_BATCH) break;
     }
-    if (dropped === 0) {
-      const oldest = buckets.keys().next();
-      if (!oldest.done) {
-        buckets.delete(oldest.value);
+    if (dropped > 0) return;
+    // Every bucket gets at most one second chance, so this ends within size + 1 steps.
+    for (const [k, b] of buckets) {
+      buckets.delete(k);
+      if (!b.used) {
         evictedActive++;
+        return;
       }
+      b.used = false;
+      buckets.set(k, b);
     }
   }
 
@@ -65,14 +78,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     stepSync(key: string, args: StepArgs): StepResult {
       const now = nowMs();
-      const tat = buckets.get(key);
-      const r = step(tat, now, args);
-      if (tat !== undefined) buckets.delete(key);
+      const bucket = buckets.get(key);
+      const r = step(bucket?.tatMs, now, args);
       if (r.tatMs !== undefined && r.tatMs > now) {
-        if (tat === undefined && buckets.size >= maxKeys) makeRoom(now);
-        buckets.set(key, r.tatMs);
+        if (bucket) {
+          bucket.tatMs = r.tatMs;
+          bucket.used = true;
+        } else {
+          if (buckets.size >= maxKeys) makeRoom(now);
+          buckets.set(key, { tatMs: r.tatMs, used: false });
+        }
+      } else if (bucket) {
+        // Full again (or refunded to full): no state is a full bucket.
+        buckets.delete(key);
       }
-      return r.units === undefined ? { allowed: r.allowed, debtMs: r.debtMs } : { allowed: r.allowed, debtMs: r.debtMs, units: r.units };
+      return r;
     },
     async step(key: string, args: StepArgs): Promise<StepResult> {
       return store.stepSync(key, args);
