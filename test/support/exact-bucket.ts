@@ -3,6 +3,7 @@ import { expect } from 'vitest';
 import { stepArgs, toDecision } from '../../src/core/gcra.js';
 import { resolvePolicy } from '../../src/core/policy.js';
 import type { Store } from '../../src/store.js';
+import { createLimiter } from '../../src/limiter.js';
 // The exact reference model every store is checked against: a continuous token bucket in BigInt units.
 
 /** A continuous token bucket in exact integer units: one token = 1000*q units, p units refill per ms. */
@@ -50,6 +51,32 @@ export class ExactBucket {
     }
     const remaining = this.units > 0n ? this.units / (1000n * this.q) : 0n;
     return { allowed: false, remaining: Number(remaining), waitMs: 0, retryAfterMs: Number(ceilDiv(costU - this.units, this.p)) };
+  }
+}
+
+/** Takes at fake-clock offsets: dtMs since the previous one, cost and maxWaitMs (a reservation). */
+export const takeOpsArb = (maxLength: number) =>
+  fc.array(fc.record({ dtMs: fc.integer({ min: 0, max: 3000 }), cost: fc.integer({ min: 1, max: 50 }), maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000) }), {
+    minLength: 1,
+    maxLength,
+  });
+export type TakeOp = { dtMs: number; cost: number; maxWaitMs: number };
+
+/**
+ * Runs takes through a limiter on `store` and the model side by side: the same verdict, remaining,
+ * waitMs and retryAfterMs after each. `advance` moves the store's clock by dtMs.
+ */
+export async function checkTakesAgainstModel(store: Store, advance: (dtMs: number) => void, capacity: number, p: number, q: number, ops: TakeOp[]): Promise<void> {
+  const limiter = createLimiter({ store, policies: { x: { capacity, refillPerSecond: p / q } } });
+  const model = new ExactBucket(capacity, BigInt(p), BigInt(q));
+  let t = 0;
+  for (const op of ops) {
+    t += op.dtMs;
+    advance(op.dtMs);
+    const cost = Math.min(op.cost, capacity);
+    const want = model.take(t, cost, op.maxWaitMs);
+    const got = await limiter.take('x', 'k', { cost, maxWaitMs: op.maxWaitMs });
+    expect({ allowed: got.allowed, remaining: got.remaining, waitMs: got.waitMs, retryAfterMs: got.retryAfterMs }).toEqual(want);
   }
 }
 
