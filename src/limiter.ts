@@ -273,7 +273,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     }
     const storageKey = storageKeyOf(policy, key);
     if (leases && policy.lease) {
-      const started = monotonicMs();
+      const started = onDecision ? monotonicMs() : 0;
       const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
       if (answer !== undefined) {
         if (!(answer instanceof Promise)) {

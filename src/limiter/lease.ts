@@ -37,9 +37,9 @@ interface Lease {
   /** Oldest first: takes use the oldest tokens, so the ones that age out are the fewest possible. */
   grants: Grant[];
   total: number;
-  /** Grants in flight. */
+  /** Grants in flight: 0 or 1 (a grant starts only when none is). */
   inFlight: number;
-  /** Tokens wanted by takes waiting for a grant: more grants start while these exceed what is coming. */
+  /** Tokens wanted by takes waiting for the grant in flight; a take it cannot cover goes to the store. */
   wanted: number;
   /** Takes waiting for the next grant to settle, in arrival order; each gets the grant's error, if any. */
   waiters: ((error: unknown) => void)[];
@@ -154,43 +154,35 @@ export function createLeases(options: LeaseOptions): Leases {
     const { policy } = lease;
     const n = policy.lease!.tokens;
     const args: StepArgs = { ...stepArgs(policy, n, 0), unitMs: policy.intervalMs };
-    {
-      const outcome = await call(storageKey, args, policy);
-      const now = monotonicMs();
-      if (!outcome.ok) return outcome.error;
-      const { result } = outcome;
-      lease.debtMs = result.debtMs;
-      lease.debtAtMs = now;
-      const units = result.units ?? 0;
-      // Fewer than asked for: the store is empty now. No token exists there before this time, so an
-      // empty lease refuses locally until then instead of asking again.
-      if (units < n) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
-      if (units === 0) {
-        // Nothing to add.
-      } else if (closed || leases.get(storageKey) !== lease) {
-        // The lease was dropped (reset, eviction, close) while this grant was in flight: give them back.
-        refund(policy, storageKey, units, waitUntil);
-      } else {
-        // Aged from when the call started: the store took them no earlier than that.
-        lease.grants.push({ tokens: units, atMs: started });
-        lease.total += units;
-      }
-      return undefined;
+    const outcome = await call(storageKey, args, policy);
+    const now = monotonicMs();
+    if (!outcome.ok) return outcome.error;
+    const { result } = outcome;
+    lease.debtMs = result.debtMs;
+    lease.debtAtMs = now;
+    const units = result.units ?? 0;
+    // Fewer than asked for: the store is empty now. No token exists there before this time, so an
+    // empty lease refuses locally until then instead of asking again.
+    if (units < n) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
+    if (units === 0) return undefined;
+    if (closed || leases.get(storageKey) !== lease) {
+      // The lease was dropped (reset, eviction, close) while this grant was in flight: give them back.
+      refund(policy, storageKey, units, waitUntil);
+    } else {
+      // Aged from when the call started: the store took them no earlier than that.
+      lease.grants.push({ tokens: units, atMs: started });
+      lease.total += units;
     }
+    return undefined;
   }
 
+  /**
+   * An answer from the lease: the store's last debt advanced by the time since (as the deny cache does),
+   * with this node's view of `remaining`. Leased tokens are never a reservation, so there is no wait.
+   */
   function localDecision(lease: Lease, now: number, allowed: boolean, retryAfterMs: number): BucketDecision {
-    const { policy } = lease;
-    const debt = Math.max(0, lease.debtMs - (now - lease.debtAtMs));
-    return {
-      allowed,
-      limit: policy.capacity,
-      remaining: lease.total,
-      retryAfterMs,
-      resetAfterMs: debt <= policy.slackMs ? 0 : Math.ceil(debt - policy.slackMs),
-      waitMs: 0,
-      reason: 'lease',
-    };
+    const debtMs = Math.max(0, lease.debtMs - (now - lease.debtAtMs));
+    return { ...toDecision(lease.policy, 1, { allowed, debtMs }), remaining: lease.total, retryAfterMs, waitMs: 0, reason: 'lease' };
   }
 
   /** Takes `cost` from the lease if it holds them (starting a background grant at the low-water mark). */
@@ -233,7 +225,7 @@ export function createLeases(options: LeaseOptions): Leases {
     const { policy } = lease;
     const n = policy.lease!.tokens;
     if (lease.inFlight === 0) track(grant(lease, storageKey, waitUntil), waitUntil);
-    else if (lease.wanted + cost > lease.total + lease.inFlight * n) return undefined;
+    else if (lease.wanted + cost > lease.total + n) return undefined; // the grant in flight brings at most n
     lease.wanted += cost;
     let error: unknown;
     try {
