@@ -69,7 +69,9 @@ export interface RedisStoreOptions {
    * microtask where there is none) and then go to Redis as one script call that reads TIME once and
    * decides each key in order, atomically, exactly as one call per decision would. Over TCP (ioredis,
    * `redis`), where a round trip costs less than a turn, a decision with no call in flight is sent at
-   * once instead, so light traffic waits for nothing. Over HTTP (@upstash/redis) every decision waits
+   * once instead, so light traffic waits for nothing, and while fewer than two calls are in flight a
+   * group that reaches half of the previous turn's decisions (at least 8) goes at once, so that Redis
+   * runs one batch while the next gathers. Over HTTP (@upstash/redis) every decision waits
    * the turn: a request costs far more, and a batch is one billed command. A batch of one uses the
    * single-key script. On Redis Cluster, batches are grouped by hash slot. `false` sends every
    * decision on its own.
@@ -270,6 +272,15 @@ export function redisStore(options: RedisStoreOptions): Store {
   let waiting = new Map<number, Pending[]>();
   let scheduled = false;
   let inFlight = 0;
+  // Pipelining over TCP. A batch's reply releases its callers together, and they ask again within one
+  // turn; were all of them to wait for the turn's end, Redis would sit idle while this process works
+  // and the other way round. So while fewer than two calls are in flight, a group that reaches half of
+  // what the previous turn gathered (at least EARLY_MIN) is sent at once and the rest follow at the
+  // turn's end. Measured at concurrency 16-64 (bench/PROFILES.md): 1.5-1.7x rate-limiter-flexible,
+  // against 0.9-1.1x when every group waited for the turn.
+  const EARLY_MIN = 8;
+  let gathered = 0;
+  let earlyAt = Infinity;
   const done = () => {
     inFlight--;
   };
@@ -278,6 +289,8 @@ export function redisStore(options: RedisStoreOptions): Store {
     void flush(batch).then(done, done);
   };
   function flushAll(): void {
+    earlyAt = sendAloneWhenIdle ? Math.max(EARLY_MIN, gathered >> 1) : Infinity;
+    gathered = 0;
     scheduled = false;
     const groups = waiting;
     waiting = new Map();
@@ -302,7 +315,8 @@ export function redisStore(options: RedisStoreOptions): Store {
         let group = waiting.get(slot);
         if (!group) waiting.set(slot, (group = []));
         group.push(pending);
-        if (group.length >= maxBatch) {
+        gathered++;
+        if (group.length >= maxBatch || (inFlight < 2 && group.length >= earlyAt)) {
           waiting.delete(slot);
           send(group);
         } else if (!scheduled) {
