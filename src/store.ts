@@ -9,6 +9,8 @@ export interface StepOptions {
   /**
    * Aborted when the limiter stops waiting for this call (its timeoutMs has passed). A store should
    * cancel the call's I/O: the limiter has already answered per the fail mode and freed the call's slot.
+   * The limiter makes the signal when it is first read, so a store whose client cannot take one
+   * should not read it.
    */
   signal?: AbortSignal;
   /** The limiter's bound on this call, in ms, for clients that take a per-operation timeout instead. */

@@ -197,6 +197,9 @@ export function redisStore(options: RedisStoreOptions): Store {
   }
   const slotOf = isCluster(options.client) ? keySlot : () => 0;
   const sendAloneWhenIdle = isTcpClient(options.client);
+  // Only the `redis` package's clients take an abort signal per command; for the others, reading the
+  // limiter's signal would only make one (see StepOptions.signal).
+  const abortable = typeof (options.client as unknown as Record<string, unknown>).sendCommand === 'function';
 
   async function run(script: string, sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
     try {
@@ -231,10 +234,10 @@ export function redisStore(options: RedisStoreOptions): Store {
       const p = batch[0]!;
       return stepOne(p.key, p.args, p.signal).then(p.resolve, p.reject);
     }
-    const controller = new AbortController();
+    const controller = abortable ? new AbortController() : undefined;
     let live = batch.length;
     for (const p of batch) {
-      if (!p.signal) continue;
+      if (!p.signal || !controller) continue;
       const onAbort = () => {
         if (--live === 0) controller.abort(p.signal!.reason);
       };
@@ -247,7 +250,7 @@ export function redisStore(options: RedisStoreOptions): Store {
     argv.push(clientClock ? String(nowMs()) : '');
     let reply: unknown;
     try {
-      reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller.signal);
+      reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller?.signal);
     } catch (err) {
       const e = scriptError(err, clientClock);
       for (const p of batch) p.reject(e);
@@ -300,17 +303,18 @@ export function redisStore(options: RedisStoreOptions): Store {
   return {
     name: 'redis',
     step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
+      const signal = abortable ? options?.signal : undefined;
       // Lease grants and refunds are rare (one per lease) and take the single-key script's extra forms.
-      if (maxBatch === 1 || args.costMs < 0 || args.unitMs !== undefined) return stepOne(key, args, options?.signal);
+      if (maxBatch === 1 || args.costMs < 0 || args.unitMs !== undefined) return stepOne(key, args, signal);
       if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
         // Nothing to wait for: send it now, the cheapest way.
         inFlight++;
-        const alone = stepOne(key, args, options?.signal);
+        const alone = stepOne(key, args, signal);
         alone.then(done, done);
         return alone;
       }
       return new Promise<StepResult>((resolve, reject) => {
-        const pending: Pending = { key, args, signal: options?.signal, resolve, reject };
+        const pending: Pending = { key, args, signal, resolve, reject };
         const slot = slotOf(key);
         let group = waiting.get(slot);
         if (!group) waiting.set(slot, (group = []));
