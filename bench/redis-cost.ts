@@ -1,23 +1,29 @@
 // Where the Redis-side cost of one decision goes: `node --import tsx bench/redis-cost.ts <redis port>`.
-// Prints the script time per decision (INFO commandstats usec of EVALSHA, which includes the commands
-// the script runs) for each Redis limiter at concurrency 16, and for variants of our script run by
-// redis-benchmark, so that a cost claim in RESULTS.md rests on a measurement.
+// Prints the script time per decision (INFO commandstats usec of EVALSHA and EVAL, which includes the
+// commands the script runs, divided by the decisions made, so a batched call counts once per key) for
+// each Redis limiter at concurrency 1 and 16, and for variants of our single-key script run by
+// redis-benchmark, so that a cost claim in RESULTS.md or PROFILES.md rests on a measurement. Each
+// figure is the median of 5 rounds, the variants interleaved within a round: this VM's speed drifts
+// by tens of percent between minutes, and interleaving keeps the comparison within one period.
 import { execFileSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { Ratelimit } from '@upstash/ratelimit';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
-import { GCRA_SCRIPT } from '../src/stores/redis-script.js';
-import { measure, upstashOverIoredis } from './lib.js';
+import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { measure, spread, upstashOverIoredis } from './lib.js';
 
 const port = Number(process.argv[2] ?? 6379);
+const rounds = 5;
 const io = new Redis(port);
 
-async function scriptUsPerCall(): Promise<string> {
-  const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await io.info('commandstats'));
-  return m ? (Number(m[2]) / Number(m[1])).toFixed(2) : 'n/a';
+async function scriptUsec(): Promise<number> {
+  let usec = 0;
+  for (const m of (await io.info('commandstats')).matchAll(/cmdstat_(?:evalsha|eval):calls=\d+,usec=(\d+)/g)) usec += Number(m[1]);
+  return usec;
 }
+const median = (xs: number[]) => spread(xs).median.toFixed(1);
 
 const n = 20_000;
 const impls: Record<string, (i: number) => Promise<unknown>> = {
@@ -26,24 +32,53 @@ const impls: Record<string, (i: number) => Promise<unknown>> = {
     new Ratelimit({ redis: upstashOverIoredis(io) as never, limiter: Ratelimit.tokenBucket(1000, '1 ms', 1e9), analytics: false, ephemeralCache: false, prefix: 'rc2' }),
   ),
   'rate-limiter-flexible RateLimiterRedis': ((r) => (i: number) => r.consume(`k${i % 1000}`))(new RateLimiterRedis({ storeClient: io, points: 1e9, duration: 1, keyPrefix: 'rc3' })),
+  // Not a limiter: our script sent by hand, so the limiter's own client-side cost shows as the difference.
+  'a bare ioredis EVALSHA of our script': (i: number) => io.call('EVALSHA', GCRA_SCRIPT_SHA, 1, `rc4:k${i % 1000}`, '0.001', '1000000000', ''),
 };
-for (const [name, op] of Object.entries(impls)) {
-  await measure(2000, 16, op); // warm up, load the script
-  await io.config('RESETSTAT');
-  await measure(n, 16, op);
-  console.log(`${name}: ${await scriptUsPerCall()} µs of script time per decision`);
+await io.script('LOAD', GCRA_SCRIPT);
+for (const concurrency of [1, 16]) {
+  const usPerDecision: Record<string, number[]> = {};
+  const perSec: Record<string, number[]> = {};
+  for (const op of Object.values(impls)) await measure(2000, concurrency, op); // warm up, load the scripts
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, op] of Object.entries(impls)) {
+      const decisions = concurrency === 1 ? n / 4 : n;
+      const before = await scriptUsec();
+      (perSec[name] ??= []).push((await measure(decisions, concurrency, op)).opsPerSec);
+      (usPerDecision[name] ??= []).push(((await scriptUsec()) - before) / decisions);
+    }
+  }
+  for (const [name, xs] of Object.entries(usPerDecision)) {
+    console.log(`concurrency ${concurrency}, ${name}: ${median(xs)} µs of script time per decision, ${spread(perSec[name]!).median.toFixed(0)} decisions/s`);
+  }
 }
 
-const variants: Record<string, [string, string]> = {
-  'our script': [GCRA_SCRIPT, ''],
-  'without TIME (caller clock)': [GCRA_SCRIPT, String(Date.now())],
-  'with tostring instead of %.17g': [GCRA_SCRIPT.replaceAll("string.format('%.17g', ", 'tostring('), ''],
-  'without the SET (read only)': [GCRA_SCRIPT.replace(/redis\.call\('SET'[^\n]*\n/, ''), ''],
+// Variants of the single-key script, each run by redis-benchmark on its own keys (concurrency 16, no
+// batching). The last three are not limiters: they show the floor of three commands in one script.
+const ARGS = ['0.001', '1000000000'];
+const variants: Record<string, [string, string[]]> = {
+  'our script': [GCRA_SCRIPT, [...ARGS, '']],
+  'without TIME (caller clock)': [GCRA_SCRIPT, [...ARGS, String(Date.now())]],
+  'with tostring instead of %.17g': [GCRA_SCRIPT.replaceAll("string.format('%.17g', ", 'tostring('), [...ARGS, '']],
+  'without the SET (read only)': [GCRA_SCRIPT.replace(/redis\.call\('SET'[^\n]*\n/, ''), [...ARGS, '']],
+  "rate-limiter-flexible's script (SET NX EX, INCRBY, PTTL)": [
+    "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') local consumed = redis.call('incrby', KEYS[1], ARGV[1]) " +
+      "local ttl = redis.call('pttl', KEYS[1]) if ttl == -1 then redis.call('expire', KEYS[1], ARGV[2]) ttl = 1000 * ARGV[2] end return {consumed, ttl}",
+    ['1', '1'],
+  ],
+  'TIME, GET, SET PX and nothing else': ["local t = redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[2], 'PX', '100000') return {1, '1'}", []],
+  'an empty script (return 1)': ['return 1', []],
 };
-for (const [name, [script, now]] of Object.entries(variants)) {
-  const sha = (await io.script('LOAD', script)) as string;
-  await io.config('RESETSTAT');
-  execFileSync('redis-benchmark', ['-p', String(port), '-c', '16', '-n', String(n), '-r', '1000', '-q', 'EVALSHA', sha, '1', `rv:${name.length}:__rand_int__`, '0.001', '1000000000', now]);
-  console.log(`variant ${name}: ${await scriptUsPerCall()} µs of script time per decision`);
+const shas = new Map<string, string>();
+for (const [name, [script]] of Object.entries(variants)) shas.set(name, (await io.script('LOAD', script)) as string);
+const variantUs: Record<string, number[]> = {};
+for (let r = 0; r < rounds; r++) {
+  for (const [name, [, args]] of Object.entries(variants)) {
+    await io.config('RESETSTAT');
+    execFileSync('redis-benchmark', ['-p', String(port), '-c', '16', '-n', String(n), '-r', '1000', '-q', 'EVALSHA', shas.get(name)!, '1', `rv:${shas.get(name)!.slice(0, 8)}:__rand_int__`, ...args]);
+    const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await io.info('commandstats'));
+    if (m) (variantUs[name] ??= []).push(Number(m[2]) / Number(m[1]));
+  }
 }
+for (const [name, xs] of Object.entries(variantUs)) console.log(`variant ${name}: ${median(xs)} µs of script time per call`);
 io.disconnect();
