@@ -67,6 +67,83 @@ describe('store calls that never settle', () => {
   });
 });
 
+describe('one store call, settled once', () => {
+  const policies = { p: { capacity: 10, refillPerSecond: 1 } };
+
+  it('a store that throws synchronously gives a store_error decision, not a rejection', async () => {
+    const store: Store = {
+      name: 'sync-throw',
+      step: () => {
+        throw new Error('not connected');
+      },
+      reset: async () => {},
+      ping: async () => {},
+    };
+    const limiter = createLimiter({ store, circuitBreaker: false, policies });
+    expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
+    expect(limiter.stats().pendingStoreCalls).toBe(0);
+  });
+
+  it('an answer or a failure arriving after the timeout is ignored (no second settlement, no unhandled rejection)', async () => {
+    const late: Array<(ok: boolean) => void> = [];
+    const store: Store = {
+      name: 'late',
+      step: () =>
+        new Promise((resolve, reject) => {
+          late.push((ok) => (ok ? resolve({ allowed: true, debtMs: 0 }) : reject(new Error('late failure'))));
+        }),
+      reset: async () => {},
+      ping: async () => {},
+    };
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const limiter = createLimiter({ store, timeoutMs: 5, circuitBreaker: false, policies });
+      const [a, b] = await Promise.all([limiter.take('p', 'a'), limiter.take('p', 'b')]);
+      expect(a).toMatchObject({ allowed: false, reason: 'store_error' });
+      expect(b).toMatchObject({ allowed: false, reason: 'store_error' });
+      late[0]!(true);
+      late[1]!(false);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(unhandled).toEqual([]);
+      expect(limiter.stats().pendingStoreCalls).toBe(0);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('makes an abort signal only for a store that reads it', async () => {
+    const Real = globalThis.AbortController;
+    let made = 0;
+    globalThis.AbortController = class extends Real {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    try {
+      const inner = memoryStore();
+      const quiet: Store = { name: 'quiet', step: (k, a) => inner.step(k, a), reset: async () => {}, ping: async () => {} };
+      const reading: Store = {
+        name: 'reading',
+        step: (k, a, o) => {
+          expect(o?.signal?.aborted).toBe(false);
+          return inner.step(k, a);
+        },
+        reset: async () => {},
+        ping: async () => {},
+      };
+      for (let i = 0; i < 5; i++) await createLimiter({ store: quiet, policies }).take('p', `q${i}`);
+      expect(made).toBe(0);
+      for (let i = 0; i < 5; i++) await createLimiter({ store: reading, policies }).take('p', `r${i}`);
+      expect(made).toBe(5);
+    } finally {
+      globalThis.AbortController = Real;
+    }
+  });
+});
+
 describe('circuit breaker on a fake clock', () => {
   it('opens after the threshold, refuses during the cool-down, lets exactly one probe through, closes on success', () => {
     let now = 0;
