@@ -138,6 +138,18 @@ describe('one store call, settled once', () => {
       expect(made).toBe(0);
       for (let i = 0; i < 5; i++) await createLimiter({ store: reading, policies }).take('p', `r${i}`);
       expect(made).toBe(5);
+      // A store that reads the signal only after the limiter stopped waiting still finds it aborted.
+      let readLate: AbortSignal | undefined;
+      const slow: Store = {
+        name: 'slow',
+        step: (_k, _a, o) => new Promise((resolve) => setTimeout(() => ((readLate = o?.signal), resolve({ allowed: true, debtMs: 0 })), 30)),
+        reset: async () => {},
+        ping: async () => {},
+      };
+      expect(await createLimiter({ store: slow, timeoutMs: 5, circuitBreaker: false, policies }).take('p', 'k')).toMatchObject({ reason: 'store_error' });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(readLate?.aborted).toBe(true);
+      expect(String((readLate?.reason as Error).message)).toMatch(/timed out after 5 ms/);
     } finally {
       globalThis.AbortController = Real;
     }

@@ -3,7 +3,7 @@
 // whose promise never settles (a hung fetch, a request context that ended) cannot exhaust the slots.
 import { StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
-import type { Breaker, CircuitState } from './breaker.js';
+import type { Admission, Breaker, CircuitState } from './breaker.js';
 
 /** A change of the store's availability, as seen by decisions: one 'down' per outage, one 'up' after it. */
 export type StoreStatusEvent =
@@ -31,14 +31,29 @@ export interface StoreCallerOptions {
 /** The onDecision `error` of a decision skipped because the circuit breaker is open. */
 export const CIRCUIT_OPEN = new StoreError('circuit', 'circuit breaker open: the store failed repeatedly; failing fast until the next probe');
 
-/** A call's StepOptions; its signal is made on first read (a getter on the prototype, so cheap to create). */
-class CallOptions implements StepOptions {
+/**
+ * One call in flight: its StepOptions (the signal is made on first read, by a getter on the prototype,
+ * so a call costs no AbortController unless the store wants one) and whether it has settled.
+ */
+class Call implements StepOptions {
   #controller: AbortController | undefined;
-  constructor(readonly timeoutMs: number) {}
+  settled = false;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  constructor(
+    readonly timeoutMs: number,
+    readonly admission: Admission,
+  ) {}
+  #abortReason: unknown;
   get signal(): AbortSignal {
-    return (this.#controller ??= new AbortController()).signal;
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      // Read only after the timeout: the store still learns that the limiter stopped waiting.
+      if (this.settled && this.#abortReason !== undefined) this.#controller.abort(this.#abortReason);
+    }
+    return this.#controller.signal;
   }
   abort(reason: unknown): void {
+    this.#abortReason = reason;
     this.#controller?.abort(reason);
   }
 }
@@ -64,6 +79,17 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
     return { ok: false, error };
   }
 
+  /** Settles a call once: frees its slot, stops its timer, tells the breaker. False if it had settled. */
+  function settle(c: Call, ok: boolean): boolean {
+    if (c.settled) return false;
+    c.settled = true;
+    pending--;
+    clearTimeout(c.timer);
+    if (ok) breaker.succeeded(c.admission);
+    else breaker.failed(c.admission);
+    return true;
+  }
+
   function succeeded(result: StepResult): CallOutcome {
     if (downSinceMs !== undefined) {
       report({ status: 'up', store: store.name, downMs: monotonicMs() - downSinceMs });
@@ -86,45 +112,31 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
       pending++;
       // The abort signal is made only if the store reads it (see StepOptions.signal): ioredis and
       // @upstash/redis calls take no signal, and an AbortController per call cost ~4 % at concurrency 1.
-      const stepOptions = new CallOptions(timeoutMs);
+      const c = new Call(timeoutMs, admission);
       // One promise settled by whichever comes first, the store's answer or the timer (no race of two
       // promises). The call's slot is freed at that moment; a store that answers later is ignored.
       // The callbacks are anonymous on purpose: a named closure per call costs a name definition
       // under some bundlers' keep-names transforms (tsx's, which the benchmarks run through).
       return new Promise<CallOutcome>((resolve) => {
-        let settled = false;
-        const timer = setTimeout(() => {
-          if (settled) return;
-          settled = true;
-          pending--;
+        c.timer = setTimeout(() => {
+          if (!settle(c, false)) return;
           const error = new StoreError(store.name, `timed out after ${timeoutMs} ms`);
-          stepOptions.abort(error);
-          breaker.failed(admission);
+          c.abort(error);
           resolve(failed(error));
         }, timeoutMs);
         let answer: Promise<StepResult>;
         try {
-          answer = Promise.resolve(store.step(key, args, stepOptions));
+          answer = Promise.resolve(store.step(key, args, c));
         } catch (error) {
           // A store that throws synchronously is a failed call like any other.
           answer = Promise.reject(error);
         }
         answer.then(
           (result) => {
-            if (settled) return;
-            settled = true;
-            pending--;
-            clearTimeout(timer);
-            breaker.succeeded(admission);
-            resolve(succeeded(result));
+            if (settle(c, true)) resolve(succeeded(result));
           },
           (error: unknown) => {
-            if (settled) return;
-            settled = true;
-            pending--;
-            clearTimeout(timer);
-            breaker.failed(admission);
-            resolve(failed(error));
+            if (settle(c, false)) resolve(failed(error));
           },
         );
       });
