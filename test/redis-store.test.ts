@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it, inject, vi } from 'vitest';
 import { createHash } from 'node:crypto';
 import { Redis as IORedis } from 'ioredis';
+import { createClient } from 'redis';
 import { createLimiter, StoreError } from '../src/index.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
@@ -16,6 +17,33 @@ describe('redis store', () => {
     admin = new IORedis(inject('redisUrl'));
   });
   afterAll(() => admin.disconnect());
+
+  it("reads the limiter's abort signal only for a client that takes one (the redis package), alone and batched", async () => {
+    const io = new IORedis(inject('redisUrl'));
+    const nr = createClient({ url: inject('redisUrl') });
+    await nr.connect();
+    try {
+      for (const [client, expected] of [[io, 0], [nr, 1]] as const) {
+        const store = redisStore({ client });
+        let reads = 0;
+        const options = {
+          timeoutMs: 1000,
+          get signal() {
+            reads++;
+            return new AbortController().signal;
+          },
+        };
+        await store.step('sig:alone', { costMs: 1, limitMs: 10 }, options);
+        expect(reads).toBe(expected);
+        reads = 0;
+        await Promise.all(Array.from({ length: 10 }, (_, i) => store.step(`sig:b${i}`, { costMs: 1, limitMs: 10 }, options)));
+        expect(reads).toBe(expected * 10);
+      }
+    } finally {
+      io.disconnect();
+      await nr.quit();
+    }
+  });
 
   it('stores the SHA that Redis computes for the script', async () => {
     expect(createHash('sha1').update(GCRA_SCRIPT).digest('hex')).toBe(GCRA_SCRIPT_SHA);

@@ -198,8 +198,10 @@ export function redisStore(options: RedisStoreOptions): Store {
   const slotOf = isCluster(options.client) ? keySlot : () => 0;
   const sendAloneWhenIdle = isTcpClient(options.client);
   // Only the `redis` package's clients take an abort signal per command; for the others, reading the
-  // limiter's signal would only make one (see StepOptions.signal).
-  const abortable = typeof (options.client as unknown as Record<string, unknown>).sendCommand === 'function';
+  // limiter's signal would only make one (see StepOptions.signal). ioredis has a `sendCommand` too,
+  // but adapt() drives it through `call`, which takes none.
+  const c = options.client as unknown as Record<string, unknown>;
+  const abortable = typeof c.call !== 'function' && typeof c.sendCommand === 'function';
 
   async function run(script: string, sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
     try {
