@@ -92,7 +92,11 @@ function isCluster(client: RedisClientLike): boolean {
   return c.isCluster === true || (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function');
 }
 
-function adapt(client: RedisClientLike): RedisScriptClient {
+/**
+ * The client driven through one interface, and whether its commands take the limiter's abort signal
+ * (only the `redis` package's do; reading the signal for the others would only make one).
+ */
+function adapt(client: RedisClientLike): { client: RedisScriptClient; abortable: boolean } {
   const c = client as unknown as Record<string, unknown>;
   if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
     // A script's keys must all live in one slot; ours has one key, so routing by it is always right,
@@ -100,38 +104,50 @@ function adapt(client: RedisClientLike): RedisScriptClient {
     const cl = client as NodeRedisClusterLike;
     const opts = (signal?: AbortSignal) => (signal ? { abortSignal: signal } : undefined);
     return {
-      evalsha: (sha, keys, args, signal) => cl.sendCommand(keys[0], false, ['EVALSHA', sha, String(keys.length), ...keys, ...args], opts(signal)),
-      eval: (script, keys, args, signal) => cl.sendCommand(keys[0], false, ['EVAL', script, String(keys.length), ...keys, ...args], opts(signal)),
-      del: (key) => cl.sendCommand(key, false, ['DEL', key]),
-      ping: () => cl.sendCommand(undefined, true, ['PING']),
+      client: {
+        evalsha: (sha, keys, args, signal) => cl.sendCommand(keys[0], false, ['EVALSHA', sha, String(keys.length), ...keys, ...args], opts(signal)),
+        eval: (script, keys, args, signal) => cl.sendCommand(keys[0], false, ['EVAL', script, String(keys.length), ...keys, ...args], opts(signal)),
+        del: (key) => cl.sendCommand(key, false, ['DEL', key]),
+        ping: () => cl.sendCommand(undefined, true, ['PING']),
+      },
+      abortable: true,
     };
   }
   if (typeof c.call === 'function') {
     const io = client as IoredisLike;
     return {
-      evalsha: (sha, keys, args) => io.call('EVALSHA', sha, keys.length, ...keys, ...args),
-      eval: (script, keys, args) => io.call('EVAL', script, keys.length, ...keys, ...args),
-      del: (key) => io.call('DEL', key),
-      ping: () => io.call('PING'),
+      client: {
+        evalsha: (sha, keys, args) => io.call('EVALSHA', sha, keys.length, ...keys, ...args),
+        eval: (script, keys, args) => io.call('EVAL', script, keys.length, ...keys, ...args),
+        del: (key) => io.call('DEL', key),
+        ping: () => io.call('PING'),
+      },
+      abortable: false,
     };
   }
   if (typeof c.sendCommand === 'function') {
     const nr = client as NodeRedisLike;
     const opts = (signal?: AbortSignal) => (signal ? { abortSignal: signal } : undefined);
     return {
-      evalsha: (sha, keys, args, signal) => nr.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args], opts(signal)),
-      eval: (script, keys, args, signal) => nr.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args], opts(signal)),
-      del: (key) => nr.sendCommand(['DEL', key]),
-      ping: () => nr.sendCommand(['PING']),
+      client: {
+        evalsha: (sha, keys, args, signal) => nr.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args], opts(signal)),
+        eval: (script, keys, args, signal) => nr.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args], opts(signal)),
+        del: (key) => nr.sendCommand(['DEL', key]),
+        ping: () => nr.sendCommand(['PING']),
+      },
+      abortable: true,
     };
   }
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function' && typeof c.del === 'function' && typeof c.ping === 'function') {
     const u = client as UpstashLike;
     return {
-      evalsha: (sha, keys, args) => u.evalsha(sha, keys, args),
-      eval: (script, keys, args) => u.eval(script, keys, args),
-      del: (key) => u.del(key),
-      ping: () => u.ping(),
+      client: {
+        evalsha: (sha, keys, args) => u.evalsha(sha, keys, args),
+        eval: (script, keys, args) => u.eval(script, keys, args),
+        del: (key) => u.del(key),
+        ping: () => u.ping(),
+      },
+      abortable: false,
     };
   }
   throw new ConfigError('client', 'must be an @upstash/redis, ioredis (client or Cluster) or redis (client or cluster) client, or implement evalsha/eval/del/ping');
@@ -187,7 +203,7 @@ const nextTurn: (f: () => void) => void = typeof immediate === 'function' ? (f) 
 
 export function redisStore(options: RedisStoreOptions): Store {
   if (!options || typeof options !== 'object' || !options.client) throw new ConfigError('client', 'is required');
-  const client = adapt(options.client);
+  const { client, abortable } = adapt(options.client);
   const clientClock = options.clientClock === true;
   if (options.nowMs !== undefined && !clientClock) throw new ConfigError('nowMs', 'only applies with clientClock: true');
   const nowMs = options.nowMs ?? Date.now;
@@ -197,11 +213,6 @@ export function redisStore(options: RedisStoreOptions): Store {
   }
   const slotOf = isCluster(options.client) ? keySlot : () => 0;
   const sendAloneWhenIdle = isTcpClient(options.client);
-  // Only the `redis` package's clients take an abort signal per command; for the others, reading the
-  // limiter's signal would only make one (see StepOptions.signal). ioredis has a `sendCommand` too,
-  // but adapt() drives it through `call`, which takes none.
-  const c = options.client as unknown as Record<string, unknown>;
-  const abortable = typeof c.call !== 'function' && typeof c.sendCommand === 'function';
 
   async function run(script: string, sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown> {
     try {
