@@ -37,18 +37,18 @@ export const CIRCUIT_OPEN = new StoreError('circuit', 'circuit breaker open: the
  */
 class Call implements StepOptions {
   #controller: AbortController | undefined;
+  /** Set when the timer fired: a signal first read after that is made already aborted. */
+  #abortReason: unknown;
   settled = false;
   timer: ReturnType<typeof setTimeout> | undefined;
   constructor(
     readonly timeoutMs: number,
     readonly admission: Admission,
   ) {}
-  #abortReason: unknown;
   get signal(): AbortSignal {
     if (!this.#controller) {
       this.#controller = new AbortController();
-      // Read only after the timeout: the store still learns that the limiter stopped waiting.
-      if (this.settled && this.#abortReason !== undefined) this.#controller.abort(this.#abortReason);
+      if (this.#abortReason !== undefined) this.#controller.abort(this.#abortReason);
     }
     return this.#controller.signal;
   }
