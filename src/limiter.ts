@@ -171,6 +171,15 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): P
   }
 }
 
+/** What a decision needs of its policy, built once per policy. */
+interface PolicyEntry {
+  policy: ResolvedPolicy;
+  /** `{prefix}{policy}:` */
+  keyPrefix: string;
+  /** stepArgs(policy, 1, 0): the arguments of a take of one token with no wait. */
+  takeOne: StepArgs;
+}
+
 export function createLimiter<P extends string>(options: LimiterOptions<P>): Limiter<P> {
   if (!options || typeof options !== 'object') throw new ConfigError('options', 'must be an object');
   const { store } = options;
@@ -181,14 +190,17 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   const onStoreError = options.onStoreError === undefined ? 'deny' : validateFailMode('onStoreError', options.onStoreError);
   if (!options.policies || typeof options.policies !== 'object') throw new ConfigError('policies', 'must be an object of named policies');
   const policies = new Map<string, ResolvedPolicy>();
-  /** `{prefix}{policy}:` per policy, built once: a storage key is then one concatenation. */
-  const keyPrefixes = new Map<ResolvedPolicy, string>();
+  /**
+   * Per policy, what every decision needs, built once so that a decision makes one lookup: the policy,
+   * `{prefix}{policy}:` (a storage key is then one concatenation) and the step arguments of the common
+   * take (cost 1, no wait), which stores only read.
+   */
+  const entries = new Map<string, PolicyEntry>();
   for (const [name, config] of Object.entries(options.policies)) {
     const policy = resolvePolicy(name, config, { onStoreError, timeoutMs });
     policies.set(name, policy);
-    keyPrefixes.set(policy, `${prefix}${name}:`);
+    entries.set(name, { policy, keyPrefix: `${prefix}${name}:`, takeOne: stepArgs(policy, 1, 0) });
   }
-  const storageKeyOf = (policy: ResolvedPolicy, key: string) => keyPrefixes.get(policy)! + key;
   if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
   const onDecision = options.onDecision;
 
@@ -217,10 +229,10 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     ? createLeases({ call: (storageKey, args, policy) => storeCall(policy, storageKey, args), monotonicMs, maxKeys: leaseMaxKeys })
     : undefined;
 
-  function getPolicy(name: string): ResolvedPolicy {
-    const p = typeof name === 'string' ? policies.get(name) : undefined;
-    if (!p) throw new UnknownPolicyError(String(name));
-    return p;
+  function getEntry(name: string): PolicyEntry {
+    const e = typeof name === 'string' ? entries.get(name) : undefined;
+    if (!e) throw new UnknownPolicyError(String(name));
+    return e;
   }
 
   /** The store did not decide: the fail mode does, and no bucket numbers are claimed. */
@@ -245,8 +257,8 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   }
 
   /** One store step: the decision, plus the debt the store reported (for the deny cache). */
-  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Promise<Outcome> {
-    const outcome = await storeCall(policy, storageKey, stepArgs(policy, cost, maxWaitMs));
+  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, args: StepArgs): Promise<Outcome> {
+    const outcome = await storeCall(policy, storageKey, args);
     if (!outcome.ok) return { decision: failed(policy), error: outcome.error };
     const { result } = outcome;
     return { decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtMs: result.debtMs };
@@ -262,16 +274,17 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
 
   /** Validates, then decides; a synchronous store with no hook or cache answers without any await. */
   function decide(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Promise<Decision> {
-    let policy: ResolvedPolicy;
+    let entry: PolicyEntry;
     try {
-      policy = getPolicy(name);
+      entry = getEntry(name);
       assertKey(key);
-      assertCost(cost, policy.capacity);
+      assertCost(cost, entry.policy.capacity);
       assertWaitMs(op === 'take' ? 'maxWaitMs' : 'timeoutMs', maxWaitMs);
     } catch (err) {
       return Promise.reject(err);
     }
-    const storageKey = storageKeyOf(policy, key);
+    const { policy } = entry;
+    const storageKey = entry.keyPrefix + key;
     if (leases && policy.lease) {
       const started = onDecision ? monotonicMs() : 0;
       const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
@@ -282,7 +295,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         }
         return answer.then(
           (decision) => {
-            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey);
+            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, stepArgs(policy, cost, maxWaitMs));
             if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started });
             return decision;
           },
@@ -294,24 +307,34 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         );
       }
     }
+    const args = cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(policy, cost, maxWaitMs);
     if (store.stepSync && !onDecision && !denied) {
       try {
-        return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, stepArgs(policy, cost, maxWaitMs))));
+        return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, args)));
       } catch {
         return Promise.resolve(failed(policy));
       }
     }
-    return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey);
+    return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
   }
 
-  async function decideAsync(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number, policy: ResolvedPolicy, storageKey: string): Promise<Decision> {
+  async function decideAsync(
+    op: 'take' | 'acquire',
+    name: string,
+    key: string,
+    cost: number,
+    maxWaitMs: number,
+    policy: ResolvedPolicy,
+    storageKey: string,
+    args: StepArgs,
+  ): Promise<Decision> {
     const started = onDecision || denied ? monotonicMs() : 0;
     const hit = denied?.lookup(policy, storageKey, cost, maxWaitMs, started);
     if (hit) {
       if (onDecision) emit({ policy: name, key, cost, op, decision: hit, durationMs: 0 });
       return hit;
     }
-    const { decision, debtMs, error } = await call(policy, storageKey, cost, maxWaitMs);
+    const { decision, debtMs, error } = await call(policy, storageKey, cost, args);
     if (denied && !decision.allowed && decision.reason === undefined && debtMs !== undefined) {
       denied.remember(storageKey, cost, debtMs, started, decision.retryAfterMs);
     }
@@ -349,17 +372,17 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       return decision;
     },
     async peek(name, key) {
-      const policy = getPolicy(name);
+      const { policy, keyPrefix } = getEntry(name);
       assertKey(key);
       const started = monotonicMs();
-      const { decision, error } = await call(policy, storageKeyOf(policy, key), 0, 0);
+      const { decision, error } = await call(policy, keyPrefix + key, 0, stepArgs(policy, 0, 0));
       if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;
     },
     async reset(name, key) {
-      const policy = getPolicy(name);
+      const { policy, keyPrefix } = getEntry(name);
       assertKey(key);
-      const storageKey = storageKeyOf(policy, key);
+      const storageKey = keyPrefix + key;
       denied?.forget(storageKey);
       leases?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);

@@ -11,22 +11,25 @@
 import type { ResolvedPolicy } from './policy.js';
 import type { BucketDecision } from './decision.js';
 
-/** What one atomic store step needs: both already multiplied out, so stores do no policy math. */
+/**
+ * What one atomic store step needs: both already multiplied out, so stores do no policy math. Stores
+ * only read it: the limiter passes one shared object for every take of one token with no wait.
+ */
 export interface StepArgs {
   /**
    * Debt this request adds: cost * intervalMs. 0 means peek: read only, never write. Below 0 it is a
    * refund (a lease giving back tokens it did not use): the debt falls by that much but never below 0,
    * so a refund never makes a bucket fuller than full. A refund is always allowed.
    */
-  costMs: number;
+  readonly costMs: number;
   /** The largest debt allowed after the request: burstMs + maxWaitMs + slackMs. */
-  limitMs: number;
+  readonly limitMs: number;
   /**
    * Partial grant (token leases): take the largest whole number of units of unitMs (intervalMs: one
    * token) that fits under limitMs, at most costMs / unitMs of them; denied only when not even one fits.
    * The result's `units` says how many were taken. Absent: all of costMs or nothing.
    */
-  unitMs?: number;
+  readonly unitMs?: number;
 }
 
 /** What every store returns from one atomic step. */

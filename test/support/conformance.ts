@@ -21,12 +21,16 @@ async function sleepUntil(t: number): Promise<void> {
   while (performance.now() < t) await sleep(Math.max(1, Math.ceil(t - performance.now())));
 }
 
-/** A store wrapper that counts calls, to prove that rejected input never reaches the store. */
+/**
+ * A store wrapper that counts calls, to prove that rejected input never reaches the store. It also
+ * freezes the step arguments, which the limiter shares between decisions: a store that wrote to them
+ * would throw here (modules are strict) and fail the suite.
+ */
 function counting(store: Store): Store & { calls: number } {
   const c = {
     name: store.name,
     calls: 0,
-    step: (k: string, a: Parameters<Store['step']>[1], o?: Parameters<Store['step']>[2]) => (c.calls++, store.step(k, a, o)),
+    step: (k: string, a: Parameters<Store['step']>[1], o?: Parameters<Store['step']>[2]) => (c.calls++, store.step(k, Object.freeze(a), o)),
     reset: (k: string) => (c.calls++, store.reset(k)),
     ping: () => store.ping(),
   };
