@@ -29,8 +29,8 @@ const run = promisify(execFile);
 const started = Date.now();
 
 const P = quick
-  ? { runs: 3, tcpN: 1500, restN: 300, memN: 20_000, memKeys: 100_000, httpSec: 1, accuracyMs: 1000, waitCallers: 10, waitRate: 10 }
-  : { runs: 5, tcpN: 15_000, restN: 3000, memN: 300_000, memKeys: 100_000, httpSec: 5, accuracyMs: 5000, waitCallers: 50, waitRate: 10 };
+  ? { runs: 3, shortRuns: 3, tcpN: 1500, restN: 300, memN: 20_000, memKeys: 100_000, httpSec: 1, accuracyMs: 1000, waitCallers: 10, waitRate: 10 }
+  : { runs: 5, shortRuns: 9, tcpN: 15_000, restN: 3000, memN: 300_000, memKeys: 100_000, httpSec: 5, accuracyMs: 5000, waitCallers: 50, waitRate: 10 };
 
 const log = (...a: unknown[]) => console.log('[bench]', ...a);
 const md: string[] = [];
@@ -88,10 +88,10 @@ async function redisUsec(): Promise<number> {
  * Runs each implementation once per round, interleaved, so drift hits all alike; ratios are per round.
  * With `decisions`, also records Redis-side CPU per decision (the server's own profile of the work).
  */
-async function compare(impls: { name: string; run: () => Promise<Throughput> }[], baseline = 0, decisions?: number): Promise<Row[]> {
+async function compare(impls: { name: string; run: () => Promise<Throughput> }[], baseline = 0, decisions?: number, runs = P.runs): Promise<Row[]> {
   const results: Throughput[][] = impls.map(() => []);
   const us: number[][] = impls.map(() => []);
-  for (let r = 0; r < P.runs; r++) {
+  for (let r = 0; r < runs; r++) {
     for (let i = 0; i < impls.length; i++) {
       if (decisions) await io.config('RESETSTAT');
       results[i]!.push(await impls[i]!.run());
@@ -126,14 +126,16 @@ const tcpRatios: Record<string, Spread> = {};
 for (const c of [1, 16, 256]) {
   log(`tcp concurrency ${c}`);
   const n = c === 1 ? Math.round(P.tcpN / 2) : P.tcpN;
-  const rows = await compare([
+  const impls = [
     { name: 'edge-limiter `redisStore`', run: () => measure(n, c, (i) => ours.take('bench', `k${i % 1000}`)) },
     { name: '@upstash/ratelimit `tokenBucket` (ioredis adapter)', run: () => measure(n, c, (i) => upstashTcp.limit(`k${i % 1000}`)) },
     { name: 'rate-limiter-flexible `RateLimiterRedis`', run: () => measure(n, c, (i) => rlf.consume(`k${i % 1000}`)) },
     { name: 'ceiling: `redis-benchmark` EVALSHA of our script', run: () => redisBenchmark(c, n) },
-  ], 0, n);
+  ];
+  for (const impl of impls.slice(0, 3)) await impl.run(); // warm up: compile, load the scripts
+  const rows = await compare(impls, 0, n, P.shortRuns);
   for (const r of rows.slice(1)) tcpRatios[`${r.name} @${c}`] = r.ratio!;
-  md.push(`**Concurrency ${c}** (${fmt(n)} decisions per run, ${P.runs} runs; median (min–max))`, '', ...table(rows, 'ours ÷ this'), '');
+  md.push(`**Concurrency ${c}** (${fmt(n)} decisions per run, ${P.shortRuns} runs after one warm-up run; median (min–max))`, '', ...table(rows, 'ours ÷ this'), '');
 }
 
 // 2. Through the local Upstash REST server ----------------------------------------------------------
@@ -160,13 +162,15 @@ md.push(`One process, concurrency 1, all allowed. "1 key" hits one bucket; "${fm
 for (const keys of [1, P.memKeys]) {
   const oursMem = createLimiter({ store: memoryStore(), policies: { bench: HUGE } });
   const rlfMem = new RateLimiterMemory({ points: 1_000_000_000, duration: 60 });
-  const rows = await compare([
+  const impls = [
     { name: 'edge-limiter `memoryStore`', run: () => measure(P.memN, 1, (i) => oursMem.take('bench', `k${i % keys}`)) },
     { name: 'rate-limiter-flexible `RateLimiterMemory`', run: () => measure(P.memN, 1, (i) => rlfMem.consume(`k${i % keys}`)) },
     // The floor: the same loop around an operation that does nothing (an already-resolved promise).
     { name: 'the measuring loop alone (no limiter)', run: () => measure(P.memN, 1, () => Promise.resolve()) },
-  ]);
-  md.push(`**${keys === 1 ? '1 key' : `${fmt(keys)} keys`}** (${fmt(P.memN)} decisions per run)`, '', ...table(rows, 'ours ÷ this'), '');
+  ];
+  for (const impl of impls) await impl.run(); // warm up: compile, and fill the buckets
+  const rows = await compare(impls, 0, undefined, P.shortRuns);
+  md.push(`**${keys === 1 ? '1 key' : `${fmt(keys)} keys`}** (${fmt(P.memN)} decisions per run, ${P.shortRuns} runs after one warm-up run)`, '', ...table(rows, 'ours ÷ this'), '');
 }
 
 // 4. HTTP -------------------------------------------------------------------------------------------

@@ -1,0 +1,56 @@
+// How fast could a memory-store decision be in RESULTS.md's loop? `node --import tsx bench/memory-floor.ts [keys]`.
+// Runs, interleaved within each round and through the same `measure()` loop as `npm run bench`:
+// - ours (`createLimiter` on `memoryStore`) and rate-limiter-flexible's `RateLimiterMemory`;
+// - "bare GCRA": not a limiter, the least a decision with our contract can do: no validation, one Map
+//   lookup of the storage key, one clock read, the GCRA step inline, one Decision object and its promise;
+// - the loop alone (an already-resolved promise).
+// The bare row bounds what any rewrite of the memory path could reach against RateLimiterMemory here.
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { createLimiter, memoryStore } from '../src/index.js';
+import { measure, spread } from './lib.js';
+
+const keys = Number(process.argv[2] ?? 1);
+const n = 300_000;
+const rounds = 7;
+const HUGE = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 };
+const intervalMs = 1000 / HUGE.refillPerSecond;
+const burstMs = HUGE.capacity * intervalMs;
+
+const ours = createLimiter({ store: memoryStore(), policies: { bench: HUGE } });
+const rlf = new RateLimiterMemory({ points: HUGE.capacity, duration: 60 });
+const tats = new Map<string, { tatMs: number }>();
+const perf = performance;
+function bare(key: string) {
+  const k = 'el:bench:' + key;
+  const now = perf.now();
+  const b = tats.get(k);
+  const after = (b && b.tatMs > now ? b.tatMs - now : 0) + intervalMs;
+  if (b) b.tatMs = now + after;
+  else tats.set(k, { tatMs: now + after });
+  return Promise.resolve({
+    allowed: true,
+    limit: HUGE.capacity,
+    remaining: Math.floor((burstMs - after) / intervalMs),
+    retryAfterMs: 0,
+    resetAfterMs: Math.ceil(after),
+    waitMs: 0,
+  });
+}
+
+const impls: Record<string, (i: number) => Promise<unknown>> = {
+  'edge-limiter memoryStore': (i) => ours.take('bench', `k${i % keys}`),
+  'rate-limiter-flexible RateLimiterMemory': (i) => rlf.consume(`k${i % keys}`),
+  'bare GCRA (not a limiter: the floor of our contract)': (i) => bare(`k${i % keys}`),
+  'the loop alone': () => Promise.resolve(),
+};
+for (const op of Object.values(impls)) await measure(n, 1, op); // warm up
+const perSec: Record<string, number[]> = {};
+for (let r = 0; r < rounds; r++) for (const [name, op] of Object.entries(impls)) (perSec[name] ??= []).push((await measure(n, 1, op)).opsPerSec);
+const rlfRuns = perSec['rate-limiter-flexible RateLimiterMemory']!;
+const loopNs = 1e9 / spread(perSec['the loop alone']!).median;
+console.log(`${keys} key(s), ${n} decisions per run, median of ${rounds} interleaved rounds`);
+for (const [name, xs] of Object.entries(perSec)) {
+  const ns = 1e9 / spread(xs).median;
+  const ratio = spread(xs.map((x, i) => x / rlfRuns[i]!)).median;
+  console.log(`${name}: ${spread(xs).median.toFixed(0)}/s, ${ns.toFixed(0)} ns per iteration (${(ns - loopNs).toFixed(0)} beyond the loop), ÷ RateLimiterMemory ${ratio.toFixed(2)}`);
+}
