@@ -21,6 +21,7 @@ import { commandStats } from '../test/support/redis-stats.js';
 import { accuracyRun, score, type Accuracy } from './accuracy.js';
 import { edgeLatencySection } from './edge-latency.js';
 import { durableObjectSection } from './durable-object.js';
+import { autocannon, startHttpServer } from './http-load.js';
 import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
 
 const quick = process.argv.includes('--quick') || process.env.npm_config_quick === 'true';
@@ -178,25 +179,8 @@ log('http');
 md.push('## 4. HTTP: a Hono app on @hono/node-server', '');
 md.push(`\`GET /hello\` through no limiter, our middleware, and hono-rate-limiter (memory store each time; every request allowed). Load from a second process: autocannon, 50 connections, ${P.httpSec} s per run.`, '');
 
-async function startHttp(mode: string): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'bench/http-server.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout!.on('data', (d) => {
-      const m = /listening (\d+)/.exec(String(d));
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`http server ${mode} exited ${code}`)));
-  });
-  return { port, child };
-}
-async function cannon(port: number): Promise<Throughput> {
-  // autocannon runs in its own process: the server under test must not share its CPU time slice.
-  const { stdout } = await run(process.execPath, [join(root, 'node_modules/autocannon/autocannon.js'), '-c', '50', '-d', String(P.httpSec), '-j', `http://127.0.0.1:${port}/hello`], { maxBuffer: 1 << 24 });
-  const r = JSON.parse(stdout) as { requests: { average: number; total: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
-  if (r.non2xx || r.errors) throw new Error(`autocannon saw ${r.non2xx} non-2xx and ${r.errors} errors`);
-  return { opsPerSec: r.requests.total / P.httpSec, p50Ms: r.latency.p50, p99Ms: r.latency.p99 };
-}
-const servers = { none: await startHttp('none'), ours: await startHttp('ours'), hrl: await startHttp('hono-rate-limiter') };
+const cannon = (port: number) => autocannon(port, P.httpSec);
+const servers = { none: await startHttpServer('none'), ours: await startHttpServer('ours'), hrl: await startHttpServer('hono-rate-limiter') };
 for (const s of Object.values(servers)) await cannon(s.port).catch(() => undefined); // warm up JIT
 const httpRows = await compare([
   { name: 'no limiter', run: () => cannon(servers.none.port) },
