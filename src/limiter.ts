@@ -285,6 +285,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     }
     const { policy } = entry;
     const storageKey = entry.keyPrefix + key;
+    const args = cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(policy, cost, maxWaitMs);
     if (leases && policy.lease) {
       const started = onDecision ? monotonicMs() : 0;
       const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
@@ -295,7 +296,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         }
         return answer.then(
           (decision) => {
-            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, stepArgs(policy, cost, maxWaitMs));
+            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
             if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started });
             return decision;
           },
@@ -307,7 +308,6 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         );
       }
     }
-    const args = cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(policy, cost, maxWaitMs);
     if (store.stepSync && !onDecision && !denied) {
       try {
         return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, args)));
