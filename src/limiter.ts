@@ -229,6 +229,11 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     ? createLeases({ call: (storageKey, args, policy) => storeCall(policy, storageKey, args), monotonicMs, maxKeys: leaseMaxKeys })
     : undefined;
 
+  /** The step arguments of a decision: the policy's shared ones for a take of one token with no wait. */
+  function argsOf(entry: PolicyEntry, cost: number, maxWaitMs: number): StepArgs {
+    return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs);
+  }
+
   function getEntry(name: string): PolicyEntry {
     const e = typeof name === 'string' ? entries.get(name) : undefined;
     if (!e) throw new UnknownPolicyError(String(name));
@@ -285,7 +290,6 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     }
     const { policy } = entry;
     const storageKey = entry.keyPrefix + key;
-    const args = cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(policy, cost, maxWaitMs);
     if (leases && policy.lease) {
       const started = onDecision ? monotonicMs() : 0;
       const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
@@ -296,7 +300,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         }
         return answer.then(
           (decision) => {
-            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
+            if (decision === undefined) return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, argsOf(entry, cost, maxWaitMs));
             if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started });
             return decision;
           },
@@ -308,6 +312,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         );
       }
     }
+    const args = argsOf(entry, cost, maxWaitMs);
     if (store.stepSync && !onDecision && !denied) {
       try {
         return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, args)));
