@@ -45,6 +45,32 @@ describe('redis store', () => {
     }
   });
 
+  it('reports the debt from the store clock to the microsecond, alone and batched (bracketed by TIME before and after)', async () => {
+    // The script replies with TIME's reading and the TAT it read, not a debt: the client redoes the
+    // arithmetic. One connection carries TIME, the steps and TIME again, so Redis runs them in that order.
+    const store = redisStore({ client: admin });
+    const args = { costMs: 1000, limitMs: 1_000_000 };
+    const timeMs = async () => {
+      const [sec, usec] = (await admin.time()) as unknown as [string, string];
+      return Number(sec) * 1000 + Number(usec) / 1000;
+    };
+    for (let round = 0; round < 20; round++) {
+      // Five at once: the first goes alone (the single-key script), the other four as one batch.
+      const keys = Array.from({ length: 5 }, (_, i) => `clock${Date.now()}:${round}:${i}`);
+      await Promise.all(keys.map((k) => store.step(k, args)));
+      const tats = await Promise.all(keys.map(async (k) => Number(await admin.get(k))));
+      const before = await timeMs();
+      const results = await Promise.all(keys.map((k) => store.step(k, args)));
+      const after = await timeMs();
+      results.forEach((r, i) => {
+        // debt = tat - now + cost, for a now between the two readings (1 ns of float slack).
+        expect(r.allowed).toBe(true);
+        expect(r.debtMs).toBeGreaterThanOrEqual(tats[i]! - after + 1000 - 1e-6);
+        expect(r.debtMs).toBeLessThanOrEqual(tats[i]! - before + 1000 + 1e-6);
+      });
+    }
+  });
+
   it('stores the SHA that Redis computes for the script', async () => {
     expect(createHash('sha1').update(GCRA_SCRIPT).digest('hex')).toBe(GCRA_SCRIPT_SHA);
     expect(await admin.script('LOAD', GCRA_SCRIPT)).toBe(GCRA_SCRIPT_SHA);

@@ -161,18 +161,50 @@ function message(err: unknown): string {
 // that has GET and SET but refuses TIME (renamed, disabled, or a proxy that forbids it) says one of these.
 const TIME_REFUSED = /(unknown|not allowed|disabled|unsupported|forbidden)[^\n]*(from|in|inside) script|\bTIME\b[^\n]*(not allowed|unknown|unsupported|disabled)/i;
 
-/** Parses the script's `{allowed, debt}` reply. @upstash/redis may already have turned "12.5" into 12.5. */
-function parseReply(reply: unknown, withUnits = false): StepResult {
-  if (!Array.isArray(reply) || reply.length !== (withUnits ? 3 : 2)) throw new Error(`unexpected script reply ${JSON.stringify(reply)?.slice(0, 100)}`);
-  const allowed = Number(reply[0]);
-  const debtMs = Number(reply[1]);
-  if ((allowed !== 0 && allowed !== 1) || !Number.isFinite(debtMs) || debtMs < 0) {
-    throw new Error(`unexpected script reply ${JSON.stringify(reply).slice(0, 100)}`);
+function badReply(reply: unknown): Error {
+  return new Error(`unexpected script reply ${JSON.stringify(reply)?.slice(0, 100)}`);
+}
+
+/**
+ * The store clock's reading in ms, from TIME's seconds and microseconds as the script returned them,
+ * by the script's own double operations (so the same number); in client-clock mode, the time sent.
+ * @upstash/redis may already have turned "1790000000" into 1790000000: Number() takes both.
+ */
+function nowOf(seconds: unknown, microseconds: unknown, sentNowMs: number | undefined): number {
+  if (sentNowMs !== undefined) return sentNowMs;
+  if ((typeof seconds !== 'string' && typeof seconds !== 'number') || (typeof microseconds !== 'string' && typeof microseconds !== 'number')) return NaN;
+  return Number(seconds) * 1000 + Number(microseconds) / 1000;
+}
+
+/**
+ * One step's result, redone from what the script read: its verdict, the clock and the stored TAT before
+ * the step (null: no key). The script decided and wrote; this repeats its debt arithmetic in the same
+ * double operations (tonumber and Number parse a decimal the same way, and + - * / round the same), so
+ * the debt is the one the script computed, and no Redis time is spent formatting it.
+ */
+function debtAfter(args: StepArgs, allowed: boolean, nowMs: number, stored: unknown, units: number | undefined): number {
+  // Lua's tonumber of something not a number is nil, and no TAT is a full bucket; NaN > now is false too.
+  const tatMs = stored === null || stored === undefined ? NaN : Number(stored);
+  const debtMs = tatMs > nowMs ? tatMs - nowMs : 0;
+  const { costMs } = args;
+  if (costMs === 0) return debtMs;
+  if (costMs < 0) return Math.max(0, debtMs + costMs);
+  if (units !== undefined) return units > 0 ? debtMs + units * args.unitMs! : debtMs;
+  return allowed ? debtMs + costMs : debtMs;
+}
+
+/** Reads one key's part of a reply: the verdict (1 or 0) and the stored TAT the step read. */
+function resultOf(args: StepArgs, verdict: unknown, nowMs: number, stored: unknown, unitsReply?: unknown): StepResult {
+  const allowed = Number(verdict);
+  if ((allowed !== 0 && allowed !== 1) || !Number.isFinite(nowMs) || (stored !== null && typeof stored !== 'string' && typeof stored !== 'number')) {
+    throw badReply([verdict, nowMs, stored]);
   }
-  if (!withUnits) return { allowed: allowed === 1, debtMs };
-  const units = Number(reply[2]);
-  if (!Number.isInteger(units) || units < 0) throw new Error(`unexpected script reply ${JSON.stringify(reply).slice(0, 100)}`);
-  return { allowed: allowed === 1, debtMs, units };
+  const units = unitsReply === undefined ? undefined : Number(unitsReply);
+  if (units !== undefined && !(Number.isInteger(units) && units >= 0)) throw badReply([verdict, nowMs, stored, unitsReply]);
+  const debtMs = debtAfter(args, allowed === 1, nowMs, stored, units);
+  // A stored value that is no finite TAT ("inf" written by hand) is not a bucket this store wrote.
+  if (!Number.isFinite(debtMs)) throw badReply([verdict, nowMs, stored]);
+  return units === undefined ? { allowed: allowed === 1, debtMs } : { allowed: allowed === 1, debtMs, units };
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
@@ -225,7 +257,8 @@ export function redisStore(options: RedisStoreOptions): Store {
   }
 
   async function stepOne(key: string, args: StepArgs, signal?: AbortSignal): Promise<StepResult> {
-    const argv = [String(args.costMs), String(args.limitMs), clientClock ? String(nowMs()) : ''];
+    const sentNowMs = clientClock ? nowMs() : undefined;
+    const argv = [String(args.costMs), String(args.limitMs), sentNowMs === undefined ? '' : String(sentNowMs)];
     const withUnits = args.unitMs !== undefined && args.costMs > 0;
     if (withUnits) argv.push(String(args.unitMs));
     let reply: unknown;
@@ -235,7 +268,8 @@ export function redisStore(options: RedisStoreOptions): Store {
       throw scriptError(err, clientClock);
     }
     try {
-      return parseReply(reply, withUnits);
+      if (!Array.isArray(reply) || reply.length !== (withUnits ? 5 : 4)) throw badReply(reply);
+      return resultOf(args, reply[0], nowOf(reply[1], reply[2], sentNowMs), reply[3], withUnits ? reply[4] : undefined);
     } catch (err) {
       throw new StoreError('redis', message(err), { cause: err });
     }
@@ -260,7 +294,8 @@ export function redisStore(options: RedisStoreOptions): Store {
     const keys = batch.map((p) => p.key);
     const argv: string[] = [];
     for (const p of batch) argv.push(String(p.args.costMs), String(p.args.limitMs));
-    argv.push(clientClock ? String(nowMs()) : '');
+    const sentNowMs = clientClock ? nowMs() : undefined;
+    argv.push(sentNowMs === undefined ? '' : String(sentNowMs));
     let reply: unknown;
     try {
       reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller?.signal);
@@ -269,14 +304,15 @@ export function redisStore(options: RedisStoreOptions): Store {
       for (const p of batch) p.reject(e);
       return;
     }
-    if (!Array.isArray(reply) || reply.length !== batch.length * 2) {
+    if (!Array.isArray(reply) || reply.length !== 2 + batch.length * 2) {
       const e = new StoreError('redis', `unexpected batch reply of ${Array.isArray(reply) ? reply.length : typeof reply} items for ${batch.length} keys`);
       for (const p of batch) p.reject(e);
       return;
     }
+    const now = nowOf(reply[0], reply[1], sentNowMs);
     batch.forEach((p, i) => {
       try {
-        p.resolve(parseReply([reply[2 * i], reply[2 * i + 1]]));
+        p.resolve(resultOf(p.args, reply[2 * i + 2], now, reply[2 * i + 3]));
       } catch (err) {
         p.reject(new StoreError('redis', message(err), { cause: err }));
       }
