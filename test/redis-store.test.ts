@@ -18,12 +18,22 @@ describe('redis store', () => {
   });
   afterAll(() => admin.disconnect());
 
-  it("reads the limiter's abort signal only for a client that takes one (the redis package), alone and batched", async () => {
+  it("reads the limiter's abort signal only for a client that takes one (the redis package, an adapter with takesSignal), alone and batched", async () => {
     const io = new IORedis(inject('redisUrl'));
     const nr = createClient({ url: inject('redisUrl') });
     await nr.connect();
+    // Custom adapters over ioredis, recording the signals their script calls are given.
+    const received: (AbortSignal | undefined)[] = [];
+    const adapter = (takesSignal: boolean): RedisScriptClient => ({
+      evalsha: (sha, keys, args, signal) => (received.push(signal), io.call('EVALSHA', sha, keys.length, ...keys, ...args)),
+      eval: (script, keys, args, signal) => (received.push(signal), io.call('EVAL', script, keys.length, ...keys, ...args)),
+      del: (key) => io.del(key),
+      ping: () => io.ping(),
+      takesSignal,
+    });
     try {
-      for (const [client, expected] of [[io, 0], [nr, 1]] as const) {
+      for (const [client, expected] of [[io, 0], [nr, 1], [adapter(false), 0], [adapter(true), 1]] as const) {
+        received.length = 0;
         const store = redisStore({ client });
         let reads = 0;
         const options = {
@@ -38,11 +48,37 @@ describe('redis store', () => {
         reads = 0;
         await Promise.all(Array.from({ length: 10 }, (_, i) => store.step(`sig:b${i}`, { costMs: 1, limitMs: 10 }, options)));
         expect(reads).toBe(expected * 10);
+        if (client !== io && client !== nr) {
+          // An adapter is given a signal exactly when it takes one (the batch's own, when batched).
+          expect(received.length).toBeGreaterThanOrEqual(2);
+          expect(received.every((sig) => (sig instanceof AbortSignal) === (expected === 1))).toBe(true);
+        }
       }
     } finally {
       io.disconnect();
       await nr.quit();
     }
+  });
+
+  it('an adapter with takesSignal sees its hung call aborted at the policy timeout, and the fail mode decides', async () => {
+    let given: AbortSignal | undefined;
+    const hung: RedisScriptClient = {
+      evalsha: (_sha, _keys, _args, signal) =>
+        new Promise((_resolve, reject) => {
+          given = signal;
+          signal?.addEventListener('abort', () => reject(signal.reason as Error));
+        }),
+      eval: () => Promise.reject(new Error('not reached')),
+      del: async () => 0,
+      ping: async () => 'PONG',
+      takesSignal: true,
+    };
+    const limiter = createLimiter({ store: redisStore({ client: hung }), policies: { p: { capacity: 1, refillPerSecond: 1, timeoutMs: 50, onStoreError: 'deny' } } });
+    const t0 = performance.now();
+    const d = await limiter.take('p', 'k');
+    expect(d).toMatchObject({ allowed: false, reason: 'store_error' });
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(given?.aborted).toBe(true);
   });
 
   it('reports the debt from the store clock to the microsecond, alone and batched (bracketed by TIME before and after)', async () => {

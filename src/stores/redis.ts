@@ -8,13 +8,20 @@ import { keySlot } from './redis-slot.js';
 
 /**
  * What the store needs from a client. Pass one of the supported SDK clients, or your own adapter.
- * `signal` is aborted when the limiter stops waiting: an adapter should cancel the command with it.
+ * An adapter that sets `takesSignal: true` gets an abort signal with each script call, aborted when the
+ * limiter stops waiting, and should cancel the command with it.
  */
 export interface RedisScriptClient {
   evalsha(sha: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown>;
   eval(script: string, keys: string[], args: string[], signal?: AbortSignal): Promise<unknown>;
   del(key: string): Promise<unknown>;
   ping(): Promise<unknown>;
+  /**
+   * Pass the abort signal to evalsha/eval. An adapter has the shape of an @upstash/redis client, whose
+   * calls take no signal, so it gets none (and costs no AbortController) unless it says so here.
+   * @default false
+   */
+  readonly takesSignal?: boolean;
 }
 
 /** ioredis: `call(command, ...args)` (it also has a `sendCommand`, of another shape, so `call` is checked first). */
@@ -48,7 +55,7 @@ export interface RedisStoreOptions {
    *
    * Bounding each command: the limiter aborts a call when its timeoutMs passes and stops counting it, but
    * only the client can close the underlying request. The `redis` package receives the abort signal per
-   * command. For ioredis, set `commandTimeout`; for @upstash/redis, set
+   * command, and so does an adapter with `takesSignal: true`. For ioredis, set `commandTimeout`; for @upstash/redis, set
    * `signal: () => AbortSignal.timeout(ms)` and `retry: false` (the store factories of the entries do).
    */
   client: RedisClientLike;
@@ -94,7 +101,8 @@ function isCluster(client: RedisClientLike): boolean {
 
 /**
  * The client driven through one interface, and whether its commands take the limiter's abort signal
- * (only the `redis` package's do; reading the signal for the others would only make one).
+ * (the `redis` package's and adapters with `takesSignal: true` do; reading the signal for the others
+ * would only make one).
  */
 function adapt(client: RedisClientLike): { client: RedisScriptClient; abortable: boolean } {
   const c = client as unknown as Record<string, unknown>;
@@ -139,6 +147,7 @@ function adapt(client: RedisClientLike): { client: RedisScriptClient; abortable:
     };
   }
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function' && typeof c.del === 'function' && typeof c.ping === 'function') {
+    if (c.takesSignal === true) return { client: client as RedisScriptClient, abortable: true };
     const u = client as UpstashLike;
     return {
       client: {
