@@ -1,10 +1,11 @@
 // Where the Redis-side cost of one decision goes: `node --import tsx bench/redis-cost.ts <redis port>`.
 // Prints the script time per decision (INFO commandstats usec of EVALSHA and EVAL, which includes the
 // commands the script runs, divided by the decisions made, so a batched call counts once per key) for
-// each Redis limiter at concurrency 1 and 16, and for variants of our single-key script run by
-// redis-benchmark, so that a cost claim in RESULTS.md or PROFILES.md rests on a measurement. Each
-// figure is the median of 5 rounds, the variants interleaved within a round: this VM's speed drifts
-// by tens of percent between minutes, and interleaving keeps the comparison within one period.
+// each Redis limiter at concurrency 1 and 16, for variants of our single-key script run by
+// redis-benchmark, and for our automatic batches by concurrency, so that a cost claim in RESULTS.md
+// or PROFILES.md rests on a measurement. Each figure is the median of 5 rounds, the variants
+// interleaved within a round: this VM's speed drifts by tens of percent between minutes, and
+// interleaving keeps the comparison within one period.
 import { execFileSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { Ratelimit } from '@upstash/ratelimit';
@@ -81,4 +82,23 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 for (const [name, xs] of Object.entries(variantUs)) console.log(`variant ${name}: ${median(xs)} µs of script time per call`);
+
+// How big automatic batches get, and what a decision then costs Redis: our limiter alone, by concurrency.
+const batched = createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 1e9, refillPerSecond: 1e6 } }, prefix: 'rc5:' });
+const take = (i: number) => batched.take('p', `k${i % 1000}`);
+for (const concurrency of [1, 4, 16, 64, 256]) {
+  await measure(2000, concurrency, take); // warm up
+  const calls: number[] = [];
+  const usec: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    await io.config('RESETSTAT');
+    await measure(n, concurrency, take);
+    const stats = [...(await io.info('commandstats')).matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+),usec=(\d+)/g)];
+    calls.push(stats.reduce((a, m) => a + Number(m[1]), 0));
+    usec.push(stats.reduce((a, m) => a + Number(m[2]), 0));
+  }
+  const c = spread(calls).median;
+  const u = spread(usec).median;
+  console.log(`batches at concurrency ${concurrency}: ${(n / c).toFixed(1)} decisions per script call, ${(u / n).toFixed(1)} µs of script time per decision, ${(u / c).toFixed(1)} per call`);
+}
 io.disconnect();

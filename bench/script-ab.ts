@@ -1,0 +1,71 @@
+// Our Redis scripts now against those of another commit, in Redis time per decision:
+// `node --import tsx bench/script-ab.ts <redis port> <git revision>`.
+// The single-key script runs by redis-benchmark (concurrency 16 and 1); the batch script is sent by
+// hand over one ioredis connection (batches of 64, 16 and 4 distinct keys, 4 calls in flight). Both
+// versions alternate within each round (9 rounds), and the ratio is taken per round: this VM's speed
+// drifts by tens of percent between minutes.
+import { execFileSync } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { GCRA_BATCH_SCRIPT, GCRA_SCRIPT } from '../src/stores/redis-script.js';
+
+const port = Number(process.argv[2] ?? 6379);
+const rev = process.argv[3];
+if (!rev) throw new Error('usage: bench/script-ab.ts <redis port> <git revision>');
+const rounds = 9;
+const io = new Redis(port);
+
+/** A script's source at `rev`: the template literal assigned to `name` in src/stores/redis-script.ts. */
+function scriptAt(name: string): string {
+  const file = execFileSync('git', ['show', `${rev}:src/stores/redis-script.ts`], { encoding: 'utf8' });
+  const m = new RegExp(`export const ${name} = \`([^\`]*)\`;`).exec(file);
+  if (!m) throw new Error(`${name} not found at ${rev}`);
+  return m[1]!;
+}
+
+async function scriptUsec(): Promise<{ calls: number; usec: number }> {
+  const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await io.info('commandstats'));
+  return { calls: Number(m?.[1] ?? 0), usec: Number(m?.[2] ?? 0) };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+/** Runs `once(version)` for both versions in every round; prints medians and the per-round ratio. */
+async function ab(label: string, versions: Record<'now' | 'then', string>, once: (sha: string, tag: string) => Promise<number>): Promise<void> {
+  const shas = { now: (await io.script('LOAD', versions.now)) as string, then: (await io.script('LOAD', versions.then)) as string };
+  const us: Record<'now' | 'then', number[]> = { now: [], then: [] };
+  for (let r = 0; r < rounds; r++) for (const v of ['then', 'now'] as const) us[v].push(await once(shas[v], `ab${v}`));
+  const ratio = median(us.now.map((x, i) => x / us.then[i]!));
+  console.log(`${label}: ${rev} ${median(us.then).toFixed(2)} µs, now ${median(us.now).toFixed(2)} µs per decision; now ÷ ${rev} ${ratio.toFixed(2)}`);
+}
+
+for (const c of [16, 1]) {
+  await ab(`single-key script, redis-benchmark at concurrency ${c}`, { now: GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') }, async (sha, tag) => {
+    await io.config('RESETSTAT');
+    execFileSync('redis-benchmark', ['-p', String(port), '-c', String(c), '-n', '30000', '-r', '1000', '-q', 'EVALSHA', sha, '1', `${tag}:__rand_int__`, '0.001', '1000000000', '']);
+    const s = await scriptUsec();
+    return s.usec / s.calls;
+  });
+}
+for (const size of [64, 16, 4]) {
+  await ab(`batch script, ${size} keys per call`, { now: GCRA_BATCH_SCRIPT, then: scriptAt('GCRA_BATCH_SCRIPT') }, async (sha, tag) => {
+    await io.config('RESETSTAT');
+    const calls = 2000;
+    let inFlight: Promise<unknown>[] = [];
+    for (let c = 0; c < calls; c++) {
+      const keys: string[] = [];
+      const args: string[] = [];
+      for (let j = 0; j < size; j++) {
+        keys.push(`${tag}:k${(c * size + j) % 1000}`);
+        args.push('0.001', '1000000000');
+      }
+      inFlight.push(io.evalsha(sha, size, ...keys, ...args, ''));
+      if (inFlight.length >= 4) {
+        await Promise.all(inFlight);
+        inFlight = [];
+      }
+    }
+    await Promise.all(inFlight);
+    return (await scriptUsec()).usec / (calls * size);
+  });
+}
+io.disconnect();
