@@ -54,7 +54,8 @@ describe('store calls that never settle', () => {
     expect(limiter.stats().pendingStoreCalls).toBe(4);
     const t0 = performance.now();
     const refused = await limiter.take('p', 'k');
-    expect(performance.now() - t0).toBeLessThan(50);
+    // Refused without waiting for the 300 ms timeout (the margin allows for a loaded machine).
+    expect(performance.now() - t0).toBeLessThan(250);
     expect(refused).toMatchObject({ allowed: false, reason: 'store_error' });
     expect(store.calls).toBe(4);
     const busy = await app.request('/healthz');
