@@ -2,6 +2,7 @@
 // bench/http-server.ts in one of its modes, and autocannon in its own process (the server under test
 // must not share its CPU time slice with the load generator).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -12,7 +13,7 @@ const run = promisify(execFile);
 
 /** Starts bench/http-server.ts in `mode` (none, ours, ours-draft-headers, hono-rate-limiter). */
 export async function startHttpServer(mode: string): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'bench/http-server.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'bench/http-server.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.on('data', (d) => {
       const m = /listening (\d+)/.exec(String(d));
@@ -29,4 +30,56 @@ export async function autocannon(port: number, seconds: number): Promise<Through
   const r = JSON.parse(stdout) as { requests: { total: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number };
   if (r.non2xx || r.errors) throw new Error(`autocannon saw ${r.non2xx} non-2xx and ${r.errors} errors`);
   return { opsPerSec: r.requests.total / seconds, p50Ms: r.latency.p50, p99Ms: r.latency.p99 };
+}
+
+/** The server's own CPU time so far (user + system), in µs, asked over its IPC channel. */
+export function serverCpuUs(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    child.once('message', (m) => {
+      const u = m as NodeJS.CpuUsage;
+      resolve(u.user + u.system);
+    });
+    child.send('cpu');
+  });
+}
+
+/**
+ * `GET /hello` `total` times over `connections` keep-alive sockets, one request in flight on each, from
+ * this process. A load generator that does not parse responses: it counts them by their body ("hello",
+ * right after the blank line ending the headers), so its cost per response hardly depends on the
+ * headers, unlike autocannon's. For measuring the server's CPU per request, not for latency.
+ */
+export function rawLoad(port: number, total: number, connections = 16): Promise<void> {
+  const request = Buffer.from('GET /hello HTTP/1.1\r\nHost: bench\r\n\r\n');
+  const marker = '\r\n\r\nhello';
+  return new Promise((resolve, reject) => {
+    let sent = 0;
+    let done = 0;
+    let open = connections;
+    for (let i = 0; i < connections; i++) {
+      const socket = connect(port, '127.0.0.1');
+      socket.setNoDelay(true);
+      // The marker may straddle two reads: keep the tail of the previous chunk.
+      let tail = '';
+      const send = () => {
+        if (sent < total) {
+          sent++;
+          socket.write(request);
+        } else socket.end();
+      };
+      socket.on('connect', send);
+      socket.on('data', (chunk: Buffer) => {
+        const text = tail + chunk.toString('latin1');
+        for (let at = text.indexOf(marker); at !== -1; at = text.indexOf(marker, at + marker.length)) {
+          done++;
+          send();
+        }
+        tail = text.slice(-(marker.length - 1));
+      });
+      socket.on('error', reject);
+      socket.on('close', () => {
+        if (--open === 0) done >= total ? resolve() : reject(new Error(`rawLoad: ${done} of ${total} responses`));
+      });
+    }
+  });
 }
