@@ -11,9 +11,9 @@ import type { Throughput } from './lib.js';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const run = promisify(execFile);
 
-/** Starts bench/http-server.ts in `mode` (none, ours, ours-draft-headers, hono-rate-limiter). */
-export async function startHttpServer(mode: string): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'bench/http-server.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+/** Starts bench/http-server.ts in `mode` (see there), with `nodeArgs` (e.g. `--cpu-prof`) before its own. */
+export async function startHttpServer(mode: string, nodeArgs: string[] = []): Promise<{ port: number; child: ChildProcess }> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(root, 'bench/http-server.ts'), mode], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.on('data', (d) => {
       const m = /listening (\d+)/.exec(String(d));

@@ -3,17 +3,14 @@
 // (a warm-up of a fifth of the requests, then the requests), and prints the busy (non-idle) µs per
 // request of each, then the functions whose self time per request differs most. One run of each, so
 // repeat it before trusting a difference of a microsecond or two on a noisy machine.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { rawLoad } from './http-load.js';
+import { rawLoad, startHttpServer } from './http-load.js';
 
 const [base, mode] = process.argv.slice(2, 4);
 if (!base || !mode) throw new Error('usage: bench/http-profile.ts <base mode> <mode> [requests]');
 const requests = Number(process.argv[4] ?? 150_000);
-const server = fileURLToPath(new URL('./http-server.ts', import.meta.url));
 
 interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
@@ -25,14 +22,7 @@ interface CpuProfile {
 async function selfTimes(m: string): Promise<Map<string, number>> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-prof-'));
   try {
-    const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', server, m], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
-    const port = await new Promise<number>((resolve, reject) => {
-      child.stdout!.on('data', (d) => {
-        const found = /listening (\d+)/.exec(String(d));
-        if (found) resolve(Number(found[1]));
-      });
-      child.once('exit', (code) => reject(new Error(`server ${m} exited ${code}`)));
-    });
+    const { child, port } = await startHttpServer(m, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
     await rawLoad(port, Math.ceil(requests / 5));
     await rawLoad(port, requests);
     const exited = new Promise((r) => child.once('exit', r));
