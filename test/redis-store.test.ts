@@ -107,6 +107,20 @@ describe('redis store', () => {
     }
   });
 
+  it('a stored value the script and the client read differently ("inf" set by hand) is a store error, alone and batched', async () => {
+    // Lua's tonumber reads "inf" as infinity (a refusal); JavaScript's Number reads NaN (a full bucket).
+    // The client's step then disagrees with the script's verdict, so the reply is not trusted.
+    const store = redisStore({ client: admin });
+    const keys = Array.from({ length: 5 }, (_, i) => `inf${Date.now()}:${i}`);
+    for (const k of keys) await admin.set(k, 'inf');
+    const results = await Promise.allSettled(keys.map((k) => store.step(k, { costMs: 1, limitMs: 10 })));
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(StoreError);
+      expect(String((r as PromiseRejectedResult).reason.message)).toMatch(/unexpected script reply/);
+    }
+  });
+
   it('stores the SHA that Redis computes for the script', async () => {
     expect(createHash('sha1').update(GCRA_SCRIPT).digest('hex')).toBe(GCRA_SCRIPT_SHA);
     expect(await admin.script('LOAD', GCRA_SCRIPT)).toBe(GCRA_SCRIPT_SHA);

@@ -2,8 +2,9 @@
 // Numbers cross the boundary as strings: Lua numbers are doubles, and Redis truncates a Lua float
 // reply to an integer. The TAT is stored as a %.17g string (an exact round trip). The reply formats no
 // number: it carries the verdict, the TIME reading and the stored TAT the step read, all as Redis gave
-// them, and the client redoes the debt arithmetic from those (stores/redis.ts `debtAfter`), in the same
-// double operations, so it gets the same numbers. Formatting a debt cost ~1 µs of Redis time per key.
+// them, and the client redoes the step from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`)
+// in the same double operations, so it gets the same numbers. Formatting a debt cost ~1 µs of Redis time
+// per key.
 
 export const GCRA_SCRIPT = `-- edge-limiter gcra v3
 -- KEYS[1]: the bucket key; its value is the TAT, ms since the epoch, as a %.17g string

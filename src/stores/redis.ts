@@ -1,6 +1,7 @@
 // Redis store: one EVALSHA per decision (EVAL once after NOSCRIPT). Works with an @upstash/redis
 // client (HTTP) or a TCP client (ioredis, or the official `redis` package), taken structurally:
 // no Redis SDK is imported here.
+import { step } from '../core/gcra.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
@@ -186,34 +187,27 @@ function nowOf(seconds: unknown, microseconds: unknown, sentNowMs: number | unde
 }
 
 /**
- * One step's result, redone from what the script read: its verdict, the clock and the stored TAT before
- * the step (null: no key). The script decided and wrote; this repeats its debt arithmetic in the same
- * double operations (tonumber and Number parse a decimal the same way, and + - * / round the same), so
- * the debt is the one the script computed, and no Redis time is spent formatting it.
+ * Reads one key's part of a reply: the verdict (1 or 0), the clock, the stored TAT the step read (null:
+ * no key) and, for a partial grant, the units. The script decided and wrote; the client redoes the same
+ * step (core/gcra.ts `step`, which is the script's arithmetic in the same double operations: tonumber and
+ * Number parse a decimal alike, and + - * / round alike) for the debt, so no Redis time goes into
+ * formatting it. A step that does not reach the script's verdict means a stored value the two sides read
+ * differently ("inf" written by hand): not a bucket this store wrote, so a bad reply.
  */
-function debtAfter(args: StepArgs, allowed: boolean, nowMs: number, stored: unknown, units: number | undefined): number {
-  // Lua's tonumber of something not a number is nil, and no TAT is a full bucket; NaN > now is false too.
-  const tatMs = stored === null || stored === undefined ? NaN : Number(stored);
-  const debtMs = tatMs > nowMs ? tatMs - nowMs : 0;
-  const { costMs } = args;
-  if (costMs === 0) return debtMs;
-  if (costMs < 0) return Math.max(0, debtMs + costMs);
-  if (units !== undefined) return units > 0 ? debtMs + units * args.unitMs! : debtMs;
-  return allowed ? debtMs + costMs : debtMs;
-}
-
-/** Reads one key's part of a reply: the verdict (1 or 0) and the stored TAT the step read. */
 function resultOf(args: StepArgs, verdict: unknown, nowMs: number, stored: unknown, unitsReply?: unknown): StepResult {
   const allowed = Number(verdict);
-  if ((allowed !== 0 && allowed !== 1) || !Number.isFinite(nowMs) || (stored !== null && typeof stored !== 'string' && typeof stored !== 'number')) {
-    throw badReply([verdict, nowMs, stored]);
-  }
   const units = unitsReply === undefined ? undefined : Number(unitsReply);
-  if (units !== undefined && !(Number.isInteger(units) && units >= 0)) throw badReply([verdict, nowMs, stored, unitsReply]);
-  const debtMs = debtAfter(args, allowed === 1, nowMs, stored, units);
-  // A stored value that is no finite TAT ("inf" written by hand) is not a bucket this store wrote.
-  if (!Number.isFinite(debtMs)) throw badReply([verdict, nowMs, stored]);
-  return units === undefined ? { allowed: allowed === 1, debtMs } : { allowed: allowed === 1, debtMs, units };
+  if (
+    (allowed !== 0 && allowed !== 1) ||
+    !Number.isFinite(nowMs) ||
+    (stored !== null && typeof stored !== 'string' && typeof stored !== 'number') ||
+    (units !== undefined && !(Number.isInteger(units) && units >= 0))
+  ) {
+    throw badReply([verdict, nowMs, stored, unitsReply]);
+  }
+  const r = step(stored === null ? undefined : Number(stored), nowMs, args);
+  if (r.allowed !== (allowed === 1) || r.units !== units || !Number.isFinite(r.debtMs)) throw badReply([verdict, nowMs, stored, unitsReply]);
+  return units === undefined ? { allowed: r.allowed, debtMs: r.debtMs } : { allowed: r.allowed, debtMs: r.debtMs, units };
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
