@@ -13,17 +13,13 @@ import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { scriptStats } from '../test/support/redis-stats.js';
 import { measure, spread, upstashOverIoredis } from './lib.js';
 
 const port = Number(process.argv[2] ?? 6379);
 const rounds = 5;
 const io = new Redis(port);
 
-async function scriptUsec(): Promise<number> {
-  let usec = 0;
-  for (const m of (await io.info('commandstats')).matchAll(/cmdstat_(?:evalsha|eval):calls=\d+,usec=(\d+)/g)) usec += Number(m[1]);
-  return usec;
-}
 const median = (xs: number[]) => spread(xs).median.toFixed(1);
 
 const n = 20_000;
@@ -44,9 +40,9 @@ for (const concurrency of [1, 16]) {
   for (let r = 0; r < rounds; r++) {
     for (const [name, op] of Object.entries(impls)) {
       const decisions = concurrency === 1 ? n / 4 : n;
-      const before = await scriptUsec();
+      const before = (await scriptStats(io)).usec;
       (perSec[name] ??= []).push((await measure(decisions, concurrency, op)).opsPerSec);
-      (usPerDecision[name] ??= []).push(((await scriptUsec()) - before) / decisions);
+      (usPerDecision[name] ??= []).push(((await scriptStats(io)).usec - before) / decisions);
     }
   }
   for (const [name, xs] of Object.entries(usPerDecision)) {
@@ -77,8 +73,8 @@ for (let r = 0; r < rounds; r++) {
   for (const [name, [, args]] of Object.entries(variants)) {
     await io.config('RESETSTAT');
     execFileSync('redis-benchmark', ['-p', String(port), '-c', '16', '-n', String(n), '-r', '1000', '-q', 'EVALSHA', shas.get(name)!, '1', `rv:${shas.get(name)!.slice(0, 8)}:__rand_int__`, ...args]);
-    const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await io.info('commandstats'));
-    if (m) (variantUs[name] ??= []).push(Number(m[2]) / Number(m[1]));
+    const { calls, usec } = await scriptStats(io);
+    (variantUs[name] ??= []).push(usec / calls);
   }
 }
 for (const [name, xs] of Object.entries(variantUs)) console.log(`variant ${name}: ${median(xs)} µs of script time per call`);
@@ -93,9 +89,9 @@ for (const concurrency of [1, 4, 16, 64, 256]) {
   for (let r = 0; r < rounds; r++) {
     await io.config('RESETSTAT');
     await measure(n, concurrency, take);
-    const stats = [...(await io.info('commandstats')).matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+),usec=(\d+)/g)];
-    calls.push(stats.reduce((a, m) => a + Number(m[1]), 0));
-    usec.push(stats.reduce((a, m) => a + Number(m[2]), 0));
+    const s = await scriptStats(io);
+    calls.push(s.calls);
+    usec.push(s.usec);
   }
   const c = spread(calls).median;
   const u = spread(usec).median;

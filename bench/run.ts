@@ -17,7 +17,7 @@ import { redisStore } from '../src/stores/redis.js';
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
 import { startUpstashLocal } from '../scripts/upstash-local/server.js';
 import { startRedis, freePort } from '../scripts/lib/redis-server.js';
-import { commandStats } from '../test/support/redis-stats.js';
+import { commandStats, scriptStats } from '../test/support/redis-stats.js';
 import { accuracyRun, score, type Accuracy } from './accuracy.js';
 import { edgeLatencySection } from './edge-latency.js';
 import { durableObjectSection } from './durable-object.js';
@@ -74,18 +74,6 @@ function table(rows: Row[], ratioLabel: string): string[] {
 }
 
 /**
- * Redis time (µs, INFO commandstats) spent in scripts since the last RESETSTAT. Every implementation
- * here decides with one script, and a script's usec already includes the commands it runs (which
- * commandstats also lists on their own, so summing all commands would count them twice).
- */
-async function redisUsec(): Promise<number> {
-  const info = await io.info('commandstats');
-  let total = 0;
-  for (const m of info.matchAll(/^cmdstat_(evalsha|eval):calls=\d+,usec=(\d+)/gm)) total += Number(m[2]);
-  return total;
-}
-
-/**
  * Runs each implementation once per round, interleaved, so drift hits all alike; ratios are per round.
  * With `decisions`, also records Redis-side CPU per decision (the server's own profile of the work).
  */
@@ -96,7 +84,7 @@ async function compare(impls: { name: string; run: () => Promise<Throughput> }[]
     for (let i = 0; i < impls.length; i++) {
       if (decisions) await io.config('RESETSTAT');
       results[i]!.push(await impls[i]!.run());
-      if (decisions) us[i]!.push((await redisUsec()) / decisions);
+      if (decisions) us[i]!.push((await scriptStats(io)).usec / decisions);
     }
   }
   return impls.map((impl, i) => ({

@@ -7,6 +7,8 @@
 import { execFileSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { GCRA_BATCH_SCRIPT, GCRA_SCRIPT } from '../src/stores/redis-script.js';
+import { scriptStats } from '../test/support/redis-stats.js';
+import { spread } from './lib.js';
 
 const port = Number(process.argv[2] ?? 6379);
 const rev = process.argv[3];
@@ -22,12 +24,7 @@ function scriptAt(name: string): string {
   return m[1]!;
 }
 
-async function scriptUsec(): Promise<{ calls: number; usec: number }> {
-  const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await io.info('commandstats'));
-  return { calls: Number(m?.[1] ?? 0), usec: Number(m?.[2] ?? 0) };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+const median = (xs: number[]) => spread(xs).median;
 
 /** Runs `once(version)` for both versions in every round; prints medians and the per-round ratio. */
 async function ab(label: string, versions: Record<'now' | 'then', string>, once: (sha: string, tag: string) => Promise<number>): Promise<void> {
@@ -42,7 +39,7 @@ for (const c of [16, 1]) {
   await ab(`single-key script, redis-benchmark at concurrency ${c}`, { now: GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') }, async (sha, tag) => {
     await io.config('RESETSTAT');
     execFileSync('redis-benchmark', ['-p', String(port), '-c', String(c), '-n', '30000', '-r', '1000', '-q', 'EVALSHA', sha, '1', `${tag}:__rand_int__`, '0.001', '1000000000', '']);
-    const s = await scriptUsec();
+    const s = await scriptStats(io);
     return s.usec / s.calls;
   });
 }
@@ -65,7 +62,7 @@ for (const size of [64, 16, 4]) {
       }
     }
     await Promise.all(inFlight);
-    return (await scriptUsec()).usec / (calls * size);
+    return (await scriptStats(io)).usec / (calls * size);
   });
 }
 io.disconnect();

@@ -11,3 +11,19 @@ export async function commandStats(client: IORedis): Promise<Record<string, { ca
   }
   return out;
 }
+
+/**
+ * Script calls (EVALSHA + EVAL) and their Redis time in µs since the last RESETSTAT. A script's usec
+ * already includes the commands it runs, which commandstats also lists on their own, so summing every
+ * command would count them twice.
+ */
+export async function scriptStats(client: IORedis): Promise<{ calls: number; usec: number }> {
+  const info = await client.info('commandstats');
+  let calls = 0;
+  let usec = 0;
+  for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+),usec=(\d+)/gm)) {
+    calls += Number(m[1]);
+    usec += Number(m[2]);
+  }
+  return { calls, usec };
+}
