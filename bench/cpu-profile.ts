@@ -1,6 +1,7 @@
 // Reading V8 CPU profiles (`node --cpu-prof`) for the breakdown scripts: self time by function, and the
 // functions where two runs differ most, per unit of work (a request, a decision).
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 interface CpuProfile {
@@ -22,6 +23,20 @@ export function selfTimes(dir: string): Map<string, number> {
     out.set(name, (out.get(name) ?? 0) + profile.timeDeltas[i]!);
   });
   return out;
+}
+
+/**
+ * Runs `run` with the node flags that make a process write its CPU profile into a fresh directory, then
+ * returns that profile's self times (see selfTimes) and removes the directory. `run` must end the process.
+ */
+export async function profiled(run: (nodeArgs: string[]) => Promise<void>): Promise<Map<string, number>> {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-prof-'));
+  try {
+    await run(['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+    return selfTimes(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** Prints each run's busy (non-idle) time per unit, then the `top` functions whose self time per unit differs most. */

@@ -6,16 +6,13 @@
 // functions whose self time per decision differs most. One run of each: repeat before trusting small
 // differences on a noisy machine.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis as IORedis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { startRedis } from '../scripts/lib/redis-server.js';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
-import { printDiff, selfTimes } from './cpu-profile.js';
+import { printDiff, profiled } from './cpu-profile.js';
 import { measure } from './lib.js';
 
 const HUGE = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 };
@@ -35,17 +32,12 @@ if (process.argv[2] === 'child') {
   const decisions = Number(process.argv[3] ?? 30_000);
   const redis = await startRedis();
   const self = fileURLToPath(import.meta.url);
-  const profile = async (impl: string) => {
-    const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-prof-'));
-    try {
-      const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', self, 'child', impl, redis.url, String(concurrency), String(decisions)], { stdio: 'inherit' });
+  const profile = (impl: string) =>
+    profiled(async (nodeArgs) => {
+      const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', self, 'child', impl, redis.url, String(concurrency), String(decisions)], { stdio: 'inherit' });
       const code = await new Promise((r) => child.once('exit', r));
       if (code !== 0) throw new Error(`profiled child ${impl} exited ${String(code)}`);
-      return selfTimes(dir);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  };
+    });
   try {
     const rlf = await profile('rate-limiter-flexible');
     const ours = await profile('ours');
