@@ -56,6 +56,42 @@ export function parseIp(s: string): IpBytes | undefined {
   return s.includes(':') ? parseV6(s) : parseV4(s);
 }
 
+const isPort = (s: string) => /^\d{1,5}$/.test(s) && Number(s) <= 65535;
+
+/**
+ * Parses an address as proxies and platforms write it: a bare IPv4 or IPv6 address, `[v6]`, or either
+ * with a port (`203.0.113.7:51234`, `[2001:db8::1]:443`; Azure Application Gateway writes these into
+ * X-Forwarded-For). The port is dropped. An IPv6 address with a port must be bracketed: `2001:db8::1:443`
+ * is the address it reads as. Undefined when the text is none of these.
+ */
+export function parseIpPort(s: string): IpBytes | undefined {
+  s = s.trim();
+  if (s.startsWith('[')) {
+    const close = s.indexOf(']');
+    const rest = s.slice(close + 1);
+    if (close < 0 || (rest !== '' && !(rest[0] === ':' && isPort(rest.slice(1))))) return undefined;
+    const inner = s.slice(1, close);
+    return inner.includes(':') ? parseV6(inner) : undefined;
+  }
+  const colon = s.indexOf(':');
+  // Exactly one colon: IPv4 with a port (an IPv6 address has at least two).
+  if (colon >= 0 && colon === s.lastIndexOf(':')) return isPort(s.slice(colon + 1)) ? parseV4(s.slice(0, colon)) : undefined;
+  return colon >= 0 ? parseV6(s) : parseV4(s);
+}
+
+// Dotted IPv4 in canonical form (no leading zeros), as platforms and proxies usually write it.
+const CANONICAL_V4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/**
+ * The canonical text of an address written as parseIpPort accepts it (port dropped, IPv4-mapped IPv6 as
+ * IPv4, IPv6 per RFC 5952), or undefined when the text is not an address.
+ */
+export function canonicalIp(s: string): string | undefined {
+  if (CANONICAL_V4.test(s)) return s;
+  const ip = parseIpPort(s);
+  return ip && formatIp(ip);
+}
+
 export interface Cidr {
   bytes: IpBytes;
   prefix: number;

@@ -1,7 +1,7 @@
 // Helpers that derive a rate-limit key from a request, for the middleware's `key` option, and the
 // client-address logic the gateway also uses for X-Forwarded-For.
 import type { Context } from 'hono';
-import { formatIp, inCidr, ipv6Subnet, parseCidr, parseIp, type Cidr } from './ip.js';
+import { canonicalIp, formatIp, inCidr, ipv6Subnet, parseCidr, parseIp, parseIpPort, type Cidr } from './ip.js';
 
 export interface ClientIpOptions {
   /**
@@ -11,6 +11,8 @@ export interface ClientIpOptions {
    * - CIDR list (e.g. `['10.0.0.0/8', '2600:1f00::/24']`): the proxies you trust. Only when the direct peer
    *   is in it is the header read, right to left, skipping trusted hops: the right-most untrusted hop is
    *   the client.
+   * Entries may carry a port (`203.0.113.7:51234`, `[2001:db8::1]:443`), which is dropped. An entry that
+   * is not an address stops the walk: the nearest trusted hop to its right counts as the client.
    * @default 0
    */
   trustedProxies?: number | readonly string[];
@@ -67,34 +69,39 @@ function peerAndHeader(c: Context, trust: Trust): { peer: string | undefined; xf
 }
 
 /**
- * The client's address chain as trust allows: `[client, trusted proxies..., peer]`. The first entry is
- * the client; the rest are hops we trust, so the gateway can forward exactly this as X-Forwarded-For.
+ * The client's address chain as trust allows: `[client, trusted proxies..., peer]`, each entry the
+ * canonical text of an address (ports dropped, IPv4-mapped IPv6 as IPv4). The first entry is the
+ * client; the rest are hops we trust, so the gateway can forward exactly this as X-Forwarded-For.
+ * Text that is not an address is never an entry: the walk from the peer stops at it, so the nearest
+ * trusted hop to its right is the client, and with no peer address the chain is empty.
  */
 export function trustedChain(c: Context, trust: Trust): string[] {
   const { peer, xff, cloudflare } = peerAndHeader(c, trust);
-  if (!peer) {
-    // No peer address (an unknown runtime): only a declared hop count can say which entry is the client.
-    if ('hops' in trust && trust.hops > 0 && xff.length > 0) return xff.slice(Math.max(0, xff.length - trust.hops));
-    return [];
-  }
-  if (cloudflare) return [peer];
-  const chain = [...xff, peer];
+  const peerIp = peer === undefined ? undefined : canonicalIp(peer);
+  if (cloudflare) return peerIp ? [peerIp] : [];
   if ('hops' in trust) {
-    if (trust.hops === 0 || xff.length === 0) return [peer];
-    // N proxies of ours appended to the header: the Nth entry from the right (the peer being the last proxy).
-    const i = Math.max(0, chain.length - 1 - trust.hops);
-    return chain.slice(i);
+    // N proxies of ours appended to the header: the Nth entry from the right is the client (the peer
+    // being the last proxy). With no peer address (an unknown runtime) the header is all there is.
+    if (!peerIp && trust.hops === 0) return [];
+    const chain = peerIp ? [peerIp] : [];
+    for (let i = xff.length - 1; i >= Math.max(0, xff.length - trust.hops); i--) {
+      const ip = canonicalIp(xff[i]!);
+      if (!ip) break;
+      chain.unshift(ip);
+    }
+    return chain;
   }
-  let i = chain.length - 1;
+  if (!peerIp) return [];
   // Walk left from the peer while the hop is a proxy we trust; stop at the first one we do not.
-  while (i > 0) {
-    const ip = parseIp(chain[i]!);
-    if (!ip || !trust.ranges.some((r) => inCidr(ip, r))) break;
-    const left = parseIp(chain[i - 1]!);
-    if (!left) break; // garbage to the left of a trusted hop: the trusted hop is as far as we can see
-    i--;
+  const chain = [peerIp];
+  let hop = parseIp(peerIp)!;
+  for (let i = xff.length - 1; i >= 0 && trust.ranges.some((r) => inCidr(hop, r)); i--) {
+    const left = parseIpPort(xff[i]!);
+    if (!left) break; // not an address to the left of a trusted hop: the trusted hop is as far as we can see
+    chain.unshift(formatIp(left));
+    hop = left;
   }
-  return chain.slice(i);
+  return chain;
 }
 
 /**
@@ -103,7 +110,8 @@ export function trustedChain(c: Context, trust: Trust): string[] {
  * - AWS Lambda: the API Gateway v1/v2 or Function URL `sourceIp`; behind an ALB, the address the ALB
  *   appended to X-Forwarded-For (its right-most entry).
  * - Node: the socket's remote address.
- * X-Forwarded-For is consulted only as `trustedProxies` allows. Returns undefined when no address is known.
+ * X-Forwarded-For is consulted only as `trustedProxies` allows. The address is canonical text (no port,
+ * IPv4-mapped IPv6 as IPv4, IPv6 per RFC 5952). Returns undefined when no address is known.
  */
 export function clientIp(c: Context, options: ClientIpOptions = {}): string | undefined {
   return trustedChain(c, compileTrust(options.trustedProxies))[0];
@@ -120,13 +128,10 @@ export function ipKey(options: IpKeyOptions = {}): (c: Context) => string | unde
     throw new RangeError(`[edge-limiter] ipv6Subnet must be an integer from 1 to 128, or false; got ${String(subnet)}`);
   }
   return (c) => {
+    // Canonical already (trustedChain holds only addresses): only IPv6 needs its subnet.
     const addr = trustedChain(c, trust)[0];
-    if (addr === undefined) return undefined;
-    // Dotted IPv4 as platforms and proxies write it is already canonical: no parse on the hot path.
-    if (!addr.includes(':') && /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(addr)) return addr;
-    const ip = parseIp(addr);
-    if (!ip) return addr;
-    return ip.length === 16 && subnet !== false ? ipv6Subnet(ip, subnet) : formatIp(ip);
+    if (addr === undefined || subnet === false || !addr.includes(':')) return addr;
+    return ipv6Subnet(parseIp(addr)!, subnet);
   };
 }
 

@@ -206,6 +206,19 @@ describe('gateway keys', () => {
     expect(plain.keys.at(-1)).toBe('el:gate:127.0.0.1');
   });
 
+  it('GATE_TRUSTED_PROXIES: an ip:port entry (Azure Application Gateway) keys by the address, and X-Forwarded-For carries it without the port', async () => {
+    const store = recording();
+    const port = await gateway({ LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 1, refillPerSecond: 0.001 } }), GATE_TRUSTED_PROXIES: '127.0.0.0/8' }, store);
+    expect((await send(port, '/a', { headers: { 'X-Forwarded-For': '203.0.113.7:51234' } })).status).toBe(200);
+    expect(store.keys.at(-1)).toBe('el:gate:203.0.113.7');
+    expect(seen.at(-1)!.headers['x-forwarded-for']).toBe('203.0.113.7, 127.0.0.1');
+    // The same client on another connection (another source port) is the same bucket.
+    expect((await send(port, '/a', { headers: { 'X-Forwarded-For': '203.0.113.7:51235' } })).status).toBe(429);
+    // A different client behind the same balancer is not.
+    expect((await send(port, '/a', { headers: { 'X-Forwarded-For': '[2001:db8::1]:443' } })).status).toBe(200);
+    expect(store.keys.at(-1)).toBe('el:gate:2001:db8::/64');
+  });
+
   it('IPv6 clients share a bucket per /64 by default; GATE_IPV6_SUBNET changes it', async () => {
     const policies = JSON.stringify({ gate: { capacity: 1, refillPerSecond: 0.001 } });
     const port = await gateway({ LIMITER_POLICIES: policies, GATE_TRUSTED_PROXIES: '127.0.0.1' });
