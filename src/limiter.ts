@@ -246,7 +246,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' };
   }
 
-  type Outcome = { decision: Decision; debtMs?: number; error?: unknown };
+  type Outcome = { decision: Decision; debtUnits?: number; error?: unknown };
 
   /** One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. */
   async function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs): Promise<CallOutcome> {
@@ -266,7 +266,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     const outcome = await storeCall(policy, storageKey, args);
     if (!outcome.ok) return { decision: failed(policy), error: outcome.error };
     const { result } = outcome;
-    return { decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtMs: result.debtMs };
+    return { decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtUnits: result.debtUnits };
   }
 
   function emit(event: DecisionEvent): void {
@@ -339,9 +339,9 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       if (onDecision) emit({ policy: name, key, cost, op, decision: hit, durationMs: 0 });
       return hit;
     }
-    const { decision, debtMs, error } = await call(policy, storageKey, cost, args);
-    if (denied && !decision.allowed && decision.reason === undefined && debtMs !== undefined) {
-      denied.remember(storageKey, cost, debtMs, started, decision.retryAfterMs);
+    const { decision, debtUnits, error } = await call(policy, storageKey, cost, args);
+    if (denied && !decision.allowed && decision.reason === undefined && debtUnits !== undefined) {
+      denied.remember(storageKey, cost, debtUnits, started, decision.retryAfterMs);
     }
     if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
     return decision;

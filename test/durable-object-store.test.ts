@@ -3,11 +3,14 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { ConfigError } from '../src/index.js';
+import { ConfigError, createLimiter } from '../src/index.js';
+import type { Store } from '../src/store.js';
 import { durableObjectStore } from '../src/stores/durable-object.js';
 import { startDurableObjects, type WorkerdDurableObjects } from '../scripts/lib/workerd-durable-object.js';
 import { storeConformance } from './support/conformance.js';
+import { checkGrantsAgainstModel, checkTakesAgainstModel, leaseOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
 let workerd: Promise<WorkerdDurableObjects> | undefined;
 const shared = () => (workerd ??= startDurableObjects());
@@ -30,17 +33,17 @@ describe('durable object store', () => {
     const first = await startDurableObjects({ persistDir: dir });
     // A minute of debt, so that however long the restart takes on a loaded machine, a refilled bucket
     // (debt 0) and a kept one are far apart.
-    const args = { costMs: 60_000, limitMs: 120_000.001 };
+    const args = { costUnits: 60_000_000, limitUnits: 120_000_000, refillUnitsPerUs: 1 };
     const t0 = performance.now();
     expect(await first.store().step('persisted', args)).toMatchObject({ allowed: true });
     await first.dispose();
     const second = await startDurableObjects({ persistDir: dir });
     try {
-      const peek = await second.store().step('persisted', { costMs: 0, limitMs: 120_000.001 });
+      const peek = await second.store().step('persisted', { costUnits: 0, limitUnits: 120_000_000, refillUnitsPerUs: 1 });
       const elapsedMs = performance.now() - t0;
-      // The debt drained by the time that passed, no more: the restart did not refill the bucket.
-      expect(peek.debtMs).toBeGreaterThanOrEqual(60_000 - Math.ceil(elapsedMs) - 1);
-      expect(peek.debtMs).toBeLessThanOrEqual(60_000);
+      // The debt (1 unit per µs) drained by the time that passed, no more: the restart did not refill the bucket.
+      expect(peek.debtUnits).toBeGreaterThanOrEqual(60_000_000 - (Math.ceil(elapsedMs) + 1) * 1000);
+      expect(peek.debtUnits).toBeLessThanOrEqual(60_000_000);
     } finally {
       await second.dispose();
     }
@@ -58,37 +61,37 @@ describe('durable object store', () => {
     const names: string[] = [];
     const ns = {
       idFromName: (n: string) => (names.push(n), n),
-      get: () => ({ fetch: async () => Response.json({ allowed: true, debtMs: 0 }) }),
+      get: () => ({ fetch: async () => Response.json({ allowed: true, debtUnits: 0 }) }),
     };
-    await durableObjectStore({ namespace: ns }).step('user:1', { costMs: 1, limitMs: 2 });
+    await durableObjectStore({ namespace: ns }).step('user:1', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
     expect(names).toEqual(['user:1']);
     names.length = 0;
     const sharded = durableObjectStore({ namespace: ns, shards: 8 });
-    for (let i = 0; i < 800; i++) await sharded.step(`user:${i}`, { costMs: 1, limitMs: 2 });
+    for (let i = 0; i < 800; i++) await sharded.step(`user:${i}`, { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
     const counts = new Map<string, number>();
     for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
     expect(counts.size).toBe(8);
     for (const c of counts.values()) expect(c).toBeGreaterThan(60);
     names.length = 0;
-    await sharded.step('user:1', { costMs: 1, limitMs: 2 });
-    await sharded.step('user:1', { costMs: 1, limitMs: 2 });
+    await sharded.step('user:1', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
+    await sharded.step('user:1', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
     expect(names[0]).toBe(names[1]);
   });
 
   it('an object error is a StoreError, so the fail mode decides', async () => {
     const ns = { idFromName: (n: string) => n, get: () => ({ fetch: async () => new Response('boom', { status: 500 }) }) };
-    await expect(durableObjectStore({ namespace: ns }).step('k', { costMs: 1, limitMs: 2 })).rejects.toMatchObject({ name: 'StoreError' });
+    await expect(durableObjectStore({ namespace: ns }).step('k', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 })).rejects.toMatchObject({ name: 'StoreError' });
   });
 });
 
 describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
   it('deletes the entries of buckets that are full again when its alarm fires, and re-arms for the rest', async () => {
     const { RateLimiterObject } = await import('../src/stores/durable-object.js');
-    const data = new Map<string, number>();
+    const data = new Map<string, unknown>();
     let alarm: number | null = null;
     const storage = {
       get: async <T,>(k: string) => data.get(k) as T | undefined,
-      put: async (k: string, v: unknown) => void data.set(k, v as number),
+      put: async (k: string, v: unknown) => void data.set(k, v),
       delete: async (k: string) => data.delete(k),
       list: async <T,>(o: { limit?: number; start?: string } = {}) =>
         new Map([...data].filter(([k]) => o.start === undefined || k >= o.start).sort().slice(0, o.limit)) as Map<string, T>,
@@ -99,9 +102,12 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
     const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
     try {
       const obj = new RateLimiterObject({ storage });
+      // 1 unit per µs: a cost of 1e6 units is one second of refill.
       const step = (key: string, costMs: number) =>
-        obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { costMs, limitMs: 1e6 } }) })).then((r) => r.json());
-      expect(await step('short', 1000)).toEqual({ allowed: true, debtMs: 1000 });
+        obj
+          .fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { costUnits: costMs * 1000, limitUnits: 1e9, refillUnitsPerUs: 1 } }) }))
+          .then((r) => r.json());
+      expect(await step('short', 1000)).toEqual({ allowed: true, debtUnits: 1_000_000 });
       expect(alarm).toBe(now + 1000);
       await step('long', 5000);
       for (let i = 0; i < 600; i++) await step(`bulk${i}`, 500); // more than one list() page
@@ -115,12 +121,70 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
       expect(data.size).toBe(0);
       // A denied step writes nothing; a refund that empties the debt deletes the entry.
       await step('x', 1000);
-      expect(await step('x', 1e6)).toEqual({ allowed: false, debtMs: 1000 });
-      expect(await step('x', -5000)).toEqual({ allowed: true, debtMs: 0 });
+      expect(await step('x', 1e6)).toEqual({ allowed: false, debtUnits: 1_000_000 });
+      expect(await step('x', -5000)).toEqual({ allowed: true, debtUnits: 0 });
       expect(data.has('x')).toBe(false);
       const bad = await obj.fetch(new Request('https://x/', { method: 'POST', body: '{"op":"step","key":"","args":{}}' }));
       expect(bad.status).toBe(400);
       expect((await obj.fetch(new Request('https://x/', { method: 'POST', body: 'not json' }))).status).toBe(400);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+});
+
+describe('RateLimiterObject against the exact model (fake storage, Date.now() on a fake clock)', () => {
+  /** A Store that sends each step to one object in-process, as the namespace would. */
+  async function objectStore() {
+    const { RateLimiterObject } = await import('../src/stores/durable-object.js');
+    const data = new Map<string, unknown>();
+    const storage = {
+      get: async <T,>(k: string) => structuredClone(data.get(k)) as T | undefined,
+      put: async (k: string, v: unknown) => void data.set(k, structuredClone(v)),
+      delete: async (k: string) => data.delete(k),
+      list: async <T,>() => new Map(data) as Map<string, T>,
+      getAlarm: async () => null,
+      setAlarm: async () => {},
+    };
+    const obj = new RateLimiterObject({ storage });
+    const store: Store = {
+      name: 'durable-object',
+      step: async (key, args) => (await obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args }) }))).json() as never,
+      reset: async (key) => void data.delete(key),
+      ping: async () => {},
+    };
+    return store;
+  }
+
+  it('takes, reservations, lease grants and refunds match the model at every rate (1 ms clock)', async () => {
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, takeOpsArb(40, 1000), async (capacity, { p, q }, ops) => {
+          await checkTakesAgainstModel(await objectStore(), (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
+        }),
+        { numRuns: 150 },
+      );
+      await fc.assert(
+        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, leaseOpsArb(1000), async (capacity, { p, q }, ops) => {
+          await checkGrantsAgainstModel(await objectStore(), 'k', (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
+        }),
+        { numRuns: 150 },
+      );
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
+  it('a full bucket at one instant admits exactly its capacity at 1e6/s', async () => {
+    const now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const limiter = createLimiter({ store: await objectStore(), policies: { x: { capacity: 1000, refillPerSecond: 1e6 } } });
+      let admitted = 0;
+      while ((await limiter.take('x', 'k')).allowed) admitted++;
+      expect(admitted).toBe(1000);
     } finally {
       clock.mockRestore();
     }

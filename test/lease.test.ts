@@ -21,8 +21,8 @@ function testStore(clock: { now: number }) {
     hold: false,
     held: [] as Held[],
     step(key: string, args: Parameters<Store['step']>[1]) {
-      if (args.unitMs !== undefined) s.grants++;
-      else if (args.costMs < 0) s.refunds++;
+      if (args.tokenUnits !== undefined) s.grants++;
+      else if (args.costUnits < 0) s.refunds++;
       else s.takes++;
       if (!s.hold) return inner.step(key, args);
       return new Promise<Awaited<ReturnType<Store['step']>>>((resolve) => {

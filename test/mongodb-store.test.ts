@@ -8,7 +8,7 @@ import { mongoStore, stepPipeline } from '../src/stores/mongodb.js';
 import { stepArgs } from '../src/core/gcra.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { storeConformance } from './support/conformance.js';
-import { checkGrantsAgainstModel, checkTakesAgainstModel, leaseOpsArb, takeOpsArb } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, checkTakesAgainstModel, leaseOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
 const policies = { p: { capacity: 3, refillPerSecond: 1 } };
 
@@ -27,9 +27,11 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     expect(options).toMatchObject({ upsert: true, returnDocument: 'after' });
     const doc = collection.docs[0]!;
     expect(doc._id).toBe('m:p:new-user');
-    expect(typeof doc.tat).toBe('number');
+    // Debt in units (two tokens at 1/s: 2e6 units of 1 µs) at $$NOW in whole µs; gone when full again.
+    expect(doc.debt).toBe(2 * limiter.policy('p')!.tokenUnits);
+    expect(Number.isInteger(doc.atUs)).toBe(true);
     expect(doc.expiresAt).toBeInstanceOf(Date);
-    expect(Math.abs((doc.expiresAt as Date).getTime() - (doc.tat as number))).toBeLessThanOrEqual(1);
+    expect((doc.expiresAt as Date).getTime()).toBe(Math.ceil((doc.atUs as number) / 1000) + 2000);
   });
 
   it('refill, deny and reserve each evaluate correctly in the pipeline', async () => {
@@ -40,7 +42,8 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     const before = { ...collection.docs[0]! };
     const denied = await limiter.take('p', 'k');
     expect(denied.allowed).toBe(false);
-    expect(collection.docs[0]!.tat).toBe(before.tat);
+    expect(collection.docs[0]!.debt).toBe(before.debt);
+    expect(collection.docs[0]!.atUs).toBe(before.atUs);
     expect(collection.docs[0]!.expiresAt).toEqual(before.expiresAt);
     const reserved = await limiter.take('p', 'k', { maxWaitMs: 200 });
     expect(reserved.allowed).toBe(true);
@@ -55,7 +58,7 @@ describe('mongodb store operations (evaluated by mingo)', () => {
   it('an operator object can never reach the filter', async () => {
     const collection = new MingoCollection();
     const store = mongoStore({ collection });
-    await expect(store.step({ $gt: '' } as unknown as string, { costMs: 1, limitMs: 2 })).rejects.toBeInstanceOf(StoreError);
+    await expect(store.step({ $gt: '' } as unknown as string, { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 })).rejects.toBeInstanceOf(StoreError);
     await expect(store.reset({ $ne: null } as unknown as string)).rejects.toBeInstanceOf(StoreError);
     const limiter = createLimiter({ store, policies });
     await expect(limiter.take('p', { $gt: '' } as unknown as string)).rejects.toBeInstanceOf(InvalidInputError);
@@ -69,7 +72,7 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     expect((await limiter.take('p', 'k', { cost: 2 })).allowed).toBe(true);
     const bytes = () => Buffer.from(BSON.serialize(collection.docs[0]!)).toString('hex');
     const before = bytes();
-    expect(Object.keys(collection.docs[0]!).sort()).toEqual(['_id', 'expiresAt', 'last', 'tat']);
+    expect(Object.keys(collection.docs[0]!).sort()).toEqual(['_id', 'atUs', 'debt', 'expiresAt', 'last']);
     for (let i = 0; i < 20; i++) {
       const d = await limiter.take('p', 'k');
       expect(d.allowed).toBe(false);
@@ -95,7 +98,7 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     const policy = createLimiter({ store: mongoStore({ collection: new MingoCollection() }), policies: { p: { capacity: 1, refillPerSecond: 1 } } }).policy('p')!;
     const future = Date.now() + 60_000;
     // A document from before `last` existed (or written by another version): a denial must not add the field.
-    const docs = [{ _id: 'x', tat: future, expiresAt: new Date(future) }];
+    const docs = [{ _id: 'x', debt: 60 * policy.tokenUnits, atUs: Date.now() * 1000, expiresAt: new Date(future) }];
     const before = Buffer.from(BSON.serialize(docs[0]!)).toString('hex');
     updateOne(docs, { _id: 'x' }, stepPipeline(stepArgs(policy, 1, 0), 'id-1') as never);
     expect(Buffer.from(BSON.serialize(docs[0]!)).toString('hex')).toBe(before);
@@ -107,9 +110,9 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     const collection = new MingoCollection();
     const store = mongoStore({ collection, maxTimeMS: 800 });
     const signal = new AbortController().signal;
-    await store.step('k', { costMs: 1000, limitMs: 2000 }, { signal, timeoutMs: 120 });
-    await store.step('k', { costMs: 0, limitMs: 2000 }, { signal, timeoutMs: 5000 });
-    await store.step('k', { costMs: 1000, limitMs: 2000 });
+    await store.step('k', { costUnits: 1000, limitUnits: 2000, refillUnitsPerUs: 1 }, { signal, timeoutMs: 120 });
+    await store.step('k', { costUnits: 0, limitUnits: 2000, refillUnitsPerUs: 1 }, { signal, timeoutMs: 5000 });
+    await store.step('k', { costUnits: 1000, limitUnits: 2000, refillUnitsPerUs: 1 });
     const [a, b, c] = collection.calls;
     expect((a!.args[2] as { maxTimeMS: number }).maxTimeMS).toBe(120);
     expect(b!.args[1]).toEqual({ maxTimeMS: 800, signal });
@@ -118,15 +121,16 @@ describe('mongodb store operations (evaluated by mingo)', () => {
   });
 
   it('the exact pipeline against the exact reference model, with $$NOW on a fake clock', async () => {
-    // mingo evaluates $$NOW from Date.now() once per operation: stubbing it injects the store's clock.
+    // mingo evaluates $$NOW from Date.now() once per operation: stubbing it injects the store's clock,
+    // whose resolution is 1 ms (so the gaps are whole ms).
     let now = 1_790_000_000_000;
     const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
     try {
       await fc.assert(
-        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 500 }), fc.constantFrom(1, 2, 3, 7, 30, 1000), takeOpsArb(40), async (capacity, p, q, ops) => {
-          await checkTakesAgainstModel(mongoStore({ collection: new MingoCollection() }), (dt) => (now += dt), capacity, p, q, ops);
+        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, takeOpsArb(40, 1000), async (capacity, { p, q }, ops) => {
+          await checkTakesAgainstModel(mongoStore({ collection: new MingoCollection() }), (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
         }),
-        { numRuns: 100 },
+        { numRuns: 150 },
       );
     } finally {
       clock.mockRestore();
@@ -138,10 +142,10 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
     try {
       await fc.assert(
-        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 500 }), fc.constantFrom(1, 2, 3, 7, 30, 1000), leaseOpsArb, async (capacity, p, q, ops) => {
-          await checkGrantsAgainstModel(mongoStore({ collection: new MingoCollection() }), 'k', (dt) => (now += dt), capacity, p, q, ops);
+        fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, leaseOpsArb(1000), async (capacity, { p, q }, ops) => {
+          await checkGrantsAgainstModel(mongoStore({ collection: new MingoCollection() }), 'k', (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
         }),
-        { numRuns: 100 },
+        { numRuns: 150 },
       );
     } finally {
       clock.mockRestore();

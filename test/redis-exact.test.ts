@@ -7,16 +7,13 @@ import { afterAll, describe, expect, it, inject } from 'vitest';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
-import { checkGrantsAgainstModel, ExactBucket, leaseOpsArb } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, ExactBucket, leaseOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
 const io = new IORedis(inject('redisUrl'));
 afterAll(() => io.disconnect());
 let run = 0;
 
-const opsArb = fc.array(
-  fc.record({ dtMs: fc.integer({ min: 0, max: 3000 }), cost: fc.integer({ min: 1, max: 50 }), maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000) }),
-  { minLength: 1, maxLength: 40 },
-);
+const opsArb = takeOpsArb(40);
 
 async function scriptCalls(): Promise<number> {
   const info = await io.info('commandstats');
@@ -29,21 +26,21 @@ describe('Lua scripts against the exact model (fake clock, real Redis)', () => {
       await fc.assert(
         fc.asyncProperty(
           fc.integer({ min: 1, max: 50 }),
-          fc.integer({ min: 1, max: 500 }),
-          fc.constantFrom(1, 2, 3, 7, 30, 1000),
+          rateArb,
           fc.array(opsArb, { minLength: batched ? 4 : 1, maxLength: batched ? 4 : 1 }),
-          async (capacity, p, q, perKey) => {
-            let now = 1_790_000_000_000;
-            const store = redisStore({ client: io, clientClock: true, nowMs: () => now, batch: batched ? { maxSize: 64 } : false });
+          async (capacity, { p, q }, perKey) => {
+            // The clock sent, in whole µs at an epoch's magnitude (nowMs is read as nowUs / 1000).
+            let nowUs = 1_790_000_000_000_000;
+            const store = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: batched ? { maxSize: 64 } : false });
             const limiter = createLimiter({ store, policies: { x: { capacity, refillPerSecond: p / q } }, prefix: `ex${run++}:` });
             const models = perKey.map(() => new ExactBucket(capacity, BigInt(p), BigInt(q)));
             const steps = Math.max(...perKey.map((o) => o.length));
             let t = 0;
             for (let s = 0; s < steps; s++) {
               // Every key's s-th op at one instant: issued together, they share one script call.
-              const dt = perKey[0]![s]?.dtMs ?? 100;
+              const dt = perKey[0]![s]?.dtUs ?? 100;
               t += dt;
-              now += dt;
+              nowUs += dt;
               const got = await Promise.all(
                 perKey.map((ops, k) => {
                   const op = ops[s];
@@ -60,21 +57,55 @@ describe('Lua scripts against the exact model (fake clock, real Redis)', () => {
             }
           },
         ),
-        { numRuns: batched ? 60 : 100 },
+        { numRuns: batched ? 80 : 150 },
       );
     }, 60_000);
   }
 });
 
+describe('a full bucket at one instant, in one script call (fake clock, real Redis)', () => {
+  // The review's case: at 1e6/s, 999 takes in one batched call on a bucket of 500 admitted 513.
+  for (const batched of [false, true]) {
+    it(`${batched ? 'batch script' : 'single-key script'}: exactly the capacity at every rate, then exactly 10 ms of refill`, async () => {
+      for (const refillPerSecond of [1e6, 999_999, 5e5, 2e5, 1e5, 1e4, 5000, 1]) {
+        const nowUs = 1_790_000_000_123_456;
+        let clockUs = nowUs;
+        const store = redisStore({ client: io, clientClock: true, nowMs: () => clockUs / 1000, batch: batched ? { maxSize: 1000 } : false });
+        const limiter = createLimiter({ store, policies: { x: { capacity: 500, refillPerSecond } }, prefix: `burst${run++}:` });
+        const before = await scriptCalls();
+        const burst = await Promise.all(Array.from({ length: 999 }, () => limiter.take('x', 'k')));
+        if (batched) expect((await scriptCalls()) - before).toBeLessThanOrEqual(3);
+        expect({ refillPerSecond, admitted: burst.filter((d) => d.allowed).length }).toEqual({ refillPerSecond, admitted: 500 });
+        expect(burst.slice(0, 500).map((d) => d.remaining)).toEqual(Array.from({ length: 500 }, (_, i) => 499 - i));
+        clockUs += 10_000;
+        const refill = await Promise.all(Array.from({ length: 999 }, () => limiter.take('x', 'k')));
+        expect({ refillPerSecond, admitted: refill.filter((d) => d.allowed).length }).toEqual({ refillPerSecond, admitted: Math.min(500, Math.floor(refillPerSecond / 100)) });
+      }
+    });
+  }
+
+  it('capacity 1 at 1e6/s: three takes at one instant admit one', async () => {
+    const clockUs = 1_790_000_000_000_001;
+    const store = redisStore({ client: io, clientClock: true, nowMs: () => clockUs / 1000, batch: { maxSize: 64 } });
+    const limiter = createLimiter({ store, policies: { x: { capacity: 1, refillPerSecond: 1e6 } }, prefix: `one${run++}:` });
+    const d = await Promise.all([limiter.take('x', 'k'), limiter.take('x', 'k'), limiter.take('x', 'k')]);
+    expect(d.map((x) => [x.allowed, x.remaining])).toEqual([
+      [true, 0],
+      [false, 0],
+      [false, 0],
+    ]);
+  });
+});
+
 describe('lease grants and refunds in the Lua script against the exact model (fake clock, real Redis)', () => {
   it('partial grants take the whole tokens that exist, refunds never overfill, takes in between agree', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 500 }), fc.constantFrom(1, 2, 3, 7, 30, 1000), leaseOpsArb, async (capacity, p, q, ops) => {
-        let now = 1_790_000_000_000;
-        const store = redisStore({ client: io, clientClock: true, nowMs: () => now });
-        await checkGrantsAgainstModel(store, `lease${run++}`, (dt) => (now += dt), capacity, p, q, ops);
+      fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, leaseOpsArb(), async (capacity, { p, q }, ops) => {
+        let nowUs = 1_790_000_000_000_000;
+        const store = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000 });
+        await checkGrantsAgainstModel(store, `lease${run++}`, (dt) => (nowUs += dt), capacity, p, q, ops);
       }),
-      { numRuns: 100 },
+      { numRuns: 150 },
     );
   }, 60_000);
 });

@@ -43,10 +43,10 @@ describe('redis store', () => {
             return new AbortController().signal;
           },
         };
-        await store.step('sig:alone', { costMs: 1, limitMs: 10 }, options);
+        await store.step('sig:alone', { costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }, options);
         expect(reads).toBe(expected);
         reads = 0;
-        await Promise.all(Array.from({ length: 10 }, (_, i) => store.step(`sig:b${i}`, { costMs: 1, limitMs: 10 }, options)));
+        await Promise.all(Array.from({ length: 10 }, (_, i) => store.step(`sig:b${i}`, { costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }, options)));
         expect(reads).toBe(expected * 10);
         if (client !== io && client !== nr) {
           // An adapter is given a signal exactly when it takes one (the batch's own, when batched).
@@ -82,27 +82,30 @@ describe('redis store', () => {
   });
 
   it('reports the debt from the store clock to the microsecond, alone and batched (bracketed by TIME before and after)', async () => {
-    // The script replies with TIME's reading and the TAT it read, not a debt: the client redoes the
+    // The script replies with TIME's reading and the value it read, not a debt: the client redoes the
     // arithmetic. One connection carries TIME, the steps and TIME again, so Redis runs them in that order.
     const store = redisStore({ client: admin });
-    const args = { costMs: 1000, limitMs: 1_000_000 };
-    const timeMs = async () => {
+    // 1 unit per µs: a cost of 1e6 units is one second of refill.
+    const args = { costUnits: 1_000_000, limitUnits: 1_000_000_000, refillUnitsPerUs: 1 };
+    const timeUs = async () => {
       const [sec, usec] = (await admin.time()) as unknown as [string, string];
-      return Number(sec) * 1000 + Number(usec) / 1000;
+      return Number(sec) * 1_000_000 + Number(usec);
     };
     for (let round = 0; round < 20; round++) {
       // Five at once: the first goes alone (the single-key script), the other four as one batch.
       const keys = Array.from({ length: 5 }, (_, i) => `clock${Date.now()}:${round}:${i}`);
       await Promise.all(keys.map((k) => store.step(k, args)));
-      const tats = await Promise.all(keys.map(async (k) => Number(await admin.get(k))));
-      const before = await timeMs();
+      const stored = await Promise.all(keys.map(async (k) => (await admin.get(k))!.split(':').map(Number) as [number, number]));
+      const before = await timeUs();
       const results = await Promise.all(keys.map((k) => store.step(k, args)));
-      const after = await timeMs();
+      const after = await timeUs();
       results.forEach((r, i) => {
-        // debt = tat - now + cost, for a now between the two readings (1 ns of float slack).
+        // debt = stored debt - (now - atUs) + cost, for a now between the two readings: exact integers.
+        const [debt, atUs] = stored[i]!;
         expect(r.allowed).toBe(true);
-        expect(r.debtMs).toBeGreaterThanOrEqual(tats[i]! - after + 1000 - 1e-6);
-        expect(r.debtMs).toBeLessThanOrEqual(tats[i]! - before + 1000 + 1e-6);
+        expect(Number.isInteger(r.debtUnits)).toBe(true);
+        expect(r.debtUnits).toBeGreaterThanOrEqual(debt - (after - atUs) + 1_000_000);
+        expect(r.debtUnits).toBeLessThanOrEqual(debt - (before - atUs) + 1_000_000);
       });
     }
   });
@@ -112,8 +115,8 @@ describe('redis store', () => {
     // The client's step then disagrees with the script's verdict, so the reply is not trusted.
     const store = redisStore({ client: admin });
     const keys = Array.from({ length: 5 }, (_, i) => `inf${Date.now()}:${i}`);
-    for (const k of keys) await admin.set(k, 'inf');
-    const results = await Promise.allSettled(keys.map((k) => store.step(k, { costMs: 1, limitMs: 10 })));
+    for (const k of keys) await admin.set(k, `inf:${Date.now() * 1000}`);
+    const results = await Promise.allSettled(keys.map((k) => store.step(k, { costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 })));
     for (const r of results) {
       expect(r.status).toBe('rejected');
       expect((r as PromiseRejectedResult).reason).toBeInstanceOf(StoreError);
@@ -168,11 +171,13 @@ describe('redis store', () => {
     const ttl = await admin.pttl('layout:p:user:1');
     expect(ttl).toBeGreaterThan(d.resetAfterMs! - 100);
     expect(ttl).toBeLessThanOrEqual(d.resetAfterMs! + 1);
-    const tat = Number(await admin.get('layout:p:user:1'));
+    // "<debt>:<atUs>": four tokens at 1/s are 4e6 units of 1 µs, at the server's clock in whole µs.
+    const [debt, atUs] = (await admin.get('layout:p:user:1'))!.split(':').map(Number) as [number, number];
     const [sec, usec] = (await admin.time()) as unknown as [string, string];
-    const nowMs = Number(sec) * 1000 + Number(usec) / 1000;
-    expect(tat - nowMs).toBeGreaterThanOrEqual(4000 - (performance.now() - t0) - 1);
-    expect(tat - nowMs).toBeLessThanOrEqual(4000);
+    const nowUs = Number(sec) * 1_000_000 + Number(usec);
+    expect(debt).toBe(4 * limiter.policy('p')!.tokenUnits);
+    expect(nowUs - atUs).toBeGreaterThanOrEqual(0);
+    expect(nowUs - atUs).toBeLessThanOrEqual((performance.now() - t0) * 1000 + 1000);
   });
 
   it('sends no caller timestamp, and a caller clock hours off changes nothing', async () => {
@@ -197,7 +202,7 @@ describe('redis store', () => {
       expect(b).toMatchObject({ allowed: true, remaining: 0 });
       expect(b.resetAfterMs).toBeGreaterThanOrEqual(10_000 - (performance.now() - t0) - 1);
       expect(b.resetAfterMs).toBeLessThanOrEqual(10_000);
-      expect(seen.every((args) => args[2] === '')).toBe(true);
+      expect(seen.every((args) => args[3] === '')).toBe(true);
     } finally {
       vi.useRealTimers();
       io.disconnect();
@@ -209,7 +214,7 @@ describe('redis store', () => {
     const client = new IORedis(redis.url);
     try {
       const store = redisStore({ client });
-      const err = await store.step('k', { costMs: 1000, limitMs: 2000 }).catch((e: unknown) => e);
+      const err = await store.step('k', { costUnits: 1000, limitUnits: 2000, refillUnitsPerUs: 1 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(StoreError);
       expect((err as Error).message).toMatch(/refused TIME inside a script/);
       expect((err as Error).message).toMatch(/clientClock: true/);

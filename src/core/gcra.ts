@@ -1,85 +1,149 @@
-// The token bucket as GCRA: one number per bucket, its TAT (theoretical arrival time, ms since the
-// epoch). Pure: time is a parameter. Stores implement `step` atomically with their own clock; the
-// memory store calls it directly, the Redis script and the MongoDB pipeline mirror its three lines.
+// The token bucket, continuous refill, in exact integer arithmetic. Pure: time is a parameter.
+// Every store runs `step` atomically against its own clock: the memory store and the Durable Object
+// call it, the Redis scripts and the MongoDB pipeline mirror its lines.
 //
-// Invariants (all times in ms):
-// - debt = max(0, tat - now) is how far the bucket is below full, in time: tokens = capacity - debt / intervalMs.
-// - A bucket with no state, or tat <= now, is full. Expiring a key once tat has passed is therefore harmless.
-// - A request of `cost` tokens adds cost * intervalMs of debt. It is allowed when the new debt is at most
-//   burstMs + maxWaitMs (+ slackMs for float rounding); when above burstMs, the caller waits the excess.
+// A bucket's state is its debt in units (how far below full it is; see ResolvedPolicy.tokenUnits) and
+// the store clock's reading, in whole µs, when it had that debt. No state is a full bucket. All of them
+// are integers below 2^53, held exactly by a double in every store, and a step only adds, subtracts and
+// multiplies them (or divides with exact floor corrections), so no store rounds: every store gives the
+// same answer as an exact model, at every rate the policy allows.
+//
+// Invariants:
+// - debt now = max(0, debt at tUs - (nowUs - tUs) * refillUnitsPerUs); tokens = (capacityUnits - debt) / tokenUnits.
+// - A request of `cost` tokens adds cost * tokenUnits of debt. It is allowed when the new debt is at most
+//   capacityUnits + the reservation's maxWaitMs of refill; when above capacityUnits, the caller waits the excess.
 // - A denied request changes nothing.
 import type { ResolvedPolicy } from './policy.js';
+import { MAX_LIMIT_UNITS } from './policy.js';
 import type { BucketDecision } from './decision.js';
 
 /**
- * What one atomic store step needs: both already multiplied out, so stores do no policy math. Stores
- * only read it: the limiter passes one shared object for every take of one token with no wait.
+ * What one atomic store step needs, multiplied out so that stores do no policy math. Stores only read
+ * it: the limiter passes one shared object for every take of one token with no wait.
  */
 export interface StepArgs {
   /**
-   * Debt this request adds: cost * intervalMs. 0 means peek: read only, never write. Below 0 it is a
+   * Debt this request adds: cost * tokenUnits. 0 means peek: read only, never write. Below 0 it is a
    * refund (a lease giving back tokens it did not use): the debt falls by that much but never below 0,
    * so a refund never makes a bucket fuller than full. A refund is always allowed.
    */
-  readonly costMs: number;
-  /** The largest debt allowed after the request: burstMs + maxWaitMs + slackMs. */
-  readonly limitMs: number;
+  readonly costUnits: number;
+  /** The largest debt allowed after the request: capacityUnits plus maxWaitMs of refill. */
+  readonly limitUnits: number;
+  /** Units refilled per µs of the store's clock (ResolvedPolicy.refillUnitsPerUs). */
+  readonly refillUnitsPerUs: number;
   /**
-   * Partial grant (token leases): take the largest whole number of units of unitMs (intervalMs: one
-   * token) that fits under limitMs, at most costMs / unitMs of them; denied only when not even one fits.
-   * The result's `units` says how many were taken. Absent: all of costMs or nothing.
+   * Partial grant (token leases): take the largest whole number of tokens of tokenUnits each that fits
+   * under limitUnits, at most costUnits / tokenUnits of them; denied only when not even one fits. The
+   * result's `tokens` says how many were taken. Absent: all of costUnits or nothing.
    */
-  readonly unitMs?: number;
+  readonly tokenUnits?: number;
 }
 
 /** What every store returns from one atomic step. */
 export interface StepResult {
   allowed: boolean;
-  /** Debt after the step when allowed; the unchanged debt when denied or peeking. */
-  debtMs: number;
-  /** With StepArgs.unitMs: the units taken (0 when denied). */
-  units?: number;
+  /** Debt after the step when allowed; the unchanged debt when denied or peeking. In units. */
+  debtUnits: number;
+  /** With StepArgs.tokenUnits: the tokens taken (0 when denied). */
+  tokens?: number;
+}
+
+/** A bucket's stored state: its debt in units at the store clock's reading `atUs` (whole µs). */
+export interface BucketState {
+  debtUnits: number;
+  atUs: number;
 }
 
 /**
- * How many units of a partial grant fit: the largest k <= maxUnits with debtMs + k * unitMs <= limitMs,
- * computed in the same float operations every store uses (the floor, then one correction each way, so a
- * quotient rounded across an integer cannot grant a unit that the full check would refuse).
+ * floor(a / b) for integers below 2^53, exactly: the float quotient can round across an integer, so it
+ * is corrected by one each way (the products stay below 2^53).
  */
-export function grantUnits(debtMs: number, limitMs: number, unitMs: number, maxUnits: number): number {
-  let k = Math.min(maxUnits, Math.floor((limitMs - debtMs) / unitMs));
-  if (k < maxUnits && debtMs + (k + 1) * unitMs <= limitMs) k++;
-  if (k > 0 && debtMs + k * unitMs > limitMs) k--;
-  return Math.max(0, k);
+export function floorDiv(a: number, b: number): number {
+  let q = Math.floor(a / b);
+  if (q * b > a) q--;
+  else if ((q + 1) * b <= a) q++;
+  return q;
 }
 
+/** ceil(a / b) for integers below 2^53, exactly. */
+export function ceilDiv(a: number, b: number): number {
+  const q = floorDiv(a, b);
+  return q * b < a ? q + 1 : q;
+}
+
+/** How many tokens of a partial grant fit: the largest k <= maxTokens with debt + k * tokenUnits <= limit. */
+export function grantTokens(debtUnits: number, limitUnits: number, tokenUnits: number, maxTokens: number): number {
+  return Math.max(0, Math.min(maxTokens, floorDiv(limitUnits - debtUnits, tokenUnits)));
+}
+
+/**
+ * The step arguments of a take of `cost` tokens that may wait up to maxWaitMs. The wait's units are
+ * capped so that the limit stays at most MAX_LIMIT_UNITS: a reservation further ahead is refused (at the
+ * fastest rates with a rate that is no whole number of units per µs, that horizon can be under an hour).
+ */
 export function stepArgs(policy: ResolvedPolicy, cost: number, maxWaitMs: number): StepArgs {
-  return { costMs: cost * policy.intervalMs, limitMs: policy.burstMs + maxWaitMs + policy.slackMs };
+  const { capacityUnits, tokenUnits, unitsPerMs, refillUnitsPerUs } = policy;
+  const limitUnits = maxWaitMs === 0 ? capacityUnits : Math.min(MAX_LIMIT_UNITS, capacityUnits + maxWaitMs * unitsPerMs);
+  return { costUnits: cost * tokenUnits, limitUnits, refillUnitsPerUs };
 }
 
-/** One GCRA step at `nowMs` on a bucket whose TAT is `tatMs` (undefined: no state, i.e. full). */
-export function step(tatMs: number | undefined, nowMs: number, args: StepArgs): StepResult & { tatMs: number | undefined } {
-  const debtMs = tatMs !== undefined && tatMs > nowMs ? tatMs - nowMs : 0;
-  const { costMs, unitMs } = args;
-  if (costMs === 0) return { allowed: true, debtMs, tatMs };
-  if (costMs < 0) {
-    const refunded = Math.max(0, debtMs + costMs);
-    return { allowed: true, debtMs: refunded, tatMs: nowMs + refunded };
-  }
-  if (unitMs !== undefined) {
-    const units = grantUnits(debtMs, args.limitMs, unitMs, Math.round(costMs / unitMs));
-    if (units === 0) return { allowed: false, debtMs, tatMs, units };
-    const granted = debtMs + units * unitMs;
-    return { allowed: true, debtMs: granted, tatMs: nowMs + granted, units };
-  }
-  const after = debtMs + costMs;
-  if (after > args.limitMs) return { allowed: false, debtMs, tatMs };
-  return { allowed: true, debtMs: after, tatMs: nowMs + after };
+/** A refund of `tokens` tokens (a lease giving back what it did not use). */
+export function refundArgs(policy: ResolvedPolicy, tokens: number): StepArgs {
+  return { costUnits: -tokens * policy.tokenUnits, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs };
 }
 
-/** Rounds a duration up to whole ms, treating anything within slack of a whole ms as that ms. */
-function ceilMs(ms: number, slackMs: number): number {
-  return ms <= slackMs ? 0 : Math.ceil(ms - slackMs);
+/** A lease grant: as many of `tokens` tokens as exist now, at least one. */
+export function grantArgs(policy: ResolvedPolicy, tokens: number): StepArgs {
+  return { ...stepArgs(policy, tokens, 0), tokenUnits: policy.tokenUnits };
+}
+
+/** The debt now of a bucket stored as `state`, at the store clock's reading nowUs. */
+export function debtAt(state: BucketState | undefined, nowUs: number, refillUnitsPerUs: number): number {
+  if (state === undefined) return 0;
+  // Exact while the refill is below the debt (both below 2^53); beyond it the bucket is full either way.
+  // A clock that went back (a failover to a server behind) raises the debt, as a TAT would.
+  const debt = state.debtUnits - (nowUs - state.atUs) * refillUnitsPerUs;
+  return debt > 0 ? debt : 0;
+}
+
+/**
+ * One step at nowUs (the store's clock, whole µs) on a bucket stored as `state` (undefined: full).
+ * `write` is the state to store when it changed: a positive debt at nowUs, or null to delete the
+ * bucket (it is full); undefined when nothing is to be written.
+ */
+export function step(state: BucketState | undefined, nowUs: number, args: StepArgs): StepResult & { write?: BucketState | null } {
+  const debtUnits = debtAt(state, nowUs, args.refillUnitsPerUs);
+  const { costUnits, tokenUnits } = args;
+  if (costUnits === 0) return { allowed: true, debtUnits };
+  let after: number;
+  let tokens: number | undefined;
+  if (costUnits < 0) {
+    after = Math.max(0, debtUnits + costUnits);
+  } else if (tokenUnits !== undefined) {
+    tokens = grantTokens(debtUnits, args.limitUnits, tokenUnits, costUnits / tokenUnits);
+    if (tokens === 0) return { allowed: false, debtUnits, tokens };
+    after = debtUnits + tokens * tokenUnits;
+  } else {
+    after = debtUnits + costUnits;
+    if (after > args.limitUnits) return { allowed: false, debtUnits };
+  }
+  const write = after > 0 ? { debtUnits: after, atUs: nowUs } : state === undefined ? undefined : null;
+  return tokens === undefined ? { allowed: true, debtUnits: after, write } : { allowed: true, debtUnits: after, tokens, write };
+}
+
+/**
+ * A debt the store reported `elapsedMs` ago (this node's monotonic clock), decayed by the refill since.
+ * For answers a node gives without the store (deny cache, leases): rounded down, so the debt it states
+ * is never more than the store's, and a retry hint made from it is never late.
+ */
+export function debtAfterMs(debtUnits: number, elapsedMs: number, unitsPerMs: number): number {
+  return Math.max(0, debtUnits - Math.ceil(elapsedMs * unitsPerMs));
+}
+
+/** Ms until a bucket with this debt is full again, rounded up (how long its state must be kept). */
+export function fullAfterMs(debtUnits: number, refillUnitsPerUs: number): number {
+  return ceilDiv(debtUnits, refillUnitsPerUs * 1000);
 }
 
 /**
@@ -87,19 +151,15 @@ function ceilMs(ms: number, slackMs: number): number {
  * applies), so an empty bucket, or one holding a reservation, is not "allowed". Consumes nothing.
  */
 export function toPeekDecision(policy: ResolvedPolicy, result: StepResult): BucketDecision {
-  const one = stepArgs(policy, 1, 0);
-  return toDecision(policy, 1, { allowed: result.debtMs + one.costMs <= one.limitMs, debtMs: result.debtMs });
+  return toDecision(policy, 1, { allowed: result.debtUnits + policy.tokenUnits <= policy.capacityUnits, debtUnits: result.debtUnits });
 }
 
-/** Turns a store's step result into the public Decision. */
+/** Turns a store's step result into the public Decision. Exact: integer divisions, rounded as stated. */
 export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): BucketDecision {
-  const { burstMs, intervalMs, slackMs, capacity } = policy;
-  const debtMs = result.debtMs;
-  // The slack absorbs float error, but never more than half a token, so at rates near the clock's
-  // resolution (1e6/s: one token per µs) `remaining` does not report a token the slack merely tolerates.
-  const toleranceMs = Math.min(slackMs, intervalMs / 2);
-  const remaining = Math.min(capacity, Math.max(0, Math.floor((burstMs + toleranceMs - debtMs) / intervalMs)));
-  const resetAfterMs = ceilMs(debtMs, slackMs);
+  const { capacityUnits, tokenUnits, unitsPerMs, capacity } = policy;
+  const debt = result.debtUnits;
+  const remaining = debt >= capacityUnits ? 0 : Math.min(capacity, floorDiv(capacityUnits - debt, tokenUnits));
+  const resetAfterMs = debt > 0 ? ceilDiv(debt, unitsPerMs) : 0;
   if (result.allowed) {
     return {
       allowed: true,
@@ -107,15 +167,15 @@ export function toDecision(policy: ResolvedPolicy, cost: number, result: StepRes
       remaining,
       retryAfterMs: 0,
       resetAfterMs,
-      waitMs: ceilMs(debtMs - burstMs, slackMs),
+      waitMs: debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0,
     };
   }
   return {
     allowed: false,
     limit: capacity,
     remaining,
-    // Time until `cost` tokens exist: the debt must fall to burstMs - costMs.
-    retryAfterMs: Math.max(1, ceilMs(debtMs + cost * intervalMs - burstMs, slackMs)),
+    // Time until `cost` tokens exist: the debt must fall to capacityUnits - cost * tokenUnits.
+    retryAfterMs: Math.max(1, ceilDiv(debt + cost * tokenUnits - capacityUnits, unitsPerMs)),
     resetAfterMs,
     waitMs: 0,
   };

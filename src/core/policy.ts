@@ -5,11 +5,18 @@ export const MAX_CAPACITY = 1e9;
 export const MIN_REFILL_PER_SECOND = 1e-6;
 export const MAX_REFILL_PER_SECOND = 1e6;
 /**
- * The longest time to refill an empty bucket (capacity / refillPerSecond), in ms: 1e15 ms, about 31,700
- * years. Below it every number a decision carries stays a safe integer in ms (JSON) and fits an HTTP
- * structured-field integer (15 digits) in seconds, and every Redis expiry is a valid PX.
+ * Buckets are kept in integer units (see ResolvedPolicy.tokenUnits), which every store holds exactly in
+ * a double (Lua's numbers, JavaScript's, MongoDB's). A full bucket is at most 2^51 units, and a bucket
+ * holding a reservation at most 2^52, so every sum a step forms stays below 2^53 and is exact. For a rate
+ * that divides a million tokens per second evenly (1, 10, 1000, 0.001 per second...), one unit is one µs
+ * of refill, so the bucket must refill from empty within 2^51 µs: about 71 years.
  */
-export const MAX_BURST_MS = 1e15;
+export const MAX_CAPACITY_UNITS = 2 ** 51;
+/** The most debt a step may reach, reservations included (see MAX_CAPACITY_UNITS). */
+export const MAX_LIMIT_UNITS = 2 ** 52;
+/** A rate that is no ratio of integers small enough is rounded to one that is, within this relative error. */
+export const MAX_RATE_ROUNDING = 1e-9;
+
 /** Policy names become part of store keys and of quoted header values, so they are kept plain. */
 export const POLICY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -62,16 +69,25 @@ export interface ResolvedPolicy {
   readonly onStoreError: FailMode;
   readonly shadow: boolean;
   readonly timeoutMs: number;
-  /** Ms for one token to refill: 1000 / refillPerSecond. */
-  readonly intervalMs: number;
-  /** Ms to refill an empty bucket: capacity * intervalMs (GCRA's burst tolerance). */
-  readonly burstMs: number;
   /**
-   * Ms of debt forgiven for float rounding and clock resolution: 1 µs plus 2e-15 of the burst (a few
-   * ulps of a double that large). Only extreme policies notice the second term: at capacity 1e9 and
-   * 1e-6 tokens/s (one token per 11.6 days) it is 2 s.
+   * The bucket's exact arithmetic: the rate as a ratio of integers, refillPerSecond = rateNumerator /
+   * rateDenominator, and from it two integers such that one token is `tokenUnits` units and one µs of
+   * the store's clock refills `refillUnitsPerUs` units. Every store keeps a bucket as its debt in units
+   * (how far below full it is) and the µs of its clock when that was so: integers that a double holds
+   * exactly, so no rounding ever gives a token away or takes one.
    */
-  readonly slackMs: number;
+  readonly rateNumerator: number;
+  readonly rateDenominator: number;
+  readonly tokenUnits: number;
+  readonly refillUnitsPerUs: number;
+  /** refillUnitsPerUs * 1000: units refilled per ms. */
+  readonly unitsPerMs: number;
+  /** capacity * tokenUnits: the debt of an empty bucket. */
+  readonly capacityUnits: number;
+  /** Ms for one token to refill: 1000 / refillPerSecond (a float: for reports, never for decisions). */
+  readonly intervalMs: number;
+  /** Ms to refill an empty bucket: capacity * intervalMs (a float: for reports, never for decisions). */
+  readonly burstMs: number;
   /** Seconds in the RateLimit-Policy `w` parameter: the time to refill the bucket, rounded up. */
   readonly windowSeconds: number;
   /** Token leases, when the policy opts in. */
@@ -130,29 +146,90 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
     throw new ConfigError(at('shadow'), `must be a boolean, got ${show(c.shadow)}`);
   }
   const timeoutMs = c.timeoutMs === undefined ? defaults.timeoutMs : validateTimeoutMs(at('timeoutMs'), c.timeoutMs);
-  const intervalMs = 1000 / refillPerSecond;
+  const exact = exactRate(at('refillPerSecond'), refillPerSecond, capacity);
+  const intervalMs = 1000 / exact.refillPerSecond;
   const burstMs = capacity * intervalMs;
-  if (burstMs > MAX_BURST_MS) {
-    throw new ConfigError(
-      at('refillPerSecond'),
-      `is too slow for capacity ${capacity}: refilling the empty bucket would take ${(burstMs / 1000).toExponential(3)} s, ` +
-        `and the limit is capacity / refillPerSecond <= ${MAX_BURST_MS / 1000} s (about 31,700 years)`,
-    );
-  }
   const lease = c.lease === undefined ? undefined : resolveLease(at('lease'), c.lease, capacity);
   return Object.freeze({
     name,
     capacity,
-    refillPerSecond,
+    refillPerSecond: exact.refillPerSecond,
     onStoreError,
     shadow: c.shadow === true,
     timeoutMs,
+    rateNumerator: exact.numerator,
+    rateDenominator: exact.denominator,
+    tokenUnits: exact.tokenUnits,
+    refillUnitsPerUs: exact.refillUnitsPerUs,
+    unitsPerMs: exact.refillUnitsPerUs * 1000,
+    capacityUnits: capacity * exact.tokenUnits,
     intervalMs,
     burstMs,
-    slackMs: 0.001 + burstMs * 2e-15,
     windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
     ...(lease ? { lease } : {}),
   });
+}
+
+interface ExactRate {
+  refillPerSecond: number;
+  numerator: number;
+  denominator: number;
+  tokenUnits: number;
+  refillUnitsPerUs: number;
+}
+
+function gcd(a: bigint, b: bigint): bigint {
+  while (b !== 0n) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * The rate as units: with refillPerSecond = p / q, a token is 1e6 * q / g units and a µs refills p / g of
+ * them (g = gcd(1e6 * q, p)), so a take, a refill and a bucket are all whole numbers of units.
+ */
+function unitsOf(p: number, q: number): { tokenUnits: number; refillUnitsPerUs: number } {
+  const g = gcd(1_000_000n * BigInt(q), BigInt(p));
+  return { tokenUnits: Number((1_000_000n * BigInt(q)) / g), refillUnitsPerUs: Number(BigInt(p) / g) };
+}
+
+/**
+ * The ratio of integers p / q that the rate is, found as the first convergent of its continued fraction
+ * that rounds to the same double (1000 / 86400 is 5 / 432, 0.1 is 1 / 10, 1 / 3 is 1 / 3). A bucket of
+ * `capacity` tokens must fit MAX_CAPACITY_UNITS; a rate whose exact ratio does not fit is rounded to the
+ * closest convergent that does, if that is within MAX_RATE_ROUNDING of it, and refused otherwise.
+ */
+export function exactRate(field: string, rate: number, capacity: number): ExactRate {
+  // Convergents h/k of the continued fraction of `rate`.
+  let [h0, h1, k0, k1] = [0, 1, 1, 0];
+  let x = rate;
+  let best: ExactRate | undefined;
+  let unitsNeeded = 0;
+  for (let i = 0; i < 64; i++) {
+    const a = Math.floor(x);
+    [h0, h1] = [h1, a * h1 + h0];
+    [k0, k1] = [k1, a * k1 + k0];
+    if (!Number.isSafeInteger(h1) || !Number.isSafeInteger(k1)) break;
+    if (h1 > 0) {
+      const units = unitsOf(h1, k1);
+      if (capacity * units.tokenUnits > MAX_CAPACITY_UNITS) {
+        unitsNeeded = capacity * units.tokenUnits;
+        break;
+      }
+      best = { refillPerSecond: h1 / k1, numerator: h1, denominator: k1, ...units };
+      if (h1 / k1 === rate) return best;
+    }
+    const frac = x - a;
+    if (frac === 0) break;
+    x = 1 / frac;
+  }
+  if (best && Math.abs(best.refillPerSecond - rate) <= rate * MAX_RATE_ROUNDING) return best;
+  throw new ConfigError(
+    field,
+    `is too slow for capacity ${capacity}, or too far from any ratio of integers: a bucket is kept exactly as at most 2^51 ` +
+      `integer units, and ${capacity} tokens at ${rate}/s would need ${unitsNeeded > 0 ? unitsNeeded.toExponential(3) : 'more'}. ` +
+      `For rates that divide 1e6 per second (one unit per µs), capacity / refillPerSecond must be at most ` +
+      `${Math.floor(MAX_CAPACITY_UNITS / 1e6)} s (about 71 years); other rates allow less`,
+  );
 }
 
 function resolveLease(field: string, value: unknown, capacity: number): LeaseSettings {

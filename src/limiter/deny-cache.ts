@@ -4,7 +4,7 @@
 //
 // Known limit: a reset (or a refill by any other means) made through another node is not seen here
 // until the cached refusal's retryAfterMs has passed.
-import { toDecision } from '../core/gcra.js';
+import { debtAfterMs, toDecision } from '../core/gcra.js';
 import type { Decision } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 
@@ -13,15 +13,15 @@ interface Entry {
   untilMs: number;
   cost: number;
   /** The bucket's debt as the store reported it, at `atMs` (monotonic, taken before the call). */
-  debtMs: number;
+  debtUnits: number;
   atMs: number;
 }
 
 export interface DenyCache {
   /** A refusal for this request, recomputed for now, or undefined when the store must decide. */
   lookup(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, nowMs: number): Decision | undefined;
-  /** Remembers a store refusal of `cost` with the bucket's debt `debtMs`, decided by a call that started at `atMs`. */
-  remember(storageKey: string, cost: number, debtMs: number, atMs: number, retryAfterMs: number): void;
+  /** Remembers a store refusal of `cost` with the bucket's debt `debtUnits`, decided by a call that started at `atMs`. */
+  remember(storageKey: string, cost: number, debtUnits: number, atMs: number, retryAfterMs: number): void;
   forget(storageKey: string): void;
 }
 
@@ -40,12 +40,12 @@ export function createDenyCache(maxKeys: number): DenyCache {
       if (cost < hit.cost || maxWaitMs >= leftMs) return undefined;
       // The debt has fallen by the time elapsed since the call started. Measuring from the start (not the
       // store's decision, which came later) can only under-state the debt: the retry hint is never late.
-      const debtMs = Math.max(0, hit.debtMs - (nowMs - hit.atMs));
-      return { ...toDecision(policy, cost, { allowed: false, debtMs }), reason: 'deny_cache' };
+      const debtUnits = debtAfterMs(hit.debtUnits, nowMs - hit.atMs, policy.unitsPerMs);
+      return { ...toDecision(policy, cost, { allowed: false, debtUnits }), reason: 'deny_cache' };
     },
-    remember(storageKey, cost, debtMs, atMs, retryAfterMs) {
+    remember(storageKey, cost, debtUnits, atMs, retryAfterMs) {
       if (!entries.has(storageKey) && entries.size >= maxKeys) entries.delete(entries.keys().next().value!);
-      entries.set(storageKey, { untilMs: atMs + retryAfterMs, cost, debtMs, atMs });
+      entries.set(storageKey, { untilMs: atMs + retryAfterMs, cost, debtUnits, atMs });
     },
     forget(storageKey) {
       entries.delete(storageKey);

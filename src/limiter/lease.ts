@@ -9,7 +9,7 @@
 // unavailable to other nodes, at most nodes × N per key at any instant, and lost (not refunded) when a
 // process dies holding them.
 import type { BucketDecision, Decision } from '../core/decision.js';
-import { stepArgs, toDecision } from '../core/gcra.js';
+import { debtAfterMs, grantArgs, refundArgs, toDecision } from '../core/gcra.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { StepArgs, StepResult } from '../store.js';
 
@@ -48,7 +48,7 @@ interface Lease {
   /** The store had no token before this monotonic time: an empty lease refuses locally until then. */
   emptyUntilMs: number;
   /** The bucket's debt in the store's last answer, and when it came (for resetAfterMs). */
-  debtMs: number;
+  debtUnits: number;
   debtAtMs: number;
 }
 
@@ -93,7 +93,7 @@ export function createLeases(options: LeaseOptions): Leases {
   /** Gives `tokens` back to the bucket (never fuller than full); the store's answer is not needed. */
   function refund(policy: ResolvedPolicy, storageKey: string, tokens: number, waitUntil?: WaitUntil): void {
     if (tokens <= 0) return;
-    const args: StepArgs = { costMs: -tokens * policy.intervalMs, limitMs: stepArgs(policy, 1, 0).limitMs };
+    const args: StepArgs = refundArgs(policy, tokens);
     track(call(storageKey, args, policy), waitUntil);
   }
 
@@ -153,17 +153,17 @@ export function createLeases(options: LeaseOptions): Leases {
   async function applyGrant(lease: Lease, storageKey: string, started: number, waitUntil?: WaitUntil): Promise<unknown> {
     const { policy } = lease;
     const n = policy.lease!.tokens;
-    const args: StepArgs = { ...stepArgs(policy, n, 0), unitMs: policy.intervalMs };
+    const args: StepArgs = grantArgs(policy, n);
     const outcome = await call(storageKey, args, policy);
     const now = monotonicMs();
     if (!outcome.ok) return outcome.error;
     const { result } = outcome;
-    lease.debtMs = result.debtMs;
+    lease.debtUnits = result.debtUnits;
     lease.debtAtMs = now;
-    const units = result.units ?? 0;
+    const units = result.tokens ?? 0;
     // Fewer than asked for: the store is empty now. No token exists there before this time, so an
     // empty lease refuses locally until then instead of asking again.
-    if (units < n) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtMs: result.debtMs }).retryAfterMs;
+    if (units < n) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtUnits: result.debtUnits }).retryAfterMs;
     if (units === 0) return undefined;
     if (closed || leases.get(storageKey) !== lease) {
       // The lease was dropped (reset, eviction, close) while this grant was in flight: give them back.
@@ -181,8 +181,8 @@ export function createLeases(options: LeaseOptions): Leases {
    * with this node's view of `remaining`. Leased tokens are never a reservation, so there is no wait.
    */
   function localDecision(lease: Lease, now: number, allowed: boolean, retryAfterMs: number): BucketDecision {
-    const debtMs = Math.max(0, lease.debtMs - (now - lease.debtAtMs));
-    return { ...toDecision(lease.policy, 1, { allowed, debtMs }), remaining: lease.total, retryAfterMs, waitMs: 0, reason: 'lease' };
+    const debtUnits = debtAfterMs(lease.debtUnits, now - lease.debtAtMs, lease.policy.unitsPerMs);
+    return { ...toDecision(lease.policy, 1, { allowed, debtUnits }), remaining: lease.total, retryAfterMs, waitMs: 0, reason: 'lease' };
   }
 
   /** Takes `cost` from the lease if it holds them (starting a background grant at the low-water mark). */
@@ -206,7 +206,7 @@ export function createLeases(options: LeaseOptions): Leases {
         leases.delete(k);
         refund(old.policy, k, old.total, waitUntil);
       }
-      lease = { policy, grants: [], total: 0, inFlight: 0, wanted: 0, waiters: [], seenAtMs: now, emptyUntilMs: 0, debtMs: 0, debtAtMs: 0 };
+      lease = { policy, grants: [], total: 0, inFlight: 0, wanted: 0, waiters: [], seenAtMs: now, emptyUntilMs: 0, debtUnits: 0, debtAtMs: 0 };
       leases.set(storageKey, lease);
       // Only a key asked for again within maxAgeMs (while its empty lease is kept) is hot: a key seen once costs
       // one plain store call, as without leases, and no grant or refund.
@@ -237,13 +237,13 @@ export function createLeases(options: LeaseOptions): Leases {
     if (lease.total >= cost) {
       consume(lease, cost);
       // This take waited for the store: it carries the store's numbers, not the lease's reason.
-      const d = toDecision(policy, cost, { allowed: true, debtMs: lease.debtMs });
+      const d = toDecision(policy, cost, { allowed: true, debtUnits: lease.debtUnits });
       return { ...d, remaining: lease.total };
     }
     if (error !== undefined) throw error;
     // Takes that waited with this one used the grant up, but the store was not dry: it decides this one.
     if (monotonicMs() >= lease.emptyUntilMs || maxWaitMs > 0) return undefined;
-    const d = toDecision(policy, cost - lease.total, { allowed: false, debtMs: lease.debtMs });
+    const d = toDecision(policy, cost - lease.total, { allowed: false, debtUnits: lease.debtUnits });
     return { ...d, remaining: lease.total };
   }
 

@@ -9,7 +9,7 @@
 //
 // Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
 // (and type-checks) outside workerd.
-import { step } from '../core/gcra.js';
+import { fullAfterMs, step, type BucketState } from '../core/gcra.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 
@@ -86,7 +86,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     name: 'durable-object',
     async step(key: string, args: StepArgs, stepOptions?: StepOptions): Promise<StepResult> {
       const r = (await send(key, { op: 'step', key, args }, stepOptions?.signal)) as StepResult;
-      if (!r || typeof r.allowed !== 'boolean' || typeof r.debtMs !== 'number') throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
+      if (!r || typeof r.allowed !== 'boolean' || typeof r.debtUnits !== 'number') throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
       return r;
     },
     async reset(key: string): Promise<void> {
@@ -101,10 +101,16 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
 const MAX_KEY_BYTES = 2048;
 const MAX_ALARM_DELAY_MS = 30 * 24 * 3600 * 1000;
 
+/** A stored bucket: its state (core/gcra.ts BucketState) and when it is full again, in ms since the epoch. */
+interface StoredBucket extends BucketState {
+  fullAtMs: number;
+}
+
 /**
  * The Durable Object class that holds buckets. Export it from your Worker's main module and bind it
- * (see wrangler.toml). Each bucket is one storage entry, key -> TAT (ms since the epoch); a full bucket
- * has no entry. An alarm deletes entries whose buckets have refilled, so idle keys cost no storage.
+ * (see wrangler.toml). Each bucket is one storage entry, key -> { debtUnits, atUs, fullAtMs } (see
+ * core/gcra.ts); a full bucket has no entry. An alarm deletes entries whose buckets have refilled, so
+ * idle keys cost no storage.
  */
 export class RateLimiterObject {
   private readonly storage: DurableObjectStateLike['storage'];
@@ -129,23 +135,29 @@ export class RateLimiterObject {
       return Response.json({ ok: true });
     }
     const { args } = body;
-    if (body.op !== 'step' || !args || typeof args.costMs !== 'number' || typeof args.limitMs !== 'number' || (args.unitMs !== undefined && !(args.unitMs > 0))) {
+    if (
+      body.op !== 'step' ||
+      !args ||
+      typeof args.costUnits !== 'number' ||
+      typeof args.limitUnits !== 'number' ||
+      !(args.refillUnitsPerUs > 0) ||
+      (args.tokenUnits !== undefined && !(args.tokenUnits > 0))
+    ) {
       return new Response('unknown operation', { status: 400 });
     }
-    // This object's clock is the bucket's clock. The event runs alone (input gates), so this
-    // read-decide-write is atomic, and the answer waits until the write is durable (output gates).
-    const now = Date.now();
-    const tat = await this.storage.get<number>(body.key);
-    const r = step(tat, now, args);
-    if (r.allowed && args.costMs !== 0) {
-      if (r.tatMs !== undefined && r.tatMs > now) {
-        await this.storage.put(body.key, r.tatMs);
-        await this.armAlarm(r.tatMs);
-      } else if (tat !== undefined) {
-        await this.storage.delete(body.key);
-      }
+    // This object's clock is the bucket's clock, read in whole µs. The event runs alone (input gates),
+    // so this read-decide-write is atomic, and the answer waits until the write is durable (output gates).
+    const nowMs = Date.now();
+    const stored = await this.storage.get<StoredBucket>(body.key);
+    const r = step(stored, nowMs * 1000, args);
+    if (r.write) {
+      const fullAtMs = nowMs + fullAfterMs(r.write.debtUnits, args.refillUnitsPerUs);
+      await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, fullAtMs });
+      await this.armAlarm(fullAtMs);
+    } else if (r.write === null) {
+      await this.storage.delete(body.key);
     }
-    const out: StepResult = r.units === undefined ? { allowed: r.allowed, debtMs: r.debtMs } : { allowed: r.allowed, debtMs: r.debtMs, units: r.units };
+    const out: StepResult = r.tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens: r.tokens };
     return Response.json(out);
   }
 
@@ -156,13 +168,14 @@ export class RateLimiterObject {
     let latest = 0;
     let start: string | undefined;
     for (;;) {
-      const page = await this.storage.list<number>({ limit: 512, ...(start === undefined ? {} : { start }) });
+      const page = await this.storage.list<StoredBucket>({ limit: 512, ...(start === undefined ? {} : { start }) });
       let last: string | undefined;
-      for (const [k, tat] of page) {
+      for (const [k, bucket] of page) {
         if (k === start) continue;
         last = k;
-        if (typeof tat !== 'number' || tat <= now) await this.storage.delete(k);
-        else latest = Math.max(latest, tat);
+        const fullAtMs = bucket?.fullAtMs;
+        if (typeof fullAtMs !== 'number' || fullAtMs <= now) await this.storage.delete(k);
+        else latest = Math.max(latest, fullAtMs);
       }
       if (last === undefined || page.size < 512) break;
       start = last;

@@ -1,6 +1,6 @@
 // The embedded default store: buckets in a Map in this process. It is its own store, so the process's
-// monotonic clock is the store clock. Bounded by maxKeys.
-import { step } from '../core/gcra.js';
+// monotonic clock is the store clock, read in whole µs like every store's. Bounded by maxKeys.
+import { ceilDiv, step } from '../core/gcra.js';
 import { ConfigError } from '../errors.js';
 import type { StepArgs, StepResult, Store } from '../store.js';
 
@@ -13,7 +13,10 @@ export interface MemoryStoreOptions {
    * @default 100_000
    */
   maxKeys?: number;
-  /** The clock, in ms. Tests pass a fake one. @default performance.timeOrigin + performance.now() */
+  /**
+   * The clock, in ms; read to the µs (its readings are floored to whole µs, the resolution of every
+   * store's clock). Tests pass a fake one. @default performance.timeOrigin + performance.now()
+   */
   nowMs?: () => number;
 }
 
@@ -27,9 +30,14 @@ export interface MemoryStore extends Store {
 
 const SWEEP_BATCH = 64;
 
-/** A bucket: its TAT, and whether it was used since the eviction hand last passed it (second chance). */
+/**
+ * A bucket: its state (debt in units at atUs), when it is full again (µs), and whether it was used since
+ * the eviction hand last passed it (second chance).
+ */
 interface Bucket {
-  tatMs: number;
+  debtUnits: number;
+  atUs: number;
+  fullAtUs: number;
   used: boolean;
 }
 
@@ -38,8 +46,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   if (!Number.isInteger(maxKeys) || maxKeys < 1) throw new ConfigError('maxKeys', `must be a positive integer, got ${String(maxKeys)}`);
   // `performance` is read once: on Node the global is a getter, which costs ~30 ns on every read.
   const perf = performance;
-  const origin = perf.timeOrigin;
-  const nowMs = options.nowMs ?? (() => origin + perf.now());
+  const originUs = Math.round(perf.timeOrigin * 1000);
+  const custom = options.nowMs;
+  // A fake ms clock read to the nearest µs: a reading of t / 1000 ms, times 1000, may land a hair below t.
+  const nowUs = custom ? () => Math.round(custom() * 1000) : () => originUs + Math.floor(perf.now() * 1000);
   // Recency is approximate (CLOCK / second chance): an access only sets `used`, so a hot bucket costs
   // one lookup, not a delete and re-insert. Eviction walks from the oldest insertion: full buckets go,
   // used ones get a second chance (flag cleared, moved to the back), and the first unused one goes.
@@ -50,7 +60,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     let seen = 0;
     let dropped = 0;
     for (const [k, b] of buckets) {
-      if (b.tatMs <= now) {
+      if (b.fullAtUs <= now) {
         buckets.delete(k);
         dropped++;
       }
@@ -79,18 +89,23 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return evictedActive;
     },
     stepSync(key: string, args: StepArgs): StepResult {
-      const now = nowMs();
+      const now = nowUs();
       const bucket = buckets.get(key);
-      const r = step(bucket?.tatMs, now, args);
-      if (r.tatMs !== undefined && r.tatMs > now) {
+      const r = step(bucket, now, args);
+      const { write } = r;
+      if (write) {
+        // Whole µs until full: a bucket past it is full, whatever its stored debt says.
+        const fullAtUs = now + ceilDiv(write.debtUnits, args.refillUnitsPerUs);
         if (bucket) {
-          bucket.tatMs = r.tatMs;
+          bucket.debtUnits = write.debtUnits;
+          bucket.atUs = now;
+          bucket.fullAtUs = fullAtUs;
           bucket.used = true;
         } else {
           if (buckets.size >= maxKeys) makeRoom(now);
-          buckets.set(key, { tatMs: r.tatMs, used: false });
+          buckets.set(key, { debtUnits: write.debtUnits, atUs: now, fullAtUs, used: false });
         }
-      } else if (bucket) {
+      } else if (write === null) {
         // Full again (or refunded to full): no state is a full bucket.
         buckets.delete(key);
       }

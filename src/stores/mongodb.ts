@@ -1,5 +1,5 @@
 // MongoDB store: one findOneAndUpdate with an update pipeline per decision, timed by $$NOW.
-// Buckets live in one collection, one document each: { _id: key, tat, expiresAt, last }.
+// Buckets live in one collection, one document each: { _id: key, debt, atUs, expiresAt, last }.
 // A denied step leaves the document byte-identical, so MongoDB writes nothing (no oplog entry) for it.
 // The driver is never imported here: pass a driver Collection (the `mongodb` package), so that bundles
 // that do not use this store never contain the driver.
@@ -7,15 +7,17 @@ import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 
 /**
- * A bucket document. `tat` is ms since the epoch (a double); `expiresAt` feeds the TTL index; `last` is
- * the most recent allowed step: its call id (so that call knows it was applied) and the debt after it.
+ * A bucket document. `debt` is the debt in units at `atUs`, the server clock's reading in whole µs
+ * (both integers below 2^53, stored as doubles: exact); `expiresAt` feeds the TTL index; `last` is the
+ * most recent allowed step: its call id (so that call knows it was applied) and the debt after it.
  */
 export interface BucketDocument {
   _id: string;
-  tat?: number;
+  debt?: number;
+  atUs?: number;
   expiresAt?: Date;
-  /** `units`: the tokens a lease grant took (partial grants only). */
-  last?: { id: string; debtMs: number; units?: number };
+  /** `tokens`: the tokens a lease grant took (partial grants only). */
+  last?: { id: string; debtUnits: number; tokens?: number };
 }
 
 /** The part of the driver's Collection that the store uses. */
@@ -45,6 +47,17 @@ export interface MongoStore extends Store {
   ensureIndexes(): Promise<void>;
 }
 
+/** $$NOW as whole µs (a double: exact, below 2^53). */
+const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
+
+/**
+ * The debt now of the document's bucket, as core/gcra.ts debtAt computes it, in the same operations:
+ * debt - (now - atUs) * rate, at least 0. No document (no debt) is a full bucket.
+ */
+function debtNow(nowUs: unknown, refillUnitsPerUs: number): object {
+  return { $max: [0, { $subtract: [{ $ifNull: ['$debt', 0] }, { $multiply: [{ $subtract: [nowUs, { $ifNull: ['$atUs', nowUs] }] }, refillUnitsPerUs] }] }] };
+}
+
 /**
  * The update pipeline for one step. Exported so tests can run this exact value through an independent
  * MQL engine. Fields starting with `_s` are scratch and removed by the last stage. On a denial every
@@ -52,54 +65,67 @@ export interface MongoStore extends Store {
  * `callId` must be unique per call: finding it in `last` afterwards is how the caller knows it was allowed.
  */
 export function stepPipeline(args: StepArgs, callId: string): object[] {
-  const { costMs, limitMs, unitMs } = args;
+  const { costUnits, limitUnits, tokenUnits, refillUnitsPerUs } = args;
   const stages: object[] = [
-    // The store's clock, as ms since the epoch (double), and the bucket's debt in ms.
-    { $set: { _sNow: { $toDouble: '$$NOW' } } },
-    { $set: { _sDebt: { $max: [0, { $subtract: [{ $ifNull: ['$tat', 0] }, '$_sNow'] }] } } },
+    // The store's clock in whole µs, and the bucket's debt in units.
+    { $set: { _sNow: NOW_US } },
+    { $set: { _sDebt: debtNow('$_sNow', refillUnitsPerUs) } },
   ];
   // The debt after the step, and whether it is allowed.
   let debtAfter: object;
   let ok: object | boolean;
-  let units: string | undefined;
-  if (costMs < 0) {
+  let tokens: string | undefined;
+  if (costUnits < 0) {
     // A refund: the debt falls, never below 0 (a bucket is never fuller than full). Always allowed.
-    debtAfter = { $max: [0, { $add: ['$_sDebt', costMs] }] };
+    debtAfter = { $max: [0, { $add: ['$_sDebt', costUnits] }] };
     ok = true;
-  } else if (unitMs !== undefined) {
-    // A partial grant (see core/gcra.ts grantUnits): the floor, then one correction each way.
-    const most = Math.round(costMs / unitMs);
-    const fits = (k: unknown) => ({ $lte: [{ $add: ['$_sDebt', { $multiply: [k, unitMs] }] }, limitMs] });
+  } else if (tokenUnits !== undefined) {
+    // A partial grant (see core/gcra.ts grantTokens): the floor, corrected by one either way, capped.
+    const most = costUnits / tokenUnits;
     stages.push(
-      { $set: { _sK: { $min: [most, { $floor: { $divide: [{ $subtract: [limitMs, '$_sDebt'] }, unitMs] } }] } } },
-      { $set: { _sK: { $cond: [{ $and: [{ $lt: ['$_sK', most] }, fits({ $add: ['$_sK', 1] })] }, { $add: ['$_sK', 1] }, '$_sK'] } } },
-      { $set: { _sK: { $cond: [{ $and: [{ $gt: ['$_sK', 0] }, { $not: [fits('$_sK')] }] }, { $subtract: ['$_sK', 1] }, '$_sK'] } } },
-      { $set: { _sK: { $max: [0, '$_sK'] } } },
+      { $set: { _sRoom: { $subtract: [limitUnits, '$_sDebt'] } } },
+      { $set: { _sK: { $floor: { $divide: ['$_sRoom', tokenUnits] } } } },
+      {
+        $set: {
+          _sK: {
+            $switch: {
+              branches: [
+                { case: { $gt: [{ $multiply: ['$_sK', tokenUnits] }, '$_sRoom'] }, then: { $subtract: ['$_sK', 1] } },
+                { case: { $lte: [{ $multiply: [{ $add: ['$_sK', 1] }, tokenUnits] }, '$_sRoom'] }, then: { $add: ['$_sK', 1] } },
+              ],
+              default: '$_sK',
+            },
+          },
+        },
+      },
+      { $set: { _sK: { $max: [0, { $min: [most, '$_sK'] }] } } },
     );
-    debtAfter = { $add: ['$_sDebt', { $multiply: ['$_sK', unitMs] }] };
+    debtAfter = { $add: ['$_sDebt', { $multiply: ['$_sK', tokenUnits] }] };
     ok = { $gt: ['$_sK', 0] };
-    units = '$_sK';
+    tokens = '$_sK';
   } else {
-    debtAfter = { $add: ['$_sDebt', costMs] };
-    ok = { $lte: [{ $add: ['$_sDebt', costMs] }, limitMs] };
+    debtAfter = { $add: ['$_sDebt', costUnits] };
+    ok = { $lte: [debtAfter, limitUnits] };
   }
-  const after = { $add: ['$_sNow', '$_sDebt', costMs] };
-  const tatAfter = costMs >= 0 && unitMs === undefined ? after : { $add: ['$_sNow', debtAfter] };
   stages.push(
-    { $set: { _sOk: ok } },
+    { $set: { _sOk: ok, _sAfter: debtAfter } },
     {
       $set: {
         // A denial keeps each field as it is ('$field' of a missing field leaves it missing). A new
         // document is never denied (cost <= capacity).
-        tat: { $cond: ['$_sOk', tatAfter, '$tat'] },
-        // The document may go once the bucket is full again; a missing document is a full bucket.
-        expiresAt: { $cond: ['$_sOk', { $toDate: { $ceil: tatAfter } }, '$expiresAt'] },
+        debt: { $cond: ['$_sOk', '$_sAfter', '$debt'] },
+        atUs: { $cond: ['$_sOk', '$_sNow', '$atUs'] },
+        // The document may go once the bucket is full again (a missing document is a full bucket): the
+        // TTL monitor only ever deletes later than this, never sooner.
+        expiresAt: {
+          $cond: ['$_sOk', { $toDate: { $ceil: { $divide: [{ $add: ['$_sNow', { $divide: ['$_sAfter', refillUnitsPerUs] }] }, 1000] } } }, '$expiresAt'],
+        },
         last: {
-          $cond: ['$_sOk', { id: { $literal: callId }, debtMs: debtAfter, ...(units ? { units } : {}) }, '$last'],
+          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: '$_sAfter', ...(tokens ? { tokens } : {}) }, '$last'],
         },
       },
     },
-    { $unset: units ? ['_sNow', '_sDebt', '_sOk', '_sK'] : ['_sNow', '_sDebt', '_sOk'] },
+    { $unset: tokens ? ['_sNow', '_sDebt', '_sOk', '_sAfter', '_sRoom', '_sK'] : ['_sNow', '_sDebt', '_sOk', '_sAfter'] },
   );
   return stages;
 }
@@ -109,18 +135,13 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
  * denial, the debt now. A projection may hold aggregation expressions since MongoDB 4.4. Only a denial's
  * reported numbers (retryAfterMs, remaining) come from this second reading of $$NOW; the verdict does not.
  */
-export const STEP_PROJECTION = {
-  _id: 0,
-  last: 1,
-  debtNowMs: { $max: [0, { $subtract: [{ $ifNull: ['$tat', 0] }, { $toDouble: '$$NOW' }] }] },
-} as const;
+export function stepProjection(refillUnitsPerUs: number): object {
+  return { _id: 0, last: 1, debtNowUnits: debtNow(NOW_US, refillUnitsPerUs) };
+}
 
 /** The read-only pipeline for a peek: the debt now, without writing or upserting. */
-export function peekPipeline(key: string): object[] {
-  return [
-    { $match: { _id: { $eq: key } } },
-    { $project: { _id: 0, debtMs: { $max: [0, { $subtract: [{ $ifNull: ['$tat', 0] }, { $toDouble: '$$NOW' }] }] } } },
-  ];
+export function peekPipeline(key: string, refillUnitsPerUs: number): object[] {
+  return [{ $match: { _id: { $eq: key } } }, { $project: { _id: 0, debtUnits: debtNow(NOW_US, refillUnitsPerUs) } }];
 }
 
 function message(err: unknown): string {
@@ -154,15 +175,15 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
   async function step(key: string, args: StepArgs, stepOptions: StepOptions = {}): Promise<StepResult> {
     const filter = idFilter(key);
     const opTimeMS = stepOptions.timeoutMs === undefined ? maxTimeMS : Math.max(1, Math.min(maxTimeMS, Math.ceil(stepOptions.timeoutMs)));
-    if (args.costMs === 0) {
+    if (args.costUnits === 0) {
       const aggOptions = stepOptions.signal ? { maxTimeMS: opTimeMS, signal: stepOptions.signal } : { maxTimeMS: opTimeMS };
-      const docs = await collection.aggregate(peekPipeline(filter._id), aggOptions).toArray();
-      const debtMs = Number((docs[0] as { debtMs?: unknown } | undefined)?.debtMs ?? 0);
-      return { allowed: true, debtMs };
+      const docs = await collection.aggregate(peekPipeline(filter._id, args.refillUnitsPerUs), aggOptions).toArray();
+      const debtUnits = Number((docs[0] as { debtUnits?: unknown } | undefined)?.debtUnits ?? 0);
+      return { allowed: true, debtUnits };
     }
     const callId = nextCallId();
     const update = stepPipeline(args, callId);
-    const findOptions = { upsert: true, returnDocument: 'after', projection: STEP_PROJECTION, maxTimeMS: opTimeMS };
+    const findOptions = { upsert: true, returnDocument: 'after', projection: stepProjection(args.refillUnitsPerUs), maxTimeMS: opTimeMS };
     let doc: unknown;
     try {
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
@@ -171,12 +192,14 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
     }
-    const d = doc as { last?: { id?: unknown; debtMs?: unknown; units?: unknown }; debtNowMs?: unknown } | null;
-    const withUnits = args.unitMs !== undefined && args.costMs > 0;
-    if (d && d.last?.id === callId && typeof d.last.debtMs === 'number') {
-      return withUnits ? { allowed: true, debtMs: d.last.debtMs, units: Number(d.last.units) } : { allowed: true, debtMs: d.last.debtMs };
+    const d = doc as { last?: { id?: unknown; debtUnits?: unknown; tokens?: unknown }; debtNowUnits?: unknown } | null;
+    const withTokens = args.tokenUnits !== undefined && args.costUnits > 0;
+    if (d && d.last?.id === callId && typeof d.last.debtUnits === 'number') {
+      return withTokens ? { allowed: true, debtUnits: d.last.debtUnits, tokens: Number(d.last.tokens) } : { allowed: true, debtUnits: d.last.debtUnits };
     }
-    if (d && typeof d.debtNowMs === 'number') return withUnits ? { allowed: false, debtMs: d.debtNowMs, units: 0 } : { allowed: false, debtMs: d.debtNowMs };
+    if (d && typeof d.debtNowUnits === 'number') {
+      return withTokens ? { allowed: false, debtUnits: d.debtNowUnits, tokens: 0 } : { allowed: false, debtUnits: d.debtNowUnits };
+    }
     throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
   }
 

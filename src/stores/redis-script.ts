@@ -1,85 +1,105 @@
-// The Redis side of one GCRA step (see core/gcra.ts `step`), run atomically by EVALSHA.
-// Numbers cross the boundary as strings: Lua numbers are doubles, and Redis truncates a Lua float
-// reply to an integer. The TAT is stored as a %.17g string (an exact round trip). The reply formats no
-// number: it carries the verdict, the TIME reading and the stored TAT the step read, all as Redis gave
-// them, and the client redoes the step from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`)
-// in the same double operations, so it gets the same numbers. Formatting a debt cost ~1 µs of Redis time
-// per key.
+// The Redis side of one step (see core/gcra.ts `step`), run atomically by EVALSHA.
+// A bucket's value is "<debt>:<atUs>": its debt in units at the server clock's reading atUs (whole µs),
+// both integers below 2^53, which Lua's doubles hold exactly, formatted with %.0f (an exact round trip).
+// The step only adds, subtracts and multiplies integers (and divides with an exact floor correction),
+// so the script and the client compute the same numbers. The reply formats no number: it carries the
+// verdict, the TIME reading and the stored value the step read, as Redis gave them, and the client
+// redoes the step from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`). Formatting a debt
+// cost ~1 µs of Redis time per key.
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v3
--- KEYS[1]: the bucket key; its value is the TAT, ms since the epoch, as a %.17g string
--- ARGV[1]: costMs, the debt this request adds (cost * intervalMs); "0" means peek: read only;
+/** The Lua that reads a stored value's debt now; shared by both scripts, so they cannot drift apart. */
+const DEBT_OF = `local function debt_of(v, now, rate)
+  if not v then return 0 end
+  local i = string.find(v, ':', 1, true)
+  if not i then return 0 end
+  local d = tonumber(string.sub(v, 1, i - 1))
+  local at = tonumber(string.sub(v, i + 1))
+  if not (d and at) then return 0 end
+  local debt = d - (now - at) * rate
+  if debt > 0 then return debt end
+  return 0
+end
+-- The value to store, and its expiry in ms: when the bucket is full again (a missing key is a full
+-- bucket), but not sooner than 1 s. A key kept longer is harmless (its debt has decayed to nothing by
+-- then), and the floor keeps Redis's own clock, which times expiry, from outrunning a clock sent in the
+-- client-clock mode. Both formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
+local function save(key, after, now, rate)
+  redis.call('SET', key, string.format('%.0f:%.0f', after, now), 'PX', string.format('%.0f', math.max(1000, math.ceil(after / (rate * 1000)))))
+end`;
+
+export const GCRA_SCRIPT = `-- edge-limiter gcra v4
+-- KEYS[1]: the bucket key; its value is "<debt>:<atUs>" (see above)
+-- ARGV[1]: costUnits, the debt this request adds (cost * tokenUnits); "0" means peek: read only;
 --          below 0 a refund: the debt falls by that much, never below 0
--- ARGV[2]: limitMs, the most debt allowed after the request (burstMs + maxWaitMs + slackMs)
--- ARGV[3]: nowMs from the caller, only in the explicit client-clock mode; "" reads the server clock
--- ARGV[4]: optional unitMs: a partial grant of as many whole units as fit, at most costMs / unitMs
--- Returns {allowed, seconds, microseconds, tat}: the verdict, TIME's reading ("" in client-clock mode)
--- and the value the step read (nil: no key); with ARGV[4], a fifth element: the units taken
+-- ARGV[2]: limitUnits, the most debt allowed after the request
+-- ARGV[3]: refillUnitsPerUs, the units one µs refills
+-- ARGV[4]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+-- ARGV[5]: optional tokenUnits: a partial grant of as many whole tokens as fit, at most costUnits / tokenUnits
+-- Returns {allowed, seconds, microseconds, value}: the verdict, TIME's reading ("" in client-clock mode)
+-- and the value the step read (nil: no key); with ARGV[5], a fifth element: the tokens taken
+${DEBT_OF}
 local now
 local t = {'', ''}
-if ARGV[3] == '' then
+if ARGV[4] == '' then
   t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
-  now = tonumber(ARGV[3])
+  now = tonumber(ARGV[4])
 end
 local v = redis.call('GET', KEYS[1])
-local debt = 0
-if v then
-  local tat = tonumber(v)
-  if tat and tat > now then debt = tat - now end
-end
+local rate = tonumber(ARGV[3])
+local debt = debt_of(v, now, rate)
 local cost = tonumber(ARGV[1])
 if cost == 0 then return {1, t[1], t[2], v} end
-local limit = tonumber(ARGV[2])
-local units
+local after
+local tokens
 if cost < 0 then
+  after = debt + cost
   -- A refund never makes the bucket fuller than full: at no debt the key goes, which is a full bucket.
-  if debt + cost <= 0 then
-    redis.call('DEL', KEYS[1])
+  if after <= 0 then
+    if v then redis.call('DEL', KEYS[1]) end
     return {1, t[1], t[2], v}
   end
-  limit = debt
-elseif ARGV[4] and ARGV[4] ~= '' then
-  -- The largest k <= most with debt + k * unit <= limit: the floor, then one correction each way.
-  local unit = tonumber(ARGV[4])
-  local most = math.floor(cost / unit + 0.5)
-  local k = math.min(most, math.floor((limit - debt) / unit))
-  if k < most and debt + (k + 1) * unit <= limit then k = k + 1 end
-  if k > 0 and debt + k * unit > limit then k = k - 1 end
+elseif ARGV[5] and ARGV[5] ~= '' then
+  -- The largest k <= cost / unit with debt + k * unit <= limit: the floor, corrected by one either way.
+  local unit = tonumber(ARGV[5])
+  local room = tonumber(ARGV[2]) - debt
+  local k = math.floor(room / unit)
+  if k * unit > room then k = k - 1 elseif (k + 1) * unit <= room then k = k + 1 end
+  if k > cost / unit then k = cost / unit end
   if k <= 0 then return {0, t[1], t[2], v, 0} end
-  units = k
-  cost = k * unit
+  tokens = k
+  after = debt + k * unit
+else
+  after = debt + cost
+  if after > tonumber(ARGV[2]) then return {0, t[1], t[2], v} end
 end
-local after = debt + cost
-if after > limit then return {0, t[1], t[2], v} end
--- The key lives exactly until the bucket is full again; after that, no key means a full bucket.
--- PX is formatted as a plain integer: a Lua number argument of 1e14 or more would reach Redis as "1e+14".
-redis.call('SET', KEYS[1], string.format('%.17g', now + after), 'PX', string.format('%.0f', math.ceil(after)))
-if units then return {1, t[1], t[2], v, units} end
+save(KEYS[1], after, now, rate)
+if tokens then return {1, t[1], t[2], v, tokens} end
 return {1, t[1], t[2], v}
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '91c8e8cc5dece0f3879582ad9c0065769b4be16e';
+export const GCRA_SCRIPT_SHA = '7935865326b16ef6ac606a9fdac68ea3d121971b';
 
 // Many decisions in one script call: one TIME read and one MGET, then each key's step in order,
 // exactly as above (a key listed twice sees its earlier step). The whole script is atomic, so each
 // key's step is too.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v2
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v3
 -- KEYS[i]: the bucket keys, decided in order
--- ARGV[2i-1]: costMs of KEYS[i] ("0": peek); ARGV[2i]: its limitMs (see the single-key script)
--- ARGV[2n+1]: nowMs from the caller, only in the explicit client-clock mode; "" reads the server clock
--- Returns {seconds, microseconds, allowed1, tat1, allowed2, tat2, ...}: TIME's reading ("" in
+-- ARGV[3i-2]: costUnits of KEYS[i] ("0": peek); ARGV[3i-1]: its limitUnits; ARGV[3i]: its refillUnitsPerUs
+-- ARGV[3n+1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+-- Returns {seconds, microseconds, allowed1, value1, allowed2, value2, ...}: TIME's reading ("" in
 -- client-clock mode), then each key's verdict and the value its step read (nil: no key)
+${DEBT_OF}
 local n = #KEYS
 local now
 local t = {'', ''}
-if ARGV[2 * n + 1] == '' then
+if ARGV[3 * n + 1] == '' then
   t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
-  now = tonumber(ARGV[2 * n + 1])
+  now = tonumber(ARGV[3 * n + 1])
 end
 local read = redis.call('MGET', unpack(KEYS))
 -- What this call wrote, by key, so that a key listed again reads its earlier step.
@@ -89,21 +109,16 @@ for i = 1, n do
   local key = KEYS[i]
   local v = written[key]
   if v == nil then v = read[i] end
-  local debt = 0
-  if v then
-    local tat = tonumber(v)
-    if tat and tat > now then debt = tat - now end
-  end
-  local cost = tonumber(ARGV[2 * i - 1])
-  local after = debt + cost
+  local rate = tonumber(ARGV[3 * i])
+  local cost = tonumber(ARGV[3 * i - 2])
+  local after = debt_of(v, now, rate) + cost
   local allowed = 1
   if cost ~= 0 then
-    if after > tonumber(ARGV[2 * i]) then
+    if after > tonumber(ARGV[3 * i - 1]) then
       allowed = 0
     else
-      local tat = string.format('%.17g', now + after)
-      redis.call('SET', key, tat, 'PX', string.format('%.0f', math.ceil(after)))
-      written[key] = tat
+      save(key, after, now, rate)
+      written[key] = string.format('%.0f:%.0f', after, now)
     end
   end
   out[2 * i + 1] = allowed
@@ -113,4 +128,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '032daf7c2dab90489589b53902ce1202a7f0a814';
+export const GCRA_BATCH_SCRIPT_SHA = '63b1d0ae0971a3fc434f4eefd8d9e3ebd79a455d';

@@ -1,7 +1,7 @@
 // Redis store: one EVALSHA per decision (EVAL once after NOSCRIPT). Works with an @upstash/redis
 // client (HTTP) or a TCP client (ioredis, or the official `redis` package), taken structurally:
 // no Redis SDK is imported here.
-import { step } from '../core/gcra.js';
+import { step, type BucketState } from '../core/gcra.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
@@ -68,8 +68,8 @@ export interface RedisStoreOptions {
    */
   clientClock?: boolean;
   /**
-   * The clock sent in client-clock mode, in ms since the epoch. Tests inject a fake one to run exact
-   * models against the scripts; only with `clientClock: true`. @default Date.now
+   * The clock sent in client-clock mode, in ms since the epoch (sent as whole µs). Tests inject a fake
+   * one to run exact models against the scripts; only with `clientClock: true`. @default Date.now
    */
   nowMs?: () => number;
   /**
@@ -176,38 +176,47 @@ function badReply(reply: unknown): Error {
 }
 
 /**
- * The store clock's reading in ms, from TIME's seconds and microseconds as the script returned them,
- * by the script's own double operations (so the same number); in client-clock mode, the time sent.
+ * The store clock's reading in whole µs, from TIME's seconds and microseconds as the script returned
+ * them, by the script's own operations (exact: below 2^53); in client-clock mode, the time sent.
  * @upstash/redis may already have turned "1790000000" into 1790000000: Number() takes both.
  */
-function nowOf(seconds: unknown, microseconds: unknown, sentNowMs: number | undefined): number {
-  if (sentNowMs !== undefined) return sentNowMs;
+function nowOf(seconds: unknown, microseconds: unknown, sentNowUs: number | undefined): number {
+  if (sentNowUs !== undefined) return sentNowUs;
   if ((typeof seconds !== 'string' && typeof seconds !== 'number') || (typeof microseconds !== 'string' && typeof microseconds !== 'number')) return NaN;
-  return Number(seconds) * 1000 + Number(microseconds) / 1000;
+  return Number(seconds) * 1_000_000 + Number(microseconds);
+}
+
+/** A stored "<debt>:<atUs>" as the script's debt_of reads it (undefined where it reads a full bucket). */
+function stateOf(stored: string | number | null): BucketState | undefined {
+  if (typeof stored !== 'string') return undefined;
+  const i = stored.indexOf(':');
+  if (i < 0) return undefined;
+  const debtUnits = Number(stored.slice(0, i));
+  const atUs = Number(stored.slice(i + 1));
+  return Number.isFinite(debtUnits) && Number.isFinite(atUs) ? { debtUnits, atUs } : undefined;
 }
 
 /**
- * Reads one key's part of a reply: the verdict (1 or 0), the clock, the stored TAT the step read (null:
- * no key) and, for a partial grant, the units. The script decided and wrote; the client redoes the same
- * step (core/gcra.ts `step`, which is the script's arithmetic in the same double operations: tonumber and
- * Number parse a decimal alike, and + - * / round alike) for the debt, so no Redis time goes into
- * formatting it. A step that does not reach the script's verdict means a stored value the two sides read
- * differently ("inf" written by hand): not a bucket this store wrote, so a bad reply.
+ * Reads one key's part of a reply: the verdict (1 or 0), the clock, the stored value the step read (null:
+ * no key) and, for a partial grant, the tokens. The script decided and wrote; the client redoes the same
+ * step (core/gcra.ts `step`, the script's arithmetic on the same integers) for the debt, so no Redis time
+ * goes into formatting it. A step that does not reach the script's verdict means a stored value the two
+ * sides read differently (something written by hand): not a bucket this store wrote, so a bad reply.
  */
-function resultOf(args: StepArgs, verdict: unknown, nowMs: number, stored: unknown, unitsReply?: unknown): StepResult {
+function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored: unknown, tokensReply?: unknown): StepResult {
   const allowed = Number(verdict);
-  const units = unitsReply === undefined ? undefined : Number(unitsReply);
+  const tokens = tokensReply === undefined ? undefined : Number(tokensReply);
   if (
     (allowed !== 0 && allowed !== 1) ||
-    !Number.isFinite(nowMs) ||
+    !Number.isFinite(nowUs) ||
     (stored !== null && typeof stored !== 'string' && typeof stored !== 'number') ||
-    (units !== undefined && !(Number.isInteger(units) && units >= 0))
+    (tokens !== undefined && !(Number.isInteger(tokens) && tokens >= 0))
   ) {
-    throw badReply([verdict, nowMs, stored, unitsReply]);
+    throw badReply([verdict, nowUs, stored, tokensReply]);
   }
-  const r = step(stored === null ? undefined : Number(stored), nowMs, args);
-  if (r.allowed !== (allowed === 1) || r.units !== units || !Number.isFinite(r.debtMs)) throw badReply([verdict, nowMs, stored, unitsReply]);
-  return units === undefined ? { allowed: r.allowed, debtMs: r.debtMs } : { allowed: r.allowed, debtMs: r.debtMs, units };
+  const r = step(stateOf(stored), nowUs, args);
+  if (r.allowed !== (allowed === 1) || r.tokens !== tokens || !Number.isFinite(r.debtUnits)) throw badReply([verdict, nowUs, stored, tokensReply]);
+  return tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens };
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
@@ -259,11 +268,14 @@ export function redisStore(options: RedisStoreOptions): Store {
     }
   }
 
+  /** The clock sent in client-clock mode, as whole µs; undefined when the server's clock decides. */
+  const sentNow = (): number | undefined => (clientClock ? Math.round(nowMs() * 1000) : undefined);
+
   async function stepOne(key: string, args: StepArgs, signal?: AbortSignal): Promise<StepResult> {
-    const sentNowMs = clientClock ? nowMs() : undefined;
-    const argv = [String(args.costMs), String(args.limitMs), sentNowMs === undefined ? '' : String(sentNowMs)];
-    const withUnits = args.unitMs !== undefined && args.costMs > 0;
-    if (withUnits) argv.push(String(args.unitMs));
+    const sentNowUs = sentNow();
+    const argv = [String(args.costUnits), String(args.limitUnits), String(args.refillUnitsPerUs), sentNowUs === undefined ? '' : String(sentNowUs)];
+    const withTokens = args.tokenUnits !== undefined && args.costUnits > 0;
+    if (withTokens) argv.push(String(args.tokenUnits));
     let reply: unknown;
     try {
       reply = await run(GCRA_SCRIPT, GCRA_SCRIPT_SHA, [key], argv, signal);
@@ -271,8 +283,8 @@ export function redisStore(options: RedisStoreOptions): Store {
       throw scriptError(err, clientClock);
     }
     try {
-      if (!Array.isArray(reply) || reply.length !== (withUnits ? 5 : 4)) throw badReply(reply);
-      return resultOf(args, reply[0], nowOf(reply[1], reply[2], sentNowMs), reply[3], withUnits ? reply[4] : undefined);
+      if (!Array.isArray(reply) || reply.length !== (withTokens ? 5 : 4)) throw badReply(reply);
+      return resultOf(args, reply[0], nowOf(reply[1], reply[2], sentNowUs), reply[3], withTokens ? reply[4] : undefined);
     } catch (err) {
       throw new StoreError('redis', message(err), { cause: err });
     }
@@ -296,9 +308,9 @@ export function redisStore(options: RedisStoreOptions): Store {
     }
     const keys = batch.map((p) => p.key);
     const argv: string[] = [];
-    for (const p of batch) argv.push(String(p.args.costMs), String(p.args.limitMs));
-    const sentNowMs = clientClock ? nowMs() : undefined;
-    argv.push(sentNowMs === undefined ? '' : String(sentNowMs));
+    for (const p of batch) argv.push(String(p.args.costUnits), String(p.args.limitUnits), String(p.args.refillUnitsPerUs));
+    const sentNowUs = sentNow();
+    argv.push(sentNowUs === undefined ? '' : String(sentNowUs));
     let reply: unknown;
     try {
       reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller?.signal);
@@ -312,7 +324,7 @@ export function redisStore(options: RedisStoreOptions): Store {
       for (const p of batch) p.reject(e);
       return;
     }
-    const now = nowOf(reply[0], reply[1], sentNowMs);
+    const now = nowOf(reply[0], reply[1], sentNowUs);
     batch.forEach((p, i) => {
       try {
         p.resolve(resultOf(p.args, reply[2 * i + 2], now, reply[2 * i + 3]));
@@ -357,7 +369,7 @@ export function redisStore(options: RedisStoreOptions): Store {
     step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
       const signal = abortable ? options?.signal : undefined;
       // Lease grants and refunds are rare (one per lease) and take the single-key script's extra forms.
-      if (maxBatch === 1 || args.costMs < 0 || args.unitMs !== undefined) return stepOne(key, args, signal);
+      if (maxBatch === 1 || args.costUnits < 0 || args.tokenUnits !== undefined) return stepOne(key, args, signal);
       if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
         // Nothing to wait for: send it now, the cheapest way.
         inFlight++;
