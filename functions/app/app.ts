@@ -66,7 +66,7 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
     // A header key is stored as its SHA-256, never as the raw value (it is often a secret).
     const key = gate.key === 'ip' ? ipKey({ trustedProxies, ipv6Subnet: gate.ipv6Subnet }) : headerKey(gate.key.header);
     const gated = rateLimit({ limiter, policy: gate.policy, key });
-    const forward = createForwarder({ origin: gate.origin, timeoutMs: gate.timeoutMs, trustedProxies });
+    const forward = createForwarder({ origin: gate.origin, timeoutMs: gate.timeoutMs, trustedProxies, trustForwardedHost: gate.trustForwardedHost ?? false });
     app.all('*', async (c, next) => {
       const path = c.req.path;
       if (path === '/healthz' || path.startsWith('/v1/')) return next();

@@ -30,6 +30,8 @@ export interface AppConfig {
     trustedProxies: string[];
     /** GATE_IPV6_SUBNET: IPv6 clients share a bucket per this prefix (false: per address). */
     ipv6Subnet: number | false;
+    /** GATE_TRUST_FORWARDED_HOST=true: the trusted proxies set X-Forwarded-Host (else it is Host). */
+    trustForwardedHost?: true;
   };
 }
 
@@ -72,6 +74,13 @@ function clientClock(env: EnvRecord): boolean {
   if (v === undefined || v === 'false') return false;
   if (v === 'true') return true;
   throw new ConfigError('LIMITER_CLIENT_CLOCK', `must be "true" or "false", got ${JSON.stringify(v.slice(0, 20))}`);
+}
+
+function boolean(env: EnvRecord, name: string): boolean {
+  const v = str(env, name);
+  if (v === undefined || v === 'false') return false;
+  if (v === 'true') return true;
+  throw new ConfigError(name, `must be "true" or "false", got ${JSON.stringify(v.slice(0, 20))}`);
 }
 
 function integer(env: EnvRecord, name: string, min: number, max: number): number | undefined {
@@ -191,6 +200,10 @@ export function loadConfig(env: EnvRecord): AppConfig {
       trustedProxies,
       ipv6Subnet: subnet,
     };
+    if (boolean(env, 'GATE_TRUST_FORWARDED_HOST')) {
+      if (trustedProxies.length === 0) throw new ConfigError('GATE_TRUST_FORWARDED_HOST', 'needs GATE_TRUSTED_PROXIES: only trusted proxies can say which host the client asked for');
+      gate.trustForwardedHost = true;
+    }
   }
   const limiter: AppConfig['limiter'] = {};
   const breaker = circuitBreaker(env);

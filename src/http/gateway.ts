@@ -1,8 +1,9 @@
 // Gateway mode's forwarding: a correct HTTP proxy to one origin. It forwards the client's request as
 // received (minus hop-by-hop headers), lets the client see the origin's redirects, says who the client
-// is in X-Forwarded-For/-Proto/-Host, and answers 502/504 problem+json when the origin fails or is slow.
+// is in X-Forwarded-For/-Proto/-Host (from what the gateway knows, never from what an untrusted client
+// wrote), and answers 502/504 problem+json when the origin fails or is slow.
 import type { Context } from 'hono';
-import { trustedChain, compileTrust, type ClientIpOptions } from './key.js';
+import { trustedChain, compileTrust, onCloudflare, type ClientIpOptions } from './key.js';
 import { problemResponse } from './problem.js';
 
 export interface ForwardOptions {
@@ -12,6 +13,12 @@ export interface ForwardOptions {
   timeoutMs?: number;
   /** Which X-Forwarded-For hops to believe; see ClientIpOptions. @default 0 */
   trustedProxies?: ClientIpOptions['trustedProxies'];
+  /**
+   * Your trusted proxies set (or append to) X-Forwarded-Host, so the host the client asked for is the
+   * entry the first of them wrote. Otherwise X-Forwarded-Host is the Host header the gateway received.
+   * @default false
+   */
+  trustForwardedHost?: boolean;
   /** @default globalThis.fetch */
   fetch?: typeof fetch;
 }
@@ -19,6 +26,48 @@ export interface ForwardOptions {
 // RFC 9110 §7.6.1 hop-by-hop fields, plus the legacy Proxy-Connection. Expect is answered by our own
 // server (100-continue) and must not be forwarded: fetch implementations refuse it.
 const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection'];
+
+/**
+ * Headers in which a client can claim an address, a scheme, a host or a port. None is forwarded as the
+ * client wrote it: X-Forwarded-For/-Proto/-Host and X-Real-IP are rewritten from what the gateway
+ * knows, CF-Connecting-IP is set on Workers from the platform's own value, the rest are dropped.
+ */
+const CLIENT_CLAIMS = [
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-forwarded-server',
+  'x-forwarded-scheme',
+  'x-forwarded-ssl',
+  'front-end-https',
+  'x-url-scheme',
+  'x-real-ip',
+  'x-client-ip',
+  'x-cluster-client-ip',
+  'client-ip',
+  'true-client-ip',
+  'fastly-client-ip',
+  'cf-connecting-ip',
+  'cf-connecting-ipv6',
+  'x-original-forwarded-for',
+];
+
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$/;
+
+/**
+ * The entry the first of `proxies` trusted proxies wrote in a list header that each of them sets or
+ * appends to (X-Forwarded-Proto, X-Forwarded-Host): counted from the right as their X-Forwarded-For
+ * hops are, or the left-most entry when fewer are left (a proxy set the header, dropping what was
+ * before). Entries left of it were written by the client.
+ */
+function fromProxies(header: string | null, proxies: number): string | undefined {
+  if (!header || proxies < 1) return undefined;
+  const list = header.split(',');
+  return list[Math.max(0, list.length - proxies)]!.trim();
+}
 
 /** Copies headers without the hop-by-hop ones, including every field the Connection header names. */
 function endToEnd(source: Headers, also: readonly string[] = []): Headers {
@@ -39,19 +88,27 @@ export function createForwarder(options: ForwardOptions): (c: Context) => Promis
   const origin = options.origin.replace(/\/$/, '');
   const timeoutMs = options.timeoutMs ?? 30_000;
   const trust = compileTrust(options.trustedProxies);
+  const trustForwardedHost = options.trustForwardedHost ?? false;
   const doFetch = options.fetch ?? ((input: Request) => fetch(input));
 
   return async function forward(c) {
     const req = c.req.raw;
     const url = new URL(req.url);
     // Host is the origin's; accept-encoding is left to fetch, which decodes what it asks for.
-    const headers = endToEnd(req.headers, ['host', 'expect', 'accept-encoding', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+    const headers = endToEnd(req.headers, ['host', 'expect', 'accept-encoding', ...CLIENT_CLAIMS]);
     const chain = trustedChain(c, trust);
-    if (chain.length > 0) headers.set('x-forwarded-for', chain.join(', '));
-    // A trusted proxy in front may already know the client's scheme and host; otherwise it is ours.
-    const viaTrustedProxy = chain.length > 1;
-    headers.set('x-forwarded-proto', (viaTrustedProxy && req.headers.get('x-forwarded-proto')?.split(',')[0]?.trim()) || url.protocol.slice(0, -1));
-    const host = (viaTrustedProxy && req.headers.get('x-forwarded-host')) || req.headers.get('host');
+    if (chain.length > 0) {
+      headers.set('x-forwarded-for', chain.join(', '));
+      headers.set('x-real-ip', chain[0]!);
+      if (onCloudflare(req)) headers.set('cf-connecting-ip', chain[0]!);
+    }
+    // The trusted proxies in front (chain.length - 1 of them) know the client's scheme: the first one's
+    // entry counts. With none, the scheme is the one the client used to reach us.
+    const proxies = chain.length - 1;
+    const proto = fromProxies(req.headers.get('x-forwarded-proto'), proxies)?.toLowerCase();
+    headers.set('x-forwarded-proto', proto === 'http' || proto === 'https' ? proto : url.protocol.slice(0, -1));
+    const claimed = trustForwardedHost ? fromProxies(req.headers.get('x-forwarded-host'), proxies) : undefined;
+    const host = claimed && HOST.test(claimed) ? claimed : (req.headers.get('host') ?? url.host);
     if (host) headers.set('x-forwarded-host', host);
 
     const controller = new AbortController();

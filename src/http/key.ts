@@ -52,9 +52,14 @@ function forwardedFor(c: Context): string[] {
  * The chain of addresses that reached us, oldest first, ending with the direct peer, and whether the
  * platform itself vouches for the last entry (Cloudflare, API Gateway, ALB, the socket).
  */
+/** The request came through Cloudflare (Workers set `request.cf`), so CF-Connecting-IP is the platform's. */
+export function onCloudflare(req: Request): boolean {
+  const cf = (req as Request & { cf?: unknown }).cf;
+  return typeof cf === 'object' && cf !== null;
+}
+
 function peerAndHeader(c: Context, trust: Trust): { peer: string | undefined; xff: string[]; cloudflare: boolean } {
-  const raw = c.req.raw as Request & { cf?: unknown };
-  if (raw.cf && typeof raw.cf === 'object') return { peer: c.req.header('cf-connecting-ip') ?? undefined, xff: [], cloudflare: true };
+  if (onCloudflare(c.req.raw)) return { peer: c.req.header('cf-connecting-ip') ?? undefined, xff: [], cloudflare: true };
   const env = (c.env ?? {}) as { event?: LambdaEvent; incoming?: { socket?: { remoteAddress?: string } } };
   const rc = env.event?.requestContext;
   // The header is read only when something may use it: trusted proxies, or an ALB's appended entry.

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
 import { buildApp } from '../../functions/app/app.js';
 import { memoryStore, type Store } from '../../src/index.js';
+import { createForwarder } from '../../src/http/gateway.js';
+import { Hono } from 'hono';
 
 type Seen = { method: string; url: string; headers: IncomingHttpHeaders; body: string };
 const seen: Seen[] = [];
@@ -67,9 +69,10 @@ async function gateway(env: Record<string, string>, store: Store = memoryStore()
 }
 
 type Reply = { status: number; headers: IncomingHttpHeaders; body: string };
-function send(port: number, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string; expectContinue?: boolean } = {}): Promise<Reply> {
+/** `from`: the client's own address (any of 127.0.0.0/8 on Linux), to play a proxy the gateway trusts. */
+function send(port: number, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string; expectContinue?: boolean; from?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: opts.headers, agent: false }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: opts.headers, agent: false, localAddress: opts.from }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d) => (body += d));
@@ -186,6 +189,119 @@ describe('gateway mode is a correct HTTP proxy', () => {
     expect(r.status).toBe(200);
     expect(r.headers['content-encoding']).toBeUndefined();
     expect(r.body).toBe('hello, decoded');
+  });
+});
+
+describe('forwarding headers carry what the gateway knows, never what a client wrote', () => {
+  // Every header in which a client can claim an address, a scheme, a host or a port.
+  const claims = {
+    Forwarded: 'for=6.6.6.6;proto=https;host=evil.example',
+    'X-Forwarded-For': '6.6.6.6',
+    'X-Forwarded-Proto': 'https',
+    'X-Forwarded-Host': 'evil.example',
+    'X-Forwarded-Port': '443',
+    'X-Forwarded-Prefix': '/evil',
+    'X-Forwarded-Server': 'evil.example',
+    'X-Forwarded-Scheme': 'https',
+    'X-Forwarded-Ssl': 'on',
+    'Front-End-Https': 'on',
+    'X-Url-Scheme': 'https',
+    'X-Real-IP': '6.6.6.6',
+    'X-Client-IP': '6.6.6.6',
+    'X-Cluster-Client-IP': '6.6.6.6',
+    'Client-IP': '6.6.6.6',
+    'True-Client-IP': '6.6.6.6',
+    'Fastly-Client-IP': '6.6.6.6',
+    'CF-Connecting-IP': '6.6.6.6',
+    'CF-Connecting-IPv6': '2001:db8::666',
+    'X-Original-Forwarded-For': '6.6.6.6',
+  };
+  const dropped = ['forwarded', 'x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-forwarded-scheme', 'x-forwarded-ssl', 'front-end-https', 'x-url-scheme', 'x-client-ip', 'x-cluster-client-ip', 'client-ip', 'true-client-ip', 'fastly-client-ip', 'cf-connecting-ip', 'cf-connecting-ipv6', 'x-original-forwarded-for'];
+
+  it('from an untrusted client: X-Forwarded-*, X-Real-IP are the peer and our own scheme and Host; every other claim is dropped', async () => {
+    for (const env of [{}, { GATE_TRUSTED_PROXIES: '127.0.0.5' }] as Record<string, string>[]) {
+      const port = await gateway(env);
+      expect((await send(port, '/claims', { headers: { ...claims, 'X-Custom': 'kept' } })).status).toBe(200);
+      const h = seen.at(-1)!.headers;
+      expect(h['x-forwarded-for']).toBe('127.0.0.1');
+      expect(h['x-real-ip']).toBe('127.0.0.1');
+      expect(h['x-forwarded-proto']).toBe('http');
+      expect(h['x-forwarded-host']).toBe(`127.0.0.1:${port}`);
+      for (const name of dropped) expect(h[name], name).toBeUndefined();
+      expect(h['x-custom']).toBe('kept');
+    }
+  });
+
+  it('through the trusted proxy 127.0.0.5: X-Forwarded-Proto is the entry the proxy wrote, X-Forwarded-Host is Host', async () => {
+    const port = await gateway({ GATE_TRUSTED_PROXIES: '127.0.0.5' });
+    // The client wrote `https` and X-Forwarded-Host; the proxy appended the client's address and `http`.
+    await send(port, '/p', { from: '127.0.0.5', headers: { ...claims, 'X-Forwarded-For': '6.6.6.6, 203.0.113.7', 'X-Forwarded-Proto': 'https, http', 'X-Forwarded-Host': 'evil.example' } });
+    const h = seen.at(-1)!.headers;
+    expect(h['x-forwarded-for']).toBe('203.0.113.7, 127.0.0.5');
+    expect(h['x-real-ip']).toBe('203.0.113.7');
+    expect(h['x-forwarded-proto']).toBe('http');
+    expect(h['x-forwarded-host']).toBe(`127.0.0.1:${port}`);
+    for (const name of dropped) expect(h[name], name).toBeUndefined();
+    // A proxy that sets the header (one entry) is believed; a value that is no scheme is not.
+    await send(port, '/p', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '203.0.113.7', 'X-Forwarded-Proto': 'HTTPS' } });
+    expect(seen.at(-1)!.headers['x-forwarded-proto']).toBe('https');
+    await send(port, '/p', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '203.0.113.7', 'X-Forwarded-Proto': 'javascript' } });
+    expect(seen.at(-1)!.headers['x-forwarded-proto']).toBe('http');
+  });
+
+  it('through two trusted proxies: the entry the first of them wrote, counted from the right like X-Forwarded-For', async () => {
+    const port = await gateway({ GATE_TRUSTED_PROXIES: '127.0.0.5, 10.0.0.0/8' });
+    // client --https--> 10.0.0.2 --http--> 127.0.0.5 --> gateway; the client itself wrote `http` first.
+    await send(port, '/p', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '198.51.100.9, 203.0.113.7, 10.0.0.2', 'X-Forwarded-Proto': 'http, https, http' } });
+    let h = seen.at(-1)!.headers;
+    expect(h['x-forwarded-for']).toBe('203.0.113.7, 10.0.0.2, 127.0.0.5');
+    expect(h['x-forwarded-proto']).toBe('https');
+    // Proxies that set the header rather than append: only the last one's value is left, and it counts.
+    await send(port, '/p', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '203.0.113.7, 10.0.0.2', 'X-Forwarded-Proto': 'https' } });
+    h = seen.at(-1)!.headers;
+    expect(h['x-forwarded-proto']).toBe('https');
+  });
+
+  it('GATE_TRUST_FORWARDED_HOST=true: the host the first trusted proxy wrote, and only through one', async () => {
+    const port = await gateway({ GATE_TRUSTED_PROXIES: '127.0.0.5', GATE_TRUST_FORWARDED_HOST: 'true' });
+    await send(port, '/h', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '203.0.113.7', 'X-Forwarded-Host': 'evil.example, api.example.com' } });
+    expect(seen.at(-1)!.headers['x-forwarded-host']).toBe('api.example.com');
+    await send(port, '/h', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '203.0.113.7', 'X-Forwarded-Host': 'api.example.com:8443' } });
+    expect(seen.at(-1)!.headers['x-forwarded-host']).toBe('api.example.com:8443');
+    // Not a host: the Host header instead.
+    await send(port, '/h', { from: '127.0.0.5', headers: { 'X-Forwarded-For': '203.0.113.7', 'X-Forwarded-Host': 'evil.example/path' } });
+    expect(seen.at(-1)!.headers['x-forwarded-host']).toBe(`127.0.0.1:${port}`);
+    // From a client that is not a trusted proxy, the header is the client's: Host instead.
+    await send(port, '/h', { headers: { 'X-Forwarded-For': '203.0.113.7', 'X-Forwarded-Host': 'evil.example' } });
+    expect(seen.at(-1)!.headers['x-forwarded-host']).toBe(`127.0.0.1:${port}`);
+  });
+
+  it('on Workers, CF-Connecting-IP is set from the platform’s value (canonical), with X-Forwarded-For and X-Real-IP', async () => {
+    let sent: Headers | undefined;
+    const forward = createForwarder({ origin: 'http://origin.test', fetch: async (input, init) => ((sent = new Headers(input instanceof Request ? input.headers : init?.headers)), new Response('ok')) });
+    const app = new Hono();
+    app.all('*', (c) => forward(c));
+    const req = new Request('https://gw.example/x', { headers: { 'CF-Connecting-IP': '::ffff:203.0.113.8', 'CF-Connecting-IPv6': '2001:db8::666', 'True-Client-IP': '6.6.6.6' } });
+    Object.defineProperty(req, 'cf', { value: { colo: 'AMS' } });
+    expect((await app.fetch(req)).status).toBe(200);
+    expect(sent!.get('cf-connecting-ip')).toBe('203.0.113.8');
+    expect(sent!.get('x-forwarded-for')).toBe('203.0.113.8');
+    expect(sent!.get('x-real-ip')).toBe('203.0.113.8');
+    expect(sent!.get('x-forwarded-proto')).toBe('https');
+    expect(sent!.has('cf-connecting-ipv6')).toBe(false);
+    expect(sent!.has('true-client-ip')).toBe(false);
+    // Not on Workers, CF-Connecting-IP is just a header a client wrote.
+    await app.request('/x', { headers: { 'CF-Connecting-IP': '203.0.113.8' } }, { incoming: { socket: { remoteAddress: '192.0.2.1' } } });
+    expect(sent!.has('cf-connecting-ip')).toBe(false);
+    expect(sent!.get('x-forwarded-for')).toBe('192.0.2.1');
+  });
+
+  it('GATE_TRUST_FORWARDED_HOST must be true or false, and needs GATE_TRUSTED_PROXIES', () => {
+    const base = { GATE_ORIGIN: 'https://o.example' };
+    expect(() => loadConfig({ ...base, GATE_TRUST_FORWARDED_HOST: 'yes', GATE_TRUSTED_PROXIES: '10.0.0.0/8' })).toThrow(/invalid config: GATE_TRUST_FORWARDED_HOST must be "true" or "false"/);
+    expect(() => loadConfig({ ...base, GATE_TRUST_FORWARDED_HOST: 'true' })).toThrow(/invalid config: GATE_TRUST_FORWARDED_HOST needs GATE_TRUSTED_PROXIES/);
+    expect(loadConfig({ ...base, GATE_TRUST_FORWARDED_HOST: 'true', GATE_TRUSTED_PROXIES: '10.0.0.0/8' }).gate).toMatchObject({ trustForwardedHost: true });
+    expect(loadConfig({ ...base, GATE_TRUST_FORWARDED_HOST: 'false' }).gate).not.toHaveProperty('trustForwardedHost');
   });
 });
 
