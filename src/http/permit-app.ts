@@ -54,6 +54,19 @@ function checkKey(key: unknown): string | undefined {
   }
 }
 
+/**
+ * The route pattern of a bucket's key: any characters, line terminators included (`.` would not match
+ * `\n`, `\r`, U+2028 or U+2029, and such keys could be charged but not read or reset).
+ */
+const BUCKET = '/v1/buckets/:policy/:key{[\\s\\S]+}';
+
+/**
+ * `.` and `..` are the keys no URL path can name: every client and runtime resolves them (and `%2e`,
+ * `%2e%2e`) as dot segments before a route sees them. So that every key the API charges can also be
+ * read and reset, POST refuses them.
+ */
+const UNADDRESSABLE = new Set(['.', '..']);
+
 function parsePermit(body: unknown, limiter: Limiter): Parsed {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return invalid('the body must be a JSON object', '');
   const b = body as Record<string, unknown>;
@@ -63,6 +76,7 @@ function parsePermit(body: unknown, limiter: Limiter): Parsed {
   if (!policy) return { ok: false, response: problemResponse('unknown-policy', `no policy named ${JSON.stringify(b.policy.slice(0, 64))}`, { field: 'policy' }) };
   const keyProblem = checkKey(b.key);
   if (keyProblem) return invalid(keyProblem, 'key');
+  if (UNADDRESSABLE.has(b.key as string)) return invalid('`key` must not be "." or "..": no URL path can name them, so /v1/buckets could not read or reset the bucket', 'key');
   const cost = b.cost ?? 1;
   if (!isInt(cost) || cost < 1 || cost > policy.capacity) return invalid(`\`cost\` must be an integer from 1 to ${policy.capacity}`, 'cost');
   const maxWaitMs = b.maxWaitMs ?? 0;
@@ -166,14 +180,14 @@ export function permitApp(options: PermitAppOptions): Hono {
     return { policy, key };
   };
 
-  app.get('/v1/buckets/:policy/:key{.+}', async (c) => {
+  app.get(BUCKET, async (c) => {
     const b = bucket(c);
     if (b.response) return b.response;
     const decision = await limiter.peek(b.policy.name, b.key);
     return decisionResponse(b.policy, b.key, decision, true);
   });
 
-  app.delete('/v1/buckets/:policy/:key{.+}', async (c) => {
+  app.delete(BUCKET, async (c) => {
     const b = bucket(c);
     if (b.response) return b.response;
     try {
@@ -185,7 +199,7 @@ export function permitApp(options: PermitAppOptions): Hono {
   });
 
   app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
-  app.all('/v1/buckets/:policy/:key{.+}', () => problemResponse('method-not-allowed', 'use GET or DELETE', {}, { Allow: 'GET, DELETE' }));
+  app.all(BUCKET, () => problemResponse('method-not-allowed', 'use GET or DELETE', {}, { Allow: 'GET, DELETE' }));
   app.notFound(() => problemResponse('not-found', 'no such route'));
   app.onError((err) => {
     log('error', { msg: 'unhandled error', error: err instanceof Error ? err.message : String(err) });

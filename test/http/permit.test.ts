@@ -1,5 +1,6 @@
 // The permit endpoint's exact contract, driven through app.request (no network), memory store.
 import { describe, expect, it, vi } from 'vitest';
+import fc from 'fast-check';
 import { createLimiter, memoryStore, type Store } from '../../src/index.js';
 import { permitApp } from '../../src/http/permit-app.js';
 
@@ -205,6 +206,50 @@ describe('buckets and health', () => {
     expect(await (await app.request(path, { headers: auth })).json()).toMatchObject({ remaining: 3 });
     await expectProblem(await app.request('/v1/buckets/nope/k', { headers: auth }), 404, 'unknown-policy');
     await expectProblem(await app.request('/v1/buckets/api/k'), 401, 'unauthorized');
+  });
+
+  /** Charges `key` through POST, then reads and resets it through /v1/buckets, as a client would address it. */
+  async function roundTrip(app: ReturnType<typeof setup>['app'], post: ReturnType<typeof setup>['post'], key: string) {
+    const auth = { Authorization: `Bearer ${TOKEN}` };
+    const charged = await post({ policy: 'api', key, cost: 2 });
+    expect(charged.status, JSON.stringify(key)).toBe(200);
+    const path = `/v1/buckets/api/${encodeURIComponent(key)}`;
+    const read = await app.request(path, { headers: auth });
+    expect(read.status, JSON.stringify(key)).toBe(200);
+    expect(await read.json(), JSON.stringify(key)).toMatchObject({ key, remaining: 1 });
+    const reset = await app.request(path, { method: 'DELETE', headers: auth });
+    expect(reset.status, JSON.stringify(key)).toBe(204);
+    expect(await (await app.request(path, { headers: auth })).json(), JSON.stringify(key)).toMatchObject({ key, remaining: 3 });
+  }
+
+  it('a key with a line terminator (\\n, \\r, U+2028, U+2029) can be charged, read and reset', async () => {
+    const { app, post } = setup();
+    for (const key of ['a\nb', '\r', 'x\r\ny', 'line\u2028sep', '\u2029', '\n\n', '...', '%2e', 'a/../b', '100%', '?#', ' ']) await roundTrip(app, post, key);
+  });
+
+  it('every key POST accepts can be read and reset (property)', async () => {
+    const { app, post } = setup();
+    const special = fc.constantFrom('.', '/', '%', '2', 'e', 'E', '\n', '\r', '\u2028', '\u2029', '\u0085', '?', '#', ' ', '\\', '\t', '\u0000', '+', '~', 'é', '😀');
+    const keys = fc.oneof(fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }), fc.string({ unit: special, minLength: 1, maxLength: 8 }));
+    await fc.assert(
+      fc.asyncProperty(keys, async (key) => {
+        if (key === '.' || key === '..') {
+          expect((await post({ policy: 'api', key })).status).toBe(400);
+          return;
+        }
+        await roundTrip(app, post, key);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('"." and ".." (which no URL path can name) are refused up front with 400, and nothing is charged', async () => {
+    const { post, limiter } = setup();
+    for (const key of ['.', '..']) {
+      const body = await expectProblem(await post({ policy: 'api', key }), 400, 'invalid-request');
+      expect(body.field).toBe('key');
+      expect((await limiter.peek('api', key)).remaining).toBe(3);
+    }
   });
 
   it('/healthz needs no token and answers 503 when the store is unreachable', async () => {

@@ -80,6 +80,24 @@ describe('Worker in workerd (memory store)', () => {
     expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
   });
 
+  it('keys with line terminators can be charged, read and reset in workerd too; "." and ".." are refused', async () => {
+    const auth = { Authorization: `Bearer ${TOKEN}` };
+    for (const key of ['w\n3', 'w\r3', 'w\u20283', 'w\u20293']) {
+      expect((await post({ policy: 'api', key })).status, JSON.stringify(key)).toBe(200);
+      const path = `${dev.url}/v1/buckets/api/${encodeURIComponent(key)}`;
+      const read = await fetch(path, { headers: auth });
+      expect(read.status, JSON.stringify(key)).toBe(200);
+      expect(await read.json()).toMatchObject({ key, remaining: 1 });
+      expect((await fetch(path, { method: 'DELETE', headers: auth })).status).toBe(204);
+      expect(await (await fetch(path, { headers: auth })).json()).toMatchObject({ key, remaining: 2 });
+    }
+    for (const key of ['.', '..']) {
+      const res = await post({ policy: 'api', key });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ type: 'urn:edge-limiter:problem:invalid-request', field: 'key' });
+    }
+  });
+
   it('error rows answer problem+json inside workerd too', async () => {
     const cases: [Promise<Response>, number][] = [
       [post('{bad'), 400],
