@@ -86,6 +86,9 @@ let firstEnd = Infinity;
 let lastStart = 0;
 let lastEnd = 0;
 const admittedAt: number[] = [];
+// When each admitted request was sent: the store decided it between its start and admittedAt.
+const admittedFrom: number[] = [];
+let maxLatencyMs = 0;
 if (config.startDelayMs) await new Promise((r) => setTimeout(r, config.startDelayMs));
 await Promise.all(
   Array.from({ length: config.callers }, async () => {
@@ -104,14 +107,16 @@ await Promise.all(
       firstEnd = Math.min(firstEnd, e);
       lastStart = Math.max(lastStart, s);
       lastEnd = Math.max(lastEnd, e);
+      maxLatencyMs = Math.max(maxLatencyMs, e - s);
       if (ok) {
         admitted++;
         admittedAt.push(e);
+        admittedFrom.push(s);
       }
     }
   }),
 );
 await closeLimiter();
-process.stdout.write(`${JSON.stringify({ admitted, decisions, errors, firstStart, firstEnd, lastStart, lastEnd, admittedAt, goMonoMs })}\n`);
+process.stdout.write(`${JSON.stringify({ admitted, decisions, errors, firstStart, firstEnd, lastStart, lastEnd, admittedAt, admittedFrom, maxLatencyMs, goMonoMs })}\n`);
 io?.disconnect();
 rl.close();

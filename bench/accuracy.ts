@@ -30,7 +30,11 @@ export interface WorkerResult {
   firstEnd: number;
   lastStart: number;
   lastEnd: number;
+  /** When each admitted request got its answer, and when it was sent (ms since "go"). */
   admittedAt: number[];
+  admittedFrom: number[];
+  /** The longest any of the worker's decisions took, sent to answered (ms). */
+  maxLatencyMs: number;
   /** The worker's wall clock minus ours when it got ready: its real skew. */
   skewSeenMs: number;
   /** How long a 50 ms timer measured in the worker (performance.now must stay usable under faketime). */
@@ -89,6 +93,7 @@ export async function accuracyRun(runs: { config: WorkerConfig; skewSeconds?: nu
       lastStart: r.lastStart + shift,
       lastEnd: r.lastEnd + shift,
       admittedAt: r.admittedAt.map((t) => t + shift),
+      admittedFrom: r.admittedFrom.map((t) => t + shift),
     };
   });
 }
@@ -104,14 +109,99 @@ export interface Accuracy {
   under: number;
   underPct: number;
   admittedAt: number[];
+  /** The most any window of the run admitted beyond capacity + rate × its length (see windowOver). */
+  windowOver: number;
+  /** The most any window of the run admitted below what the store must have admitted in it (see windowUnder). */
+  windowUnder: number;
 }
 
-export function score(results: WorkerResult[], policy: { capacity: number; refillPerSecond: number }): Accuracy {
+/** What the scoring allows beyond the exact bucket: token leases' stated bounds. */
+export interface Allowance {
+  /** Leased tokens may be spent up to this long after the store counted them: windows stretch by it. */
+  spendLagMs?: number;
+  /** Tokens that may sit unused in leases (nodes × tokens): under-admission allowed per window. */
+  heldTokens?: number;
+}
+
+/**
+ * Over-admission in every window, from the requests' own times: the store decided each admission
+ * between its request's start and its answer, so the admissions i..j (ordered by answer) were decided
+ * within [the earliest start among them, answer j], and no window of the store's clock of length T may
+ * admit more than capacity + rate × T. The worst excess over all i, j (0 when exact). Sound: it never
+ * blames the limiter for the latency of the requests.
+ */
+export function windowOver(from: number[], at: number[], policy: { capacity: number; refillPerSecond: number }, allowance: Allowance = {}): number {
+  const order = at.map((_, i) => i).sort((a, b) => at[a]! - at[b]!);
+  let worst = 0;
+  for (let j = 0; j < order.length; j++) {
+    let earliest = Infinity;
+    for (let i = j; i >= 0; i--) {
+      earliest = Math.min(earliest, from[order[i]!]!);
+      const spanMs = at[order[j]!]! - earliest + (allowance.spendLagMs ?? 0);
+      const bound = Math.floor(policy.capacity + (policy.refillPerSecond * spanMs) / 1000 + 1e-9);
+      worst = Math.max(worst, j - i + 1 - bound);
+    }
+  }
+  return worst;
+}
+
+/**
+ * Under-admission in every window of a run whose callers never stop asking: over any window [a, b]
+ * of the store's clock the bucket refills rate × (b − a) tokens, and all but the one token it may still
+ * hold at b (a fraction, and whatever arrives in the moment between two requests) must be taken. A
+ * request answered in [a, b] was decided at most maxLatencyMs before its answer, so the answers in
+ * [a, b] include every admission the store made in [a, b − maxLatencyMs]: at least
+ * floor(rate × (b − a − maxLatencyMs)) − 1 of them. The worst shortfall over windows on a 10 ms grid
+ * between the first answer and the last request (0 when no window starves).
+ */
+export function windowUnder(
+  at: number[],
+  span: { fromMs: number; toMs: number; maxLatencyMs: number },
+  policy: { refillPerSecond: number },
+  allowance: Allowance = {},
+): number {
+  const sorted = [...at].sort((a, b) => a - b);
+  const countUpTo = (t: number) => {
+    let lo = 0;
+    let hi = sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (sorted[mid]! <= t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  let worst = 0;
+  const grid: number[] = [];
+  for (let t = span.fromMs; t <= span.toMs; t += 10) grid.push(t);
+  for (let x = 0; x < grid.length; x++) {
+    const a = grid[x]!;
+    const before = countUpTo(a - 1e-9);
+    for (let y = x + 1; y < grid.length; y++) {
+      const b = grid[y]!;
+      const need = Math.floor((policy.refillPerSecond * (b - a - span.maxLatencyMs)) / 1000) - 1 - (allowance.heldTokens ?? 0);
+      if (need <= 0) continue;
+      worst = Math.max(worst, need - (countUpTo(b) - before));
+    }
+  }
+  return worst;
+}
+
+export function score(results: WorkerResult[], policy: { capacity: number; refillPerSecond: number }, allowance: Allowance = {}): Accuracy {
   const admitted = results.reduce((a, r) => a + r.admitted, 0);
   const minSpan = Math.max(...results.map((r) => r.lastStart)) - Math.min(...results.map((r) => r.firstEnd));
   const maxSpan = Math.max(...results.map((r) => r.lastEnd)) - Math.min(...results.map((r) => r.firstStart));
   const idealMin = policy.capacity + (policy.refillPerSecond * minSpan) / 1000;
   const idealMax = policy.capacity + (policy.refillPerSecond * maxSpan) / 1000;
+  const admittedAt = results.flatMap((r) => r.admittedAt);
+  const admittedFrom = results.flatMap((r) => r.admittedFrom);
+  // Under-admission per window where callers were asking: from the first answer to the last request
+  // (hundreds of callers per process keep asking throughout, late joiners included).
+  const span = {
+    fromMs: Math.min(...results.map((r) => r.firstEnd)),
+    toMs: Math.max(...results.map((r) => r.lastStart)),
+    maxLatencyMs: Math.max(...results.map((r) => r.maxLatencyMs)),
+  };
   return {
     admitted,
     decisions: results.reduce((a, r) => a + r.decisions, 0),
@@ -121,6 +211,8 @@ export function score(results: WorkerResult[], policy: { capacity: number; refil
     over: Math.max(0, admitted - Math.floor(idealMax)),
     under: Math.max(0, Math.floor(idealMin) - admitted),
     underPct: (Math.max(0, idealMin - admitted) / idealMin) * 100,
-    admittedAt: results.flatMap((r) => r.admittedAt).sort((a, b) => a - b),
+    admittedAt: [...admittedAt].sort((a, b) => a - b),
+    windowOver: windowOver(admittedFrom, admittedAt, policy, allowance),
+    windowUnder: windowUnder(admittedAt, span, policy, allowance),
   };
 }
