@@ -4,7 +4,7 @@ export type { RateLimitOptions } from './http/middleware.js';
 export { clientIp, ipKey, headerKey } from './http/key.js';
 export type { ClientIpOptions, IpKeyOptions, HeaderKeyOptions } from './http/key.js';
 export { createForwarder } from './http/gateway.js';
-export type { ForwardOptions } from './http/gateway.js';
+export type { ForwardOptions, Forwarder } from './http/gateway.js';
 export { permitApp, MAX_PERMIT_WAIT_MS } from './http/permit-app.js';
 export type { PermitAppOptions, PermitBody } from './http/permit-app.js';
 export { rateLimitHeaders } from './http/headers.js';

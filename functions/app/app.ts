@@ -70,6 +70,9 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
     app.all('*', async (c, next) => {
       const path = c.req.path;
       if (path === '/healthz' || path.startsWith('/v1/')) return next();
+      // A request the gateway cannot forward is refused before the limiter charges for it.
+      const refusal = forward.refuse(c);
+      if (refusal) return refusal;
       return gated(c, async () => {
         c.res = await forward(c);
       });

@@ -83,15 +83,40 @@ function endToEnd(source: Headers, also: readonly string[] = []): Headers {
   return out;
 }
 
+/**
+ * Methods no fetch implementation sends (fetch refuses them: CONNECT, TRACE, TRACK), so the gateway
+ * cannot forward them. TRACE would also echo the request, credentials included, to the client.
+ */
+const UNFORWARDABLE = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+export interface Forwarder {
+  /** Forwards the request to the origin; a request `refuse` refuses is answered with that refusal. */
+  (c: Context): Promise<Response>;
+  /**
+   * The answer to a request that cannot be forwarded, decided from its head alone: `501
+   * method-not-implemented` for CONNECT, TRACE and TRACK. Undefined when it can be forwarded. Call it
+   * before a limiter charges for the request.
+   */
+  refuse(c: Context): Response | undefined;
+}
+
 /** Builds the forwarding function once (trust ranges parsed at start-up), to be called per request. */
-export function createForwarder(options: ForwardOptions): (c: Context) => Promise<Response> {
+export function createForwarder(options: ForwardOptions): Forwarder {
   const origin = options.origin.replace(/\/$/, '');
   const timeoutMs = options.timeoutMs ?? 30_000;
   const trust = compileTrust(options.trustedProxies);
   const trustForwardedHost = options.trustForwardedHost ?? false;
   const doFetch = options.fetch ?? ((input: Request) => fetch(input));
 
-  return async function forward(c) {
+  function refuse(c: Context): Response | undefined {
+    const method = c.req.method.toUpperCase();
+    if (UNFORWARDABLE.has(method)) return problemResponse('method-not-implemented', `the gateway does not forward ${method} requests`);
+    return undefined;
+  }
+
+  async function forward(c: Context): Promise<Response> {
+    const refusal = refuse(c);
+    if (refusal) return refusal;
     const req = c.req.raw;
     const url = new URL(req.url);
     // Host is the origin's; accept-encoding is left to fetch, which decodes what it asks for.
@@ -142,5 +167,6 @@ export function createForwarder(options: ForwardOptions): (c: Context) => Promis
       out.delete('content-length');
     }
     return new Response(res.body, { status: res.status, statusText: res.statusText, headers: out });
-  };
+  }
+  return Object.assign(forward, { refuse });
 }

@@ -12,6 +12,7 @@ export const PROBLEMS = {
   'rate-limited': { status: 429, title: 'Too many requests' },
   'server-misconfigured': { status: 500, title: 'Server configuration is invalid' },
   'internal-error': { status: 500, title: 'Internal error' },
+  'method-not-implemented': { status: 501, title: 'Method not supported' },
   'bad-gateway': { status: 502, title: 'Origin unreachable' },
   'store-unavailable': { status: 503, title: 'Rate-limit store unavailable' },
   'gateway-timeout': { status: 504, title: 'Origin did not answer in time' },

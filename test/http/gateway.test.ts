@@ -183,6 +183,33 @@ describe('gateway mode is a correct HTTP proxy', () => {
     expect(JSON.parse(dead.body)).toMatchObject({ type: 'urn:edge-limiter:problem:bad-gateway' });
   });
 
+  it('TRACE, TRACK and CONNECT cannot be forwarded: 501 problem+json before the limiter charges anything', async () => {
+    const store = recording();
+    const env = { LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 1, refillPerSecond: 0.001 } }) };
+    const port = await gateway(env, store);
+    const before = seen.length;
+    const r = await send(port, '/trace-me', { method: 'TRACE', headers: { Authorization: 'Bearer secret' } });
+    expect(r.status).toBe(501);
+    expect(r.headers['content-type']).toBe('application/problem+json');
+    expect(JSON.parse(r.body)).toMatchObject({ type: 'urn:edge-limiter:problem:method-not-implemented', status: 501 });
+    expect(r.body).not.toContain('secret');
+    // Node's parser knows no TRACK and answers CONNECT apart, so those are sent to the app as Node's
+    // adapter would (a request whose method reads as given).
+    const { app } = buildApp(loadConfig({ ...env, GATE_ORIGIN: originUrl }), store, { log: () => {} });
+    for (const method of ['CONNECT', 'TRACK', 'trace']) {
+      const req = new Request(`http://gw.test/${method}`);
+      Object.defineProperty(req, 'method', { get: () => method });
+      const res = await app.fetch(req, { incoming: { socket: { remoteAddress: '127.0.0.1' } } });
+      expect(res.status, method).toBe(501);
+      expect(await res.json()).toMatchObject({ type: 'urn:edge-limiter:problem:method-not-implemented' });
+    }
+    // Nothing reached the origin or the store: the one token is still there.
+    expect(seen.length).toBe(before);
+    expect(store.keys).toEqual([]);
+    expect((await send(port, '/after')).status).toBe(200);
+    expect(store.keys).toEqual(['el:gate:127.0.0.1']);
+  });
+
   it('a compressed origin response arrives decoded, without a stale Content-Encoding', async () => {
     const port = await gateway({});
     const r = await send(port, '/gzip', { headers: { 'Accept-Encoding': 'gzip' } });
