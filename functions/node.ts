@@ -1,12 +1,12 @@
 // Plain Node server entry: `npm start` serves the app on PORT (default 8787), prints a curl line, serves
 // Prometheus metrics on METRICS_PORT when set, and shuts down cleanly on SIGTERM/SIGINT.
-import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 import { ConfigError } from '../src/errors.js';
 import { loadConfig, storeTimeoutMs } from './app/env.js';
 import { createNodeStore } from './app/store-node.js';
 import { buildApp } from './app/app.js';
 import { createMetrics, type Metrics } from './app/metrics.js';
+import { serveNode } from './app/node-http.js';
 
 function fail(err: unknown): never {
   console.error((err as Error).message);
@@ -41,7 +41,8 @@ try {
 }
 
 const servers = [
-  serve({ fetch: app.fetch, port, hostname }, (info) => {
+  // serveNode: serve() with problem+json for what the adapter and Node's parser refuse (node-http.ts).
+  serveNode({ fetch: app.fetch, port, hostname }, (info) => {
     // A ready-to-paste line for people. It names the token through the shell (the first of
     // PERMIT_TOKENS, where that variable is set) and never prints it: server logs must not hold tokens.
     const host = hostname.includes(':') ? `[${hostname}]` : hostname;
@@ -58,7 +59,7 @@ if (metrics && metricsPort !== undefined) {
   const metricsApp = new Hono();
   metricsApp.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
   servers.push(
-    serve({ fetch: metricsApp.fetch, port: metricsPort, hostname }, (info) => {
+    serveNode({ fetch: metricsApp.fetch, port: metricsPort, hostname }, (info) => {
       console.log(JSON.stringify({ msg: 'metrics listening', port: info.port, path: '/metrics' }));
     }),
   );
