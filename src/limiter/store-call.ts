@@ -1,6 +1,12 @@
 // One guarded call to a remote store: bounded in time, bounded in number, behind the circuit breaker.
 // A call that times out gives its slot back at once and its I/O is aborted through the signal: a store
 // whose promise never settles (a hung fetch, a request context that ended) cannot exhaust the slots.
+//
+// The breaker counts a failure once per store request, not once per decision in it: a Redis batch (or
+// an auto-pipelined @upstash/redis request) that fails rejects each of its decisions with the same
+// error object, or with errors whose `cause` chain ends at the same object, and that object counts once
+// among the calls that were already started when it was first seen. A call started later that fails
+// with the same object (a client that reuses one error) counts again.
 import { StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import type { Admission, Breaker, CircuitState } from './breaker.js';
@@ -44,6 +50,8 @@ class Call implements StepOptions {
   constructor(
     readonly timeoutMs: number,
     readonly admission: Admission,
+    /** The number of calls started before and with this one (for counting a shared error once). */
+    readonly seq: number,
   ) {}
   get signal(): AbortSignal {
     if (!this.#controller) {
@@ -61,7 +69,10 @@ class Call implements StepOptions {
 export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
   const { store, breaker, maxPending, monotonicMs, onStatus } = options;
   let pending = 0;
+  let started = 0;
   let downSinceMs: number | undefined;
+  /** Root errors the breaker has counted, with the number of calls started when each was first seen. */
+  const counted = new WeakMap<object, number>();
 
   function report(event: StoreStatusEvent): void {
     try {
@@ -79,14 +90,25 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
     return { ok: false, error };
   }
 
+  /** True when `error` is another decision's share of a failed request the breaker already counted. */
+  function countedBefore(c: Call, error: unknown): boolean {
+    const root = rootCause(error);
+    if (typeof root !== 'object' || root === null) return false;
+    const seen = counted.get(root);
+    if (seen !== undefined && c.seq <= seen) return true;
+    counted.set(root, started);
+    return false;
+  }
+
   /** Settles a call once: frees its slot, stops its timer, tells the breaker. False if it had settled. */
-  function settle(c: Call, ok: boolean): boolean {
+  function settle(c: Call, ok: boolean, error?: unknown): boolean {
     if (c.settled) return false;
     c.settled = true;
     pending--;
     clearTimeout(c.timer);
     if (ok) breaker.succeeded(c.admission);
-    else breaker.failed(c.admission);
+    // The probe's failure always counts: it re-arms the cool-down.
+    else if (c.admission === 'probe' || !countedBefore(c, error)) breaker.failed(c.admission);
     return true;
   }
 
@@ -112,7 +134,7 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
       pending++;
       // The abort signal is made only if the store reads it (see StepOptions.signal): ioredis and
       // @upstash/redis calls take no signal, and an AbortController per call cost ~4 % at concurrency 1.
-      const c = new Call(timeoutMs, admission);
+      const c = new Call(timeoutMs, admission, ++started);
       // One promise settled by whichever comes first, the store's answer or the timer (no race of two
       // promises). The call's slot is freed at that moment; a store that answers later is ignored.
       // The callbacks are anonymous on purpose: a named closure per call costs a name definition
@@ -136,10 +158,20 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
             if (settle(c, true)) resolve(succeeded(result));
           },
           (error: unknown) => {
-            if (settle(c, false)) resolve(failed(error));
+            if (settle(c, false, error)) resolve(failed(error));
           },
         );
       });
     },
   };
+}
+
+/**
+ * The innermost `cause` of an error (at most 8 deep): a store wraps its client's error in a StoreError
+ * per decision, so the decisions of one failed request share the root, not the wrapper.
+ */
+function rootCause(error: unknown): unknown {
+  let e = error;
+  for (let i = 0; i < 8 && e instanceof Error && e.cause !== undefined; i++) e = e.cause;
+  return e;
 }
