@@ -7,6 +7,7 @@ import { createNodeStore } from './app/store-node.js';
 import { buildApp } from './app/app.js';
 import { createMetrics, type Metrics } from './app/metrics.js';
 import { serveNode } from './app/node-http.js';
+import { statsResponse } from './app/stats.js';
 
 function fail(err: unknown): never {
   console.error((err as Error).message);
@@ -33,8 +34,9 @@ const hostname = process.env.HOST ?? '127.0.0.1';
 const { store, close } = await createNodeStore(config.store, { timeoutMs: storeTimeoutMs(config) });
 const metrics: Metrics | undefined = metricsPort === undefined ? undefined : createMetrics({ store: store.name });
 let app;
+let stats;
 try {
-  app = buildApp(config, store, metrics ? { onDecision: metrics.onDecision } : {}).app;
+  ({ app, stats } = buildApp(config, store, metrics ? { onDecision: metrics.onDecision } : {}));
 } catch (err) {
   await close();
   fail(err);
@@ -58,6 +60,8 @@ if (metrics && metricsPort !== undefined) {
   // Its own port, so the public one never exposes policy names and traffic counts.
   const metricsApp = new Hono();
   metricsApp.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
+  // The same snapshot as GET /v1/stats, without a token: this port binds to HOST (loopback by default).
+  metricsApp.get('/stats.json', () => statsResponse(stats));
   servers.push(
     serveNode({ fetch: metricsApp.fetch, port: metricsPort, hostname }, (info) => {
       console.log(JSON.stringify({ msg: 'metrics listening', port: info.port, path: '/metrics' }));

@@ -3,7 +3,7 @@
 // IPv6 client's /64); topKeys 0 keeps no key at all.
 import { describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
-import { createLimiter, memoryStore, type Store } from '../src/index.js';
+import { createLimiter, memoryStore, type Decision, type Store } from '../src/index.js';
 import { createDecisionStats } from '../src/limiter/decision-stats.js';
 import { headerKey, ipKey } from '../src/http/key.js';
 import { rateLimit } from '../src/http/middleware.js';
@@ -75,7 +75,7 @@ describe('decision stats', () => {
       onDecision: stats.onDecision,
       policies: { hot: { capacity: 4, refillPerSecond: 0.001, lease: { tokens: 2, maxAgeMs: 60_000 } } },
     });
-    const decisions = [];
+    const decisions: Decision[] = [];
     for (let i = 0; i < 6; i++) decisions.push(await limiter.take('hot', 'k'));
     const byReason = (r: string | undefined, allowed: boolean) => decisions.filter((d) => d.reason === r && d.allowed === allowed).length;
     const snap = stats.snapshot().policies.hot!;

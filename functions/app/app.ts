@@ -9,10 +9,14 @@ import { createForwarder } from '../../src/http/gateway.js';
 import { headerKey, ipKey } from '../../src/http/key.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { permitApp } from '../../src/http/permit-app.js';
+import { createDecisionStats, type DecisionStats } from '../../src/limiter/decision-stats.js';
+import { composeOnDecision, serveStats } from './stats.js';
 
 export interface BuiltApp {
   app: Hono;
   limiter: Limiter;
+  /** This node's decision counts and most refused keys, served at GET /v1/stats. */
+  stats: DecisionStats;
 }
 
 export type LogSink = (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
@@ -58,8 +62,11 @@ export function buildLimiter(config: AppConfig, store: Store, options: BuildOpti
 
 export function buildApp(config: AppConfig, store: Store, options: BuildOptions = {}): BuiltApp {
   const log = options.log ?? consoleLog;
-  const limiter = buildLimiter(config, store, options);
+  // Counts every decision (LIMITER_TOP_KEYS: and keeps the most refused keys) before options.onDecision sees it.
+  const stats = createDecisionStats({ topKeys: config.stats.topKeys, policies: Object.keys(config.policies) });
+  const limiter = buildLimiter(config, store, { ...options, onDecision: composeOnDecision(stats.onDecision, options.onDecision) });
   const app = permitApp({ limiter, tokens: config.tokens, log });
+  serveStats(app, stats);
   const gate = config.gate;
   if (gate) {
     const trustedProxies = gate.trustedProxies;
@@ -78,5 +85,5 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
       });
     });
   }
-  return { app, limiter };
+  return { app, limiter, stats };
 }

@@ -5,6 +5,7 @@ import { ConfigError } from '../../src/errors.js';
 import type { PolicyConfig } from '../../src/core/policy.js';
 import type { CircuitBreakerOptions } from '../../src/limiter/breaker.js';
 import { parseCidr } from '../../src/http/ip.js';
+import { DEFAULT_TOP_KEYS, MAX_TOP_KEYS } from '../../src/limiter/decision-stats.js';
 
 export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb' | 'durable-object';
 
@@ -33,6 +34,8 @@ export interface AppConfig {
     /** GATE_TRUST_FORWARDED_HOST=true: the trusted proxies set X-Forwarded-Host (else it is Host). */
     trustForwardedHost?: true;
   };
+  /** LIMITER_TOP_KEYS: refused keys kept per policy for /v1/stats (0: none, only the counters). */
+  stats: { topKeys: number };
 }
 
 export type EnvRecord = Record<string, unknown>;
@@ -210,7 +213,8 @@ export function loadConfig(env: EnvRecord): AppConfig {
   if (breaker !== undefined) limiter.circuitBreaker = breaker;
   const maxPending = integer(env, 'LIMITER_MAX_PENDING_STORE_CALLS', 1, 1_000_000);
   if (maxPending !== undefined) limiter.maxPendingStoreCalls = maxPending;
-  return { store, policies, tokens, limiter, gate };
+  const stats = { topKeys: integer(env, 'LIMITER_TOP_KEYS', 0, MAX_TOP_KEYS) ?? DEFAULT_TOP_KEYS };
+  return { store, policies, tokens, limiter, gate, stats };
 }
 
 /**
