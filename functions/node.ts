@@ -7,6 +7,7 @@ import { createNodeStore } from './app/store-node.js';
 import { buildApp } from './app/app.js';
 import { createMetrics, type Metrics } from './app/metrics.js';
 import { serveNode } from './app/node-http.js';
+import { nodeSend } from './app/node-send.js';
 import { statsResponse } from './app/stats.js';
 
 function fail(err: unknown): never {
@@ -36,7 +37,7 @@ const metrics: Metrics | undefined = metricsPort === undefined ? undefined : cre
 let app;
 let stats;
 try {
-  ({ app, stats } = buildApp(config, store, metrics ? { onDecision: metrics.onDecision } : {}));
+  ({ app, stats } = buildApp(config, store, { send: nodeSend, ...(metrics ? { onDecision: metrics.onDecision } : {}) }));
 } catch (err) {
   await close();
   fail(err);

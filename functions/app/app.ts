@@ -5,7 +5,7 @@ import type { AppConfig } from './env.js';
 import { inEnv } from './env.js';
 import { createLimiter, type Limiter, type LimiterOptions, type StoreStatusEvent } from '../../src/limiter.js';
 import type { Store } from '../../src/store.js';
-import { createForwarder } from '../../src/http/gateway.js';
+import { createForwarder, type ForwardSend } from '../../src/http/gateway.js';
 import { headerKey, ipKey } from '../../src/http/key.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { permitApp } from '../../src/http/permit-app.js';
@@ -43,6 +43,11 @@ export interface BuildOptions {
   log?: LogSink;
   /** Passed to the limiter, e.g. metrics. Off by default (it takes the memory store off its synchronous path). */
   onDecision?: LimiterOptions['onDecision'];
+  /**
+   * The gateway's transport to the origin. The Node and Lambda entries pass node-send.ts's (streams
+   * bodies in bounded memory); without one the gateway uses fetch (right on Workers).
+   */
+  send?: ForwardSend;
 }
 
 export function buildLimiter(config: AppConfig, store: Store, options: BuildOptions = {}): Limiter {
@@ -73,7 +78,14 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
     // A header key is stored as its SHA-256, never as the raw value (it is often a secret).
     const key = gate.key === 'ip' ? ipKey({ trustedProxies, ipv6Subnet: gate.ipv6Subnet }) : headerKey(gate.key.header);
     const gated = rateLimit({ limiter, policy: gate.policy, key });
-    const forward = createForwarder({ origin: gate.origin, timeoutMs: gate.timeoutMs, trustedProxies, trustForwardedHost: gate.trustForwardedHost ?? false });
+    const forward = createForwarder({
+      origin: gate.origin,
+      timeoutMs: gate.timeoutMs,
+      trustedProxies,
+      trustForwardedHost: gate.trustForwardedHost ?? false,
+      ...(gate.maxBodyBytes === undefined ? {} : { maxBodyBytes: gate.maxBodyBytes }),
+      ...(options.send ? { send: options.send } : {}),
+    });
     app.all('*', async (c, next) => {
       const path = c.req.path;
       if (path === '/healthz' || path.startsWith('/v1/')) return next();

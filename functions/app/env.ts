@@ -33,6 +33,8 @@ export interface AppConfig {
     ipv6Subnet: number | false;
     /** GATE_TRUST_FORWARDED_HOST=true: the trusted proxies set X-Forwarded-Host (else it is Host). */
     trustForwardedHost?: true;
+    /** GATE_MAX_BODY_BYTES: larger request bodies get 413 (unset: no limit). */
+    maxBodyBytes?: number;
   };
   /** LIMITER_TOP_KEYS: refused keys kept per policy for /v1/stats (0: none, only the counters). */
   stats: { topKeys: number };
@@ -207,6 +209,8 @@ export function loadConfig(env: EnvRecord): AppConfig {
       if (trustedProxies.length === 0) throw new ConfigError('GATE_TRUST_FORWARDED_HOST', 'needs GATE_TRUSTED_PROXIES: only trusted proxies can say which host the client asked for');
       gate.trustForwardedHost = true;
     }
+    const maxBodyBytes = integer(env, 'GATE_MAX_BODY_BYTES', 0, Number.MAX_SAFE_INTEGER);
+    if (maxBodyBytes !== undefined) gate.maxBodyBytes = maxBodyBytes;
   }
   const limiter: AppConfig['limiter'] = {};
   const breaker = circuitBreaker(env);

@@ -4,6 +4,7 @@ import { handle } from 'hono/aws-lambda';
 import type { Hono } from 'hono';
 import { ConfigError } from '../../src/errors.js';
 import { buildApp } from './app.js';
+import { nodeSend } from './node-send.js';
 import { loadConfig, storeTimeoutMs, type AppConfig } from './env.js';
 import type { NodeStore, StoreClientOptions } from './node-stores/types.js';
 
@@ -22,7 +23,7 @@ export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppCon
       throw new ConfigError('LIMITER_STORE', `is "${config.store.kind}", but this bundle holds only the ${kinds.join(', ')} store; deploy the ${config.store.kind} bundle`);
     }
     const { store } = await createStore(config.store, { timeoutMs: storeTimeoutMs(config) });
-    return buildApp(config, store).app;
+    return buildApp(config, store, { send: nodeSend }).app;
   }
   return (async (event: Parameters<LambdaHandler>[0], context: Parameters<LambdaHandler>[1]) => {
     appPromise ??= init().catch((err) => {

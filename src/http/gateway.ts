@@ -19,8 +19,67 @@ export interface ForwardOptions {
    * @default false
    */
   trustForwardedHost?: boolean;
-  /** @default globalThis.fetch */
+  /**
+   * The largest request body forwarded, in bytes. A larger declared Content-Length is refused by
+   * `refuse` (413, before anything is charged); a body that streams past it without one is cut off,
+   * the forward aborted, and the answer is 413 too. @default no limit
+   */
+  maxBodyBytes?: number;
+  /**
+   * Sends the request with fetch, which decodes compressed responses (the gateway then drops their
+   * Content-Encoding) and, as the gateway asks, follows no redirect. On Node, fetch (undici) clones a
+   * request whose redirect mode is not "error" and so holds a streamed body in memory until the forward
+   * ends: pass `send` there, or set `maxBodyBytes`. @default globalThis.fetch
+   */
   fetch?: typeof fetch;
+  /**
+   * A raw HTTP transport used instead of fetch: it sends exactly the headers given (the client's
+   * Accept-Encoding included), streams the body, follows no redirect and returns the origin's response
+   * undecoded. The Node and Lambda entries use one built on node:http.
+   */
+  send?: ForwardSend;
+}
+
+/** What a `send` transport is given. `body` is null for GET and HEAD. */
+export interface ForwardInit {
+  method: string;
+  headers: Headers;
+  body: ReadableStream<Uint8Array> | null;
+  signal: AbortSignal;
+}
+
+export type ForwardSend = (url: string, init: ForwardInit) => Promise<Response>;
+
+/**
+ * Passes a body through unchanged until more than `max` bytes have passed; then calls `exceeded` (which
+ * must abort the forward) and fails the stream. The abort comes first because a failed body is not
+ * enough everywhere: workerd ends the upload as if the body had ended there, so the origin would get
+ * a complete, truncated request.
+ */
+function limited(body: ReadableStream<Uint8Array>, max: number, exceeded: (err: Error) => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let bytes = 0;
+  let released = false;
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done) return controller.close();
+        bytes += value.byteLength;
+        if (bytes > max) {
+          const err = new RangeError(`the request body exceeds ${max} bytes`);
+          // Stop reading without cancelling the client's stream: the server can still answer 413.
+          released = true;
+          reader.releaseLock();
+          exceeded(err);
+          return controller.error(err);
+        }
+        controller.enqueue(value);
+      },
+      cancel: (reason) => (released ? undefined : reader.cancel(reason)),
+    },
+    { highWaterMark: 0 },
+  );
 }
 
 // RFC 9110 §7.6.1 hop-by-hop fields, plus the legacy Proxy-Connection. Expect is answered by our own
@@ -94,8 +153,8 @@ export interface Forwarder {
   (c: Context): Promise<Response>;
   /**
    * The answer to a request that cannot be forwarded, decided from its head alone: `501
-   * method-not-implemented` for CONNECT, TRACE and TRACK. Undefined when it can be forwarded. Call it
-   * before a limiter charges for the request.
+   * method-not-implemented` for CONNECT, TRACE and TRACK, `413 payload-too-large` for a Content-Length
+   * over `maxBodyBytes`. Undefined when it can be forwarded. Call it before a limiter charges for the request.
    */
   refuse(c: Context): Response | undefined;
 }
@@ -106,11 +165,20 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const timeoutMs = options.timeoutMs ?? 30_000;
   const trust = compileTrust(options.trustedProxies);
   const trustForwardedHost = options.trustForwardedHost ?? false;
-  const doFetch = options.fetch ?? ((input: Request) => fetch(input));
+  const { send, maxBodyBytes } = options;
+  if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes >= 0)) {
+    throw new RangeError(`[edge-limiter] maxBodyBytes must be a non-negative integer, got ${String(maxBodyBytes)}`);
+  }
+  const doFetch = options.fetch ?? ((url: string, init: RequestInit) => fetch(url, init));
+  const tooLarge = () => problemResponse('payload-too-large', `the request body may be at most ${maxBodyBytes} bytes`);
 
   function refuse(c: Context): Response | undefined {
     const method = c.req.method.toUpperCase();
     if (UNFORWARDABLE.has(method)) return problemResponse('method-not-implemented', `the gateway does not forward ${method} requests`);
+    if (maxBodyBytes !== undefined) {
+      const declared = c.req.header('content-length');
+      if (declared !== undefined && Number(declared) > maxBodyBytes) return tooLarge();
+    }
     return undefined;
   }
 
@@ -119,8 +187,9 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     if (refusal) return refusal;
     const req = c.req.raw;
     const url = new URL(req.url);
-    // Host is the origin's; accept-encoding is left to fetch, which decodes what it asks for.
-    const headers = endToEnd(req.headers, ['host', 'expect', 'accept-encoding', ...CLIENT_CLAIMS]);
+    // Host is the origin's. fetch decodes what it asks for, so Accept-Encoding is left to it; a raw
+    // `send` passes the client's on and the response's encoding back untouched.
+    const headers = endToEnd(req.headers, ['host', 'expect', ...(send ? [] : ['accept-encoding']), ...CLIENT_CLAIMS]);
     const chain = trustedChain(c, trust);
     if (chain.length > 0) {
       headers.set('x-forwarded-for', chain.join(', '));
@@ -139,19 +208,19 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error('origin timeout')), timeoutMs);
     const hasBody = req.body !== null && req.method !== 'GET' && req.method !== 'HEAD';
+    if (!hasBody) headers.delete('content-length');
+    const overLimit = new AbortController();
+    const body = !hasBody ? null : maxBodyBytes === undefined ? req.body! : limited(req.body!, maxBodyBytes, (err) => overLimit.abort(err));
+    const target = `${origin}${url.pathname}${url.search}`;
+    const signal = AbortSignal.any([controller.signal, req.signal, overLimit.signal]);
     let res: Response;
     try {
-      res = await doFetch(
-        new Request(`${origin}${url.pathname}${url.search}`, {
-          method: req.method,
-          headers,
-          body: hasBody ? req.body : null,
-          redirect: 'manual',
-          signal: AbortSignal.any([controller.signal, req.signal]),
-          ...(hasBody ? { duplex: 'half' } : {}),
-        } as RequestInit),
-      );
+      // The body is passed as a stream in init, never inside a Request object that could be cloned.
+      res = send
+        ? await send(target, { method: req.method, headers, body, signal })
+        : await doFetch(target, { method: req.method, headers, body, redirect: 'manual', signal, ...(body ? { duplex: 'half' } : {}) } as RequestInit);
     } catch {
+      if (overLimit.signal.aborted) return tooLarge();
       if (controller.signal.aborted) {
         return problemResponse('gateway-timeout', `the origin did not answer within ${timeoutMs} ms`, {}, { 'Retry-After': '1' });
       }
@@ -161,7 +230,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       clearTimeout(timer);
     }
     const out = endToEnd(res.headers);
-    if (out.has('content-encoding')) {
+    if (!send && out.has('content-encoding')) {
       // fetch has already decoded the body: the encoding and length no longer describe it.
       out.delete('content-encoding');
       out.delete('content-length');

@@ -1,7 +1,7 @@
 // Gateway mode as an HTTP proxy, end to end: a real Node server (what `npm start` serves) in front of a
 // real origin, driven by raw HTTP/1.1 requests so hop-by-hop headers and Expect can be sent as clients do.
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import { gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { serve, type ServerType } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,10 +9,13 @@ import { loadConfig } from '../../functions/app/env.js';
 import { buildApp } from '../../functions/app/app.js';
 import { memoryStore, type Store } from '../../src/index.js';
 import { createForwarder } from '../../src/http/gateway.js';
+import { nodeSend } from '../../functions/app/node-send.js';
 import { Hono } from 'hono';
 
-type Seen = { method: string; url: string; headers: IncomingHttpHeaders; body: string };
+type Seen = { method: string; url: string; headers: IncomingHttpHeaders; body: string; bytes: number; sha256: string };
 const seen: Seen[] = [];
+/** Requests whose body the origin started to receive but that never completed (the gateway aborted them). */
+let cutOff = 0;
 let origin: Server;
 let originUrl: string;
 const servers: ServerType[] = [];
@@ -20,9 +23,18 @@ const servers: ServerType[] = [];
 beforeAll(async () => {
   origin = createServer((req, res) => {
     let body = '';
-    req.on('data', (d) => (body += d));
+    let bytes = 0;
+    const hash = createHash('sha256');
+    req.on('data', (d: Buffer) => {
+      bytes += d.length;
+      hash.update(d);
+      if (body.length < 100_000) body += d;
+    });
+    req.on('close', () => {
+      if (!req.complete) cutOff++;
+    });
     req.on('end', () => {
-      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body, bytes, sha256: hash.digest('hex') });
       if (req.url === '/teapot') {
         res.writeHead(418, { 'Content-Type': 'text/plain' });
         return res.end('short and stout');
@@ -59,9 +71,14 @@ function recording(): Store & { keys: string[] } {
   return { name: 'memory', keys, step: (k, a) => (keys.push(k), inner.step(k, a)), reset: (k) => inner.reset(k), ping: async () => {} };
 }
 
-async function gateway(env: Record<string, string>, store: Store = memoryStore()): Promise<number> {
+/**
+ * `transport`: `node` is what the Node and Lambda entries pass (node-send.ts); `fetch` is the default,
+ * what the Worker uses.
+ */
+const gateway = (env: Record<string, string>, store?: Store) => gatewayVia(env, store);
+async function gatewayVia(env: Record<string, string>, store: Store = memoryStore(), transport: 'node' | 'fetch' = 'node'): Promise<number> {
   const config = loadConfig({ LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 100, refillPerSecond: 1 } }), GATE_ORIGIN: originUrl, ...env });
-  const { app } = buildApp(config, store, { log: () => {} });
+  const { app } = buildApp(config, store, { log: () => {}, ...(transport === 'node' ? { send: nodeSend } : {}) });
   return new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
     servers.push(s);
@@ -70,7 +87,8 @@ async function gateway(env: Record<string, string>, store: Store = memoryStore()
 
 type Reply = { status: number; headers: IncomingHttpHeaders; body: string };
 /** `from`: the client's own address (any of 127.0.0.0/8 on Linux), to play a proxy the gateway trusts. */
-function send(port: number, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string; expectContinue?: boolean; from?: string } = {}): Promise<Reply> {
+/** `chunks`: the body written piece by piece with no Content-Length (chunked), instead of `body`. */
+function send(port: number, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string | Buffer; chunks?: Buffer[]; expectContinue?: boolean; from?: string } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: opts.headers, agent: false, localAddress: opts.from }, (res) => {
       let body = '';
@@ -80,11 +98,16 @@ function send(port: number, path: string, opts: { method?: string; headers?: Rec
     });
     req.on('error', reject);
     if (opts.expectContinue) req.on('continue', () => req.end(opts.body));
-    else req.end(opts.body);
+    else if (opts.chunks) {
+      for (const chunk of opts.chunks) req.write(chunk);
+      req.end();
+    } else req.end(opts.body);
   });
 }
 
-describe('gateway mode is a correct HTTP proxy', () => {
+for (const transport of ['node', 'fetch'] as const) describe(`gateway mode is a correct HTTP proxy (${transport})`, () => {
+  const gateway = (env: Record<string, string>, store?: Store) => gatewayVia(env, store, transport);
+
   it('gates every path outside /v1 and /healthz, and passes method, query, body and status through', async () => {
     const port = await gateway({
       LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 2, refillPerSecond: 1 } }),
@@ -210,12 +233,90 @@ describe('gateway mode is a correct HTTP proxy', () => {
     expect(store.keys).toEqual(['el:gate:127.0.0.1']);
   });
 
-  it('a compressed origin response arrives decoded, without a stale Content-Encoding', async () => {
+  if (transport === 'fetch') {
+    it('a compressed origin response arrives decoded, without a stale Content-Encoding', async () => {
+      const port = await gateway({});
+      const r = await send(port, '/gzip', { headers: { 'Accept-Encoding': 'gzip' } });
+      expect(r.status).toBe(200);
+      expect(r.headers['content-encoding']).toBeUndefined();
+      expect(r.body).toBe('hello, decoded');
+    });
+  } else {
+    it('a compressed origin response arrives as the origin sent it, for the client to decode', async () => {
+      const port = await gateway({});
+      const r = await new Promise<{ encoding: string | undefined; body: Buffer }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path: '/gzip', headers: { 'Accept-Encoding': 'gzip' }, agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (d: Buffer) => chunks.push(d));
+          res.on('end', () => resolve({ encoding: res.headers['content-encoding'], body: Buffer.concat(chunks) }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(seen.at(-1)!.headers['accept-encoding']).toBe('gzip');
+      expect(r.encoding).toBe('gzip');
+      expect(gunzipSync(r.body).toString()).toBe('hello, decoded');
+    });
+  }
+});
+
+for (const transport of ['node', 'fetch'] as const) describe(`request bodies (${transport})`, () => {
+  const gateway = (env: Record<string, string>, store?: Store) => gatewayVia(env, store, transport);
+  const bytes = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7919) % 251));
+  const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+  it('a body reaches the origin byte for byte, with a Content-Length or chunked', async () => {
     const port = await gateway({});
-    const r = await send(port, '/gzip', { headers: { 'Accept-Encoding': 'gzip' } });
-    expect(r.status).toBe(200);
-    expect(r.headers['content-encoding']).toBeUndefined();
-    expect(r.body).toBe('hello, decoded');
+    const body = bytes(3_000_000);
+    expect((await send(port, '/up', { method: 'POST', body })).status).toBe(200);
+    expect(seen.at(-1)).toMatchObject({ bytes: body.length, sha256: sha256(body) });
+    expect(seen.at(-1)!.headers['content-length']).toBe(String(body.length));
+    const chunks = [bytes(100_000), bytes(1), bytes(65_536)];
+    expect((await send(port, '/up', { method: 'PUT', chunks })).status).toBe(200);
+    expect(seen.at(-1)).toMatchObject({ method: 'PUT', bytes: 165_537, sha256: sha256(Buffer.concat(chunks)) });
+  });
+
+  it('GATE_MAX_BODY_BYTES: a larger Content-Length gets 413 problem+json before the limiter charges; one at the limit passes', async () => {
+    const store = recording();
+    const port = await gateway({ GATE_MAX_BODY_BYTES: '1000' }, store);
+    const before = seen.length;
+    const r = await send(port, '/up', { method: 'POST', body: bytes(1001) });
+    expect(r.status).toBe(413);
+    expect(r.headers['content-type']).toBe('application/problem+json');
+    expect(JSON.parse(r.body)).toMatchObject({ type: 'urn:edge-limiter:problem:payload-too-large', status: 413 });
+    expect(seen.length).toBe(before);
+    expect(store.keys).toEqual([]);
+    expect((await send(port, '/up', { method: 'POST', body: bytes(1000) })).status).toBe(200);
+    expect(seen.at(-1)).toMatchObject({ bytes: 1000 });
+  });
+
+  it('GATE_MAX_BODY_BYTES: a body that streams past the limit without a Content-Length is cut off, the forward aborted, and the answer is 413', async () => {
+    const port = await gateway({ GATE_MAX_BODY_BYTES: '100000' });
+    const [seenBefore, cutBefore] = [seen.length, cutOff];
+    const r = await send(port, '/up', { method: 'POST', chunks: Array.from({ length: 20 }, () => bytes(16_384)) });
+    expect(r.status).toBe(413);
+    expect(r.headers['content-type']).toBe('application/problem+json');
+    expect(JSON.parse(r.body)).toMatchObject({ type: 'urn:edge-limiter:problem:payload-too-large', status: 413 });
+    // The body was streamed as it came, so the origin saw the upload begin, then end unfinished: no
+    // complete request reached it.
+    expect(seen.length).toBe(seenBefore);
+    await expect.poll(() => cutOff - cutBefore).toBe(1);
+    // Chunked bodies within the limit pass whole.
+    const ok = Array.from({ length: 6 }, () => bytes(16_384));
+    expect((await send(port, '/up', { method: 'POST', chunks: ok })).status).toBe(200);
+    expect(seen.at(-1)).toMatchObject({ bytes: 6 * 16_384, sha256: sha256(Buffer.concat(ok)) });
+  });
+});
+
+describe('GATE_MAX_BODY_BYTES and maxBodyBytes', () => {
+  it('must be a non-negative integer; the error names the variable', () => {
+    const base = { GATE_ORIGIN: 'https://o.example' };
+    for (const bad of ['-1', '1e6', '10MB', '9007199254740992']) {
+      expect(() => loadConfig({ ...base, GATE_MAX_BODY_BYTES: bad }), bad).toThrow(/invalid config: GATE_MAX_BODY_BYTES must be an integer from 0 to/);
+    }
+    expect(loadConfig({ ...base, GATE_MAX_BODY_BYTES: '0' }).gate).toMatchObject({ maxBodyBytes: 0 });
+    expect(loadConfig(base).gate).not.toHaveProperty('maxBodyBytes');
+    for (const bad of [-1, 1.5, Number.NaN]) expect(() => createForwarder({ origin: 'http://o', maxBodyBytes: bad }), String(bad)).toThrow(/maxBodyBytes/);
   });
 });
 

@@ -1,6 +1,8 @@
 // The Lambda entry driven by real event shapes: API Gateway REST (v1), HTTP API (v2), Function URL, ALB.
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Hono } from 'hono';
 import { handle } from 'hono/aws-lambda';
 import { clientIp } from '../../src/http/key.js';
@@ -19,7 +21,7 @@ function header(res: LambdaResult, name: string): string | undefined {
 
 async function loadHandler(env: Record<string, string>) {
   vi.resetModules();
-  for (const k of ['LIMITER_STORE', 'LIMITER_POLICIES', 'PERMIT_TOKENS', 'REDIS_URL', 'UPSTASH_REDIS_REST_URL', 'MONGODB_URI', 'GATE_ORIGIN']) delete process.env[k];
+  for (const k of ['LIMITER_STORE', 'LIMITER_POLICIES', 'PERMIT_TOKENS', 'REDIS_URL', 'UPSTASH_REDIS_REST_URL', 'MONGODB_URI', 'GATE_ORIGIN', 'GATE_MAX_BODY_BYTES']) delete process.env[k];
   Object.assign(process.env, env);
   return (await import('../../functions/lambda.js')).handler as unknown as (e: unknown, c: unknown) => Promise<LambdaResult>;
 }
@@ -59,6 +61,40 @@ describe('Lambda entry', () => {
     vi.spyOn(console, 'error').mockImplementation(() => {});
     const handler = await loadHandler({ ...ENV, LIMITER_POLICIES: '{"api":{"capacity":-1,"refillPerSecond":1}}' });
     await expect(handler(fixture('apigw-v1'), context)).rejects.toThrow(/LIMITER_POLICIES\.api\.capacity/);
+  });
+
+  it('gateway mode: a body reaches the origin; one over GATE_MAX_BODY_BYTES gets 413 problem+json, with or without a Content-Length', async () => {
+    const got: string[] = [];
+    const origin = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => (got.push(body), res.end(`origin got ${body.length}`)));
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    try {
+      const handler = await loadHandler({ ...ENV, GATE_ORIGIN: `http://127.0.0.1:${(origin.address() as AddressInfo).port}`, GATE_MAX_BODY_BYTES: '64' });
+      const upload = (body: string, withLength: boolean) => {
+        const event = fixture('apigw-v2');
+        event.rawPath = event.requestContext.http.path = '/upload';
+        event.headers['content-type'] = 'text/plain';
+        if (withLength) event.headers['content-length'] = String(body.length);
+        else delete event.headers['content-length'];
+        event.body = Buffer.from(body).toString('base64');
+        return handler(event, context);
+      };
+      const ok = await upload('x'.repeat(64), true);
+      expect(ok.statusCode).toBe(200);
+      expect(got).toEqual(['x'.repeat(64)]);
+      for (const withLength of [true, false]) {
+        const res = await upload('y'.repeat(65), withLength);
+        expect(res.statusCode, `withLength ${withLength}`).toBe(413);
+        expect(header(res, 'content-type')).toBe('application/problem+json');
+        expect(JSON.parse(res.body)).toMatchObject({ type: 'urn:edge-limiter:problem:payload-too-large' });
+      }
+      expect(got).toHaveLength(1);
+    } finally {
+      await new Promise<void>((r) => origin.close(() => r()));
+    }
   });
 
   it('the client IP helper sees each event source’s address', async () => {

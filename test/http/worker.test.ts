@@ -11,15 +11,25 @@ import { freePort } from '../../scripts/lib/redis-server.js';
 const TOKEN = 'worker-token';
 const POLICIES = JSON.stringify({ api: { capacity: 2, refillPerSecond: 1 }, gate: { capacity: 1, refillPerSecond: 0.5 } });
 
+const MAX_BODY = 1024 * 1024;
+
 let build: WorkerBuild;
 let dev: DevWorker;
 let origin: Server;
 let originUrl: string;
 let originSaw: import('node:http').IncomingHttpHeaders = {};
+/** The size of every upload the origin received complete. */
+const uploads: number[] = [];
 
 beforeAll(async () => {
   origin = createServer((req, res) => {
     originSaw = req.headers;
+    if (req.url === '/upload') {
+      let n = 0;
+      req.on('data', (d: Buffer) => (n += d.length));
+      req.on('end', () => (uploads.push(n), res.end(`origin got ${n}`)));
+      return;
+    }
     res.writeHead(201, { 'content-type': 'text/plain', 'x-origin': 'yes' });
     res.end(`origin ${req.method} ${req.url}`);
   });
@@ -27,7 +37,7 @@ beforeAll(async () => {
   originUrl = `http://127.0.0.1:${(origin.address() as { port: number }).port}`;
   [build, dev] = await Promise.all([
     buildWorker(),
-    startDevWorker({ LIMITER_STORE: 'memory', LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: TOKEN, GATE_ORIGIN: originUrl, GATE_POLICY: 'gate' }),
+    startDevWorker({ LIMITER_STORE: 'memory', LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: TOKEN, GATE_ORIGIN: originUrl, GATE_POLICY: 'gate', GATE_MAX_BODY_BYTES: String(MAX_BODY) }),
   ]);
 }, 120_000);
 
@@ -158,6 +168,35 @@ describe('Worker in workerd (memory store)', () => {
     expect(originSaw['x-forwarded-proto']).toBe('http');
     expect(originSaw['x-forwarded-host']).toBe(new URL(dev.url).host);
     for (const name of ['forwarded', 'true-client-ip', 'cf-connecting-ipv6']) expect(originSaw[name], name).toBeUndefined();
+  });
+
+  it('gateway mode: bodies are streamed to the origin; over GATE_MAX_BODY_BYTES, declared or streamed, 413 problem+json', async () => {
+    const client = (n: number) => ({ 'CF-Connecting-IP': `203.0.113.${100 + n}` });
+    const ok = await fetch(dev.url + '/upload', { method: 'POST', headers: client(1), body: new Uint8Array(MAX_BODY).fill(7) });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toBe(`origin got ${MAX_BODY}`);
+    const declared = await fetch(dev.url + '/upload', { method: 'POST', headers: client(2), body: new Uint8Array(MAX_BODY + 1) });
+    expect(declared.status).toBe(413);
+    expect(declared.headers.get('content-type')).toBe('application/problem+json');
+    expect(await declared.json()).toMatchObject({ type: 'urn:edge-limiter:problem:payload-too-large' });
+    // No Content-Length: the body streams (chunked) and its last chunk passes the limit. (Not more: the
+    // dev server closes the connection after an early answer, and a client still sending gets EPIPE.)
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (sent >= MAX_BODY + 64 * 1024) return c.close();
+        sent += 64 * 1024;
+        c.enqueue(new Uint8Array(64 * 1024).fill(9));
+      },
+    });
+    const streamed = await fetch(dev.url + '/upload', { method: 'POST', headers: client(3), body: stream, duplex: 'half' } as RequestInit);
+    expect(streamed.status).toBe(413);
+    expect(streamed.headers.get('content-type')).toBe('application/problem+json');
+    expect(await streamed.json()).toMatchObject({ type: 'urn:edge-limiter:problem:payload-too-large' });
+    // The forward was aborted, not ended: the origin never received the first MAX_BODY bytes as a
+    // complete (truncated) upload. Only the first request's upload completed.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(uploads).toEqual([MAX_BODY]);
   });
 
   it('the curl line that npm run dev prints answers 200', async () => {
