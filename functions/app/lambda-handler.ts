@@ -1,8 +1,9 @@
 // The Lambda handler around the app, for a given store factory. The store client and app are created
 // once per container, at the first invocation, and reused; a configuration error fails that start.
 import { handle } from 'hono/aws-lambda';
-import type { Hono } from 'hono';
+import { Hono } from 'hono';
 import { ConfigError } from '../../src/errors.js';
+import { problemResponse } from '../../src/http/problem.js';
 import { buildApp } from './app.js';
 import { nodeSend } from './node-send.js';
 import { loadConfig, storeTimeoutMs, type AppConfig } from './env.js';
@@ -10,6 +11,26 @@ import type { NodeStore, StoreClientOptions } from './node-stores/types.js';
 
 export type LambdaHandler = ReturnType<typeof handle>;
 type StoreFactory = (config: AppConfig['store'], options: StoreClientOptions) => Promise<NodeStore>;
+
+type LambdaEvent = { httpMethod?: string; method?: string; requestContext?: { http?: { method?: string } } };
+
+// Methods fetch forbids: hono/aws-lambda cannot build a Request for them and answers a plain-text 400.
+const UNSENDABLE = /^(?:connect|trace|track)$/i;
+
+/**
+ * The 501 problem+json the app gives these methods, shaped for the event's kind by the adapter itself
+ * (it is run on a copy of the event whose method it can build, against an app that only refuses).
+ */
+function refuseMethod(event: LambdaEvent, method: string, context: Parameters<LambdaHandler>[1]) {
+  const refusal = new Hono().all('*', () => problemResponse('method-not-implemented', `${method.toUpperCase()} requests are not served`));
+  // A GET with no body (the adapter refuses to build a GET with one).
+  const asGet = event.requestContext?.http?.method
+    ? { ...event, body: null, requestContext: { ...event.requestContext, http: { ...event.requestContext.http, method: 'GET' } } }
+    : event.httpMethod
+      ? { ...event, body: null, httpMethod: 'GET' }
+      : { ...event, body: null, method: 'GET' };
+  return handle(refusal)(asGet as Parameters<LambdaHandler>[0], context);
+}
 
 /**
  * `kinds`: the store kinds this build contains. A per-store bundle names its one kind, so a container
@@ -32,6 +53,9 @@ export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppCon
       throw err;
     });
     const app = await appPromise;
+    const e = event as LambdaEvent;
+    const method = e.requestContext?.http?.method ?? e.httpMethod ?? e.method;
+    if (method && UNSENDABLE.test(method)) return refuseMethod(event as LambdaEvent, method, context);
     return handle(app)(event, context);
   }) as LambdaHandler;
 }

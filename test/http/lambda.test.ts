@@ -97,6 +97,32 @@ describe('Lambda entry', () => {
     }
   });
 
+  it('TRACE, TRACK and CONNECT get 501 problem+json in each event shape (the adapter cannot build them), and reach no origin', async () => {
+    let originHits = 0;
+    const origin = createServer((_req, res) => (originHits++, res.end('origin')));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    try {
+      const handler = await loadHandler({ ...ENV, GATE_ORIGIN: `http://127.0.0.1:${(origin.address() as AddressInfo).port}` });
+      for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb']) {
+        for (const method of ['TRACE', 'TRACK', 'CONNECT', 'trace']) {
+          const event = fixture(name);
+          if (event.requestContext.http) event.requestContext.http.method = method;
+          else event.httpMethod = method;
+          const res = await handler(event, context);
+          expect(res.statusCode, `${name} ${method}`).toBe(501);
+          expect(header(res, 'content-type')).toBe('application/problem+json');
+          const body = JSON.parse(res.isBase64Encoded ? Buffer.from(res.body, 'base64').toString() : res.body);
+          expect(body).toMatchObject({ type: 'urn:edge-limiter:problem:method-not-implemented', status: 501 });
+          // The result has the shape of its event kind (REST API v1 answers in multiValueHeaders).
+          expect(res.multiValueHeaders !== undefined, name).toBe(fixture(name).multiValueHeaders !== undefined);
+        }
+      }
+      expect(originHits).toBe(0);
+    } finally {
+      await new Promise<void>((r) => origin.close(() => r()));
+    }
+  });
+
   it('the client IP helper sees each event source’s address', async () => {
     const app = new Hono();
     app.all('*', (c) => c.text(clientIp(c) ?? 'none'));
