@@ -215,7 +215,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const signal = AbortSignal.any([controller.signal, req.signal, overLimit.signal]);
     let res: Response;
     try {
-      // The body is passed as a stream in init, never inside a Request object that could be cloned.
+      // With fetch the body goes as a stream in init; on Node that is not enough (fetch tees it anyway,
+      // see the `fetch` option), which is why the Node and Lambda entries pass `send`.
       res = send
         ? await send(target, { method: req.method, headers, body, signal })
         : await doFetch(target, { method: req.method, headers, body, redirect: 'manual', signal, ...(body ? { duplex: 'half' } : {}) } as RequestInit);
