@@ -248,8 +248,11 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
 
   type Outcome = { decision: Decision; debtUnits?: number; error?: unknown };
 
-  /** One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. */
-  async function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs): Promise<CallOutcome> {
+  /**
+   * One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. A
+   * `background` step (a lease refund) is outside the pending cap; the leases bound their own.
+   */
+  async function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background = false): Promise<CallOutcome> {
     if (store.inProcess) {
       // No I/O, so no timer, breaker or pending count: they would only cost time on the hot path.
       try {
@@ -258,7 +261,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         return { ok: false, error };
       }
     }
-    return caller.call(storageKey, args, policy.timeoutMs);
+    return caller.call(storageKey, args, policy.timeoutMs, background);
   }
 
   /** One store step: the decision, plus the debt the store reported (for the deny cache). */

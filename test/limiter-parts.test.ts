@@ -293,6 +293,30 @@ describe('outages: one event when decisions start failing, one when the store de
   });
 });
 
+describe('the pending cap is this node refusing, not the store', () => {
+  it('a decision refused by maxPendingStoreCalls fails per onStoreError but reports no outage (no down, no up)', async () => {
+    const inner = memoryStore();
+    const held: (() => void)[] = [];
+    let holding = true;
+    const store: Store = {
+      name: 'held',
+      step: (k, a) => (holding ? new Promise((resolve) => held.push(() => resolve(inner.stepSync(k, a)))) : inner.step(k, a)),
+      reset: async () => {},
+      ping: async () => {},
+    };
+    const events: StoreStatusEvent[] = [];
+    const limiter = createLimiter({ store, maxPendingStoreCalls: 2, onStoreStatus: (e) => events.push(e), policies: { p: { capacity: 10, refillPerSecond: 1 } } });
+    const inFlight = [limiter.take('p', 'a'), limiter.take('p', 'b')];
+    expect(await limiter.take('p', 'c')).toMatchObject({ allowed: false, reason: 'store_error' });
+    expect(held).toHaveLength(2);
+    holding = false;
+    for (const release of held) release();
+    expect((await Promise.all(inFlight)).every((d) => d.allowed)).toBe(true);
+    expect(await limiter.take('p', 'c')).toMatchObject({ allowed: true });
+    expect(events).toEqual([]);
+  });
+});
+
 describe('a store_error decision claims no bucket numbers', () => {
   it('has no remaining or resetAfterMs, for both fail modes', async () => {
     const store: Store = { name: 'down', step: async () => Promise.reject(new Error('down')), reset: async () => {}, ping: async () => {} };

@@ -19,7 +19,11 @@ export type StoreStatusEvent =
 export type CallOutcome = { ok: true; result: StepResult } | { ok: false; error: unknown };
 
 export interface StoreCaller {
-  call(key: string, args: StepArgs, timeoutMs: number): Promise<CallOutcome>;
+  /**
+   * One bounded store call. A `background` call (a lease refund) does not count against, and is never
+   * refused by, maxPendingStoreCalls: that cap bounds decisions; the caller bounds its background calls.
+   */
+  call(key: string, args: StepArgs, timeoutMs: number, background?: boolean): Promise<CallOutcome>;
   /** Store calls in flight now: started, and neither settled nor timed out. */
   pending(): number;
   readonly maxPending: number;
@@ -52,6 +56,8 @@ class Call implements StepOptions {
     readonly admission: Admission,
     /** The number of calls started before and with this one (for counting a shared error once). */
     readonly seq: number,
+    /** A background call, outside the pending count. */
+    readonly background: boolean,
   ) {}
   get signal(): AbortSignal {
     if (!this.#controller) {
@@ -104,7 +110,7 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
   function settle(c: Call, ok: boolean, error?: unknown): boolean {
     if (c.settled) return false;
     c.settled = true;
-    pending--;
+    if (!c.background) pending--;
     clearTimeout(c.timer);
     if (ok) breaker.succeeded(c.admission);
     // The probe's failure always counts: it re-arms the cool-down.
@@ -124,17 +130,18 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
     maxPending,
     pending: () => pending,
     circuit: () => breaker.state(),
-    call(key, args, timeoutMs) {
+    call(key, args, timeoutMs, background = false) {
       const admission = breaker.enter();
       if (admission === 'refused') return Promise.resolve(failed(CIRCUIT_OPEN));
-      if (pending >= maxPending) {
+      if (!background && pending >= maxPending) {
         breaker.release(admission);
-        return Promise.resolve(failed(new StoreError(store.name, `${pending} store calls are already in flight (maxPendingStoreCalls)`)));
+        // This node's own cap refused, not the store: no outage is reported.
+        return Promise.resolve({ ok: false, error: new StoreError(store.name, `${pending} store calls are already in flight (maxPendingStoreCalls)`) });
       }
-      pending++;
+      if (!background) pending++;
       // The abort signal is made only if the store reads it (see StepOptions.signal): ioredis and
       // @upstash/redis calls take no signal, and an AbortController per call cost ~4 % at concurrency 1.
-      const c = new Call(timeoutMs, admission, ++started);
+      const c = new Call(timeoutMs, admission, ++started, background);
       // One promise settled by whichever comes first, the store's answer or the timer (no race of two
       // promises). The call's slot is freed at that moment; a store that answers later is ignored.
       // The callbacks are anonymous on purpose: a named closure per call costs a name definition
