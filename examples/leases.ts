@@ -7,7 +7,7 @@ import { redisStore } from 'edge-limiter/redis';
 const limiter = createLimiter({
   store: redisStore({ client: new Redis(process.env.REDIS_URL!, { commandTimeout: 1000 }) }),
   policies: {
-    // 1000 requests/s per API key; a node holds at most 100 of them, for at most 2 s.
+    // 1000 requests/s per API key; a node holds at most 100 of them, each usable for 100 ms (100 / 1000 s).
     api: { capacity: 1000, refillPerSecond: 1000, lease: { tokens: 100, maxAgeMs: 2000 } },
   },
 });

@@ -226,7 +226,13 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     throw new ConfigError('leases.maxKeys', `must be a positive integer, got ${String(leaseMaxKeys)}`);
   }
   const leases = [...policies.values()].some((p) => p.lease)
-    ? createLeases({ call: (storageKey, args, policy) => storeCall(policy, storageKey, args), monotonicMs, maxKeys: leaseMaxKeys })
+    ? createLeases({
+        call: (storageKey, args, policy, background) => storeCall(policy, storageKey, args, background),
+        monotonicMs,
+        maxKeys: leaseMaxKeys,
+        // A refund makes tokens this node may have refused from its deny cache: the store decides again.
+        onRefund: denied ? (storageKey) => denied.forget(storageKey) : undefined,
+      })
     : undefined;
 
   /** The step arguments of a decision: the policy's shared ones for a take of one token with no wait. */

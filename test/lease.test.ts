@@ -1,7 +1,8 @@
 // Token leases on a fake clock: the store is a memory store whose clock is the same fake, wrapped so
-// each test can count its calls and hold them in flight. No sleeping.
+// each test can count its calls and hold them in flight. Timers are vitest's fake ones, moved with the
+// clock (`advance`). No sleeping.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ConfigError, createLimiter, memoryStore, type Decision, type PolicyConfig, type Store } from '../src/index.js';
 
 interface Held {
@@ -18,10 +19,15 @@ function testStore(clock: { now: number }) {
     grants: 0,
     refunds: 0,
     takes: 0,
+    /** Tokens asked for by each grant, in order. */
+    asked: [] as number[],
     hold: false,
     held: [] as Held[],
     step(key: string, args: Parameters<Store['step']>[1]) {
-      if (args.tokenUnits !== undefined) s.grants++;
+      if (args.tokenUnits !== undefined) {
+        s.grants++;
+        s.asked.push(args.costUnits / args.tokenUnits);
+      }
       else if (args.costUnits < 0) s.refunds++;
       else s.takes++;
       if (!s.hold) return inner.step(key, args);
@@ -43,48 +49,79 @@ function testStore(clock: { now: number }) {
 
 const flush = () => new Promise((r) => setImmediate(r));
 
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
 function setup(policy: PolicyConfig, nodes = 1) {
   const clock = { now: 1_790_000_000_000 };
   const store = testStore(clock);
   const limiters = Array.from({ length: nodes }, () =>
     createLimiter({ store, policies: { hot: policy, plain: { capacity: policy.capacity, refillPerSecond: policy.refillPerSecond } }, monotonicMs: () => clock.now }),
   );
-  return { clock, store, limiter: limiters[0]!, limiters };
+  /** Moves the fake clock and the fake timers together. */
+  const advance = (ms: number) => {
+    clock.now += ms;
+    vi.advanceTimersByTime(ms);
+  };
+  return { clock, store, limiter: limiters[0]!, limiters, advance };
 }
 
 describe('token leases', () => {
-  it('answers a hot key from its lease: 130 takes on a bucket of 100 at one instant cost 12 store calls and admit exactly 100', async () => {
+  it('answers a hot key from its lease: 130 takes on a bucket of 100 at one instant admit exactly 100, with far fewer store calls than takes', async () => {
     const { store, limiter } = setup({ capacity: 100, refillPerSecond: 10, lease: { tokens: 10, maxAgeMs: 5000 } });
     const got: Decision[] = [];
     for (let i = 0; i < 130; i++) got.push(await limiter.take('hot', 'k'));
     expect(got.filter((d) => d.allowed)).toHaveLength(100);
-    // The key's first take is a plain one (a key seen once is not hot); then 10 grants (9 of 10, one
-    // partial of 9), each started in the background at the low-water mark, and none once the store is dry.
+    // The key's first take is a plain one (a key seen once is not hot); then grants, growing with the
+    // demand, each at most tokens - held (5 once the background grants start at the low-water mark).
     expect(store.takes).toBe(1);
-    expect(store.grants).toBe(10);
+    expect(Math.max(...store.asked)).toBeLessThanOrEqual(10);
+    expect(store.calls()).toBeLessThanOrEqual(130 / 4);
     expect(got.filter((d) => d.reason === 'lease').length).toBeGreaterThanOrEqual(90);
-    // The 30 refusals: one from the store's empty answer, the rest locally until a token exists (100 ms).
+    // The 30 refusals: after a grant found the store empty, locally until a token exists (100 ms).
     const refusals = got.filter((d) => !d.allowed);
     expect(refusals.every((d) => d.retryAfterMs === 100)).toBe(true);
   });
 
+  it('after its first grant (tokens), a lease asks for this node\'s demand over one usable age: no more than it can use before the tokens age out', async () => {
+    // 100/s, tokens 100: the usable age is min(maxAgeMs, 1 s) = 1 s.
+    const { store, limiter, advance } = setup({ capacity: 1000, refillPerSecond: 100, lease: { tokens: 100, maxAgeMs: 5000 } });
+    await limiter.take('hot', 'k'); // plain: first sight
+    await limiter.take('hot', 'k'); // the key is hot: a first grant of tokens (100), one used
+    for (let i = 0; i < 9; i++) {
+      advance(100);
+      expect(await limiter.take('hot', 'k')).toMatchObject({ allowed: true, reason: 'lease' });
+    }
+    expect(limiter.stats().leases.tokens).toBe(90);
+    advance(100); // the grant is 1 s old: its 90 unused tokens age out (the bucket has refilled 100 since)
+    expect(limiter.stats().leases.tokens).toBe(0);
+    expect((await limiter.take('hot', 'k')).allowed).toBe(true);
+    // Demand: 11 takes in the last usable age and this one: a grant of 12, not 100.
+    expect(store.asked).toEqual([100, 12]);
+    expect(store.refunds).toBe(0);
+  });
+
   it('a local answer carries the lease view: remaining = tokens left on this node, and X-RateLimit-Reason lease', async () => {
     const { limiter } = setup({ capacity: 50, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000, lowWater: 0 } });
-    expect(await limiter.take('hot', 'k')).toMatchObject({ allowed: true, remaining: 49 }); // plain: first sight
-    const first = await limiter.take('hot', 'k'); // waits for the grant of 10
+    expect(await limiter.take('hot', 'k', { cost: 10 })).toMatchObject({ allowed: true, remaining: 40 }); // plain: first sight
+    const first = await limiter.take('hot', 'k'); // waits for a grant of 10 (demand 11, at most tokens)
     expect(first).toMatchObject({ allowed: true, remaining: 9 });
     expect(first.reason).toBeUndefined();
     const second = await limiter.take('hot', 'k');
     expect(second).toMatchObject({ allowed: true, remaining: 8, reason: 'lease', waitMs: 0 });
-    // The store holds 39; the bucket is 11 tokens (11 s) below full.
-    expect(second.resetAfterMs).toBe(11_000);
-    expect((await limiter.peek('hot', 'k')).remaining).toBe(39);
+    // The store holds 30; the bucket is 20 tokens (20 s) below full.
+    expect(second.resetAfterMs).toBe(20_000);
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(30);
   });
 
   it('grants partially when fewer tokens exist, then refuses with the store-exact retryAfterMs', async () => {
     const { clock, store, limiter } = setup({ capacity: 3, refillPerSecond: 2, lease: { tokens: 3, maxAgeMs: 5000 } });
     expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true); // plain (first sight): 1 left
-    const d = await limiter.take('hot', 'k', { cost: 2 }); // a grant of 1 (partial), store empty
+    const d = await limiter.take('hot', 'k', { cost: 2 }); // a grant of 1 of 3 (partial), store empty
     expect(store.grants).toBe(1);
     expect(d).toMatchObject({ allowed: false, remaining: 1, retryAfterMs: 500 });
     clock.now += 499;
@@ -92,6 +129,7 @@ describe('token leases', () => {
     expect(store.grants).toBe(1); // refused locally: the store said empty for 500 ms
     clock.now += 1;
     expect((await limiter.take('hot', 'k', { cost: 2 })).allowed).toBe(true); // 1 in the lease + a grant of 1
+    expect(store.asked).toEqual([3, 2]); // the second asked for at most tokens - held
     expect(store.takes).toBe(1);
   });
 
@@ -102,37 +140,29 @@ describe('token leases', () => {
     expect(store.takes).toBe(1);
   });
 
-  it('gives unused tokens back when their grant ages out, and never makes the bucket fuller than full', async () => {
-    const { clock, store, limiter } = setup({ capacity: 20, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 1000, lowWater: 0 } });
-    await limiter.take('hot', 'k'); // plain
-    await limiter.take('hot', 'k'); // lease of 10, 9 left
-    expect((await limiter.peek('hot', 'k')).remaining).toBe(9);
-    clock.now += 1000;
-    // Another key's decision sweeps the aged lease: 9 tokens go back (and 1 s refilled 1).
-    await limiter.take('hot', 'other');
-    await flush();
-    expect(store.refunds).toBe(1);
-    expect((await limiter.peek('hot', 'k')).remaining).toBe(19);
-    await limiter.take('hot', 'other');
-    expect(limiter.stats().leases.tokens).toBe(9); // the lease on 'other'
-    // After 20 s the bucket of 'other' is full again; its refund of 9 leaves it full, not 29.
-    clock.now += 20_000;
-    await limiter.close();
-    expect((await limiter.peek('hot', 'other')).remaining).toBe(20);
+  it('a refund never makes the bucket fuller than full, and after close() leased policies go to the store', async () => {
+    const { store, limiter } = setup({ capacity: 20, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 1000, lowWater: 0 } });
+    await limiter.take('hot', 'k', { cost: 10 }); // plain
+    await limiter.take('hot', 'k'); // a lease of 10, 9 left
+    await store.reset('el:hot:k'); // full behind the lease's back
+    await limiter.close(); // refunds 9 to a full bucket
+    expect((await limiter.peek('hot', 'k')).remaining).toBe(20);
     const takesBefore = store.takes;
-    const afterClose = await limiter.take('hot', 'other');
+    const afterClose = await limiter.take('hot', 'k');
     expect(afterClose).toMatchObject({ allowed: true, remaining: 19 });
     expect(afterClose.reason).toBeUndefined();
-    expect(store.takes).toBe(takesBefore + 1); // after close, leased policies go to the store
+    expect(store.takes).toBe(takesBefore + 1);
   });
 
   it('refills in the background at the low-water mark: the hot path never waits while the grant is in flight', async () => {
     const { store, limiter } = setup({ capacity: 1000, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 5000, lowWater: 5 } });
-    await limiter.take('hot', 'k'); // plain: first sight
+    await limiter.take('hot', 'k', { cost: 10 }); // plain: first sight
     await limiter.take('hot', 'k'); // the first grant (in the foreground), 9 left
     store.hold = true;
     for (let i = 0; i < 4; i++) await limiter.take('hot', 'k'); // 5 left: low water, a grant starts
     expect(store.held).toHaveLength(1);
+    // It asks for tokens - held: the lease never holds more than tokens, the grant in flight included.
+    expect(store.asked).toEqual([10, 5]);
     // The 5 left are answered with the grant still in flight, and no second grant is started.
     let settled = 0;
     for (let i = 0; i < 5; i++) void limiter.take('hot', 'k').then((d) => (d.allowed ? settled++ : 0));
@@ -150,7 +180,7 @@ describe('token leases', () => {
 
   it('a burst on an empty lease: takes the grant in flight covers wait for it, the rest go to the store, and none is refused while tokens exist', async () => {
     const { store, limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 10, maxAgeMs: 5000 } });
-    await limiter.take('hot', 'k'); // plain: first sight
+    await limiter.take('hot', 'k', { cost: 10 }); // plain: first sight
     store.hold = true;
     const pending = Array.from({ length: 35 }, () => limiter.take('hot', 'k'));
     await flush();
@@ -173,24 +203,27 @@ describe('token leases', () => {
     const { limiter } = setup({ capacity: 100, refillPerSecond: 1, lease: { tokens: 4, maxAgeMs: 5000, lowWater: 2 } });
     const handed: Promise<unknown>[] = [];
     const waitUntil = (p: Promise<unknown>) => void handed.push(p);
-    await limiter.take('hot', 'k', { waitUntil }); // plain
-    await limiter.take('hot', 'k', { waitUntil }); // the first grant: awaited by the take, and handed over too
+    await limiter.take('hot', 'k', { cost: 4, waitUntil }); // plain
+    await limiter.take('hot', 'k', { waitUntil }); // the first grant (of 4): awaited by the take, and handed over too
+    // The grant ages out after 4 s, when the bucket has refilled its 4 tokens: nothing to refund, so
+    // no request is kept alive for it.
+    expect(handed).toHaveLength(1);
     await Promise.all(handed);
     handed.length = 0;
     await limiter.take('hot', 'k', { waitUntil }); // 2 left: the low-water grant goes to waitUntil
     expect(handed).toHaveLength(1);
     await Promise.all(handed);
-    expect(limiter.stats().leases.tokens).toBe(6);
+    expect(limiter.stats().leases.tokens).toBe(4);
   });
 
-  it('acquire: a lease with tokens answers at once; an empty lease reserves in the store (FIFO there)', async () => {
+  it('acquire: a lease with tokens answers at once; a reservation on an empty lease goes to the store (FIFO there)', async () => {
     const { store, limiter } = setup({ capacity: 3, refillPerSecond: 10, lease: { tokens: 2, maxAgeMs: 5000, lowWater: 0 } });
     expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).waitMs).toBe(0); // plain: first sight
-    expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).waitMs).toBe(0); // grant of 2
-    expect((await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).reason).toBe('lease');
+    expect((await limiter.take('hot', 'k')).allowed).toBe(true); // a grant of 2, one used
+    expect(await limiter.acquire('hot', 'k', { timeoutMs: 1000 })).toMatchObject({ waitMs: 0, reason: 'lease' });
+    await flush(); // the background grant found the store empty
     const before = store.takes;
-    const reserving = limiter.take('hot', 'k', { maxWaitMs: 1000 });
-    const d = await reserving;
+    const d = await limiter.take('hot', 'k', { maxWaitMs: 1000 });
     expect(d).toMatchObject({ allowed: true, waitMs: 100 });
     expect(store.takes).toBe(before + 1);
   });
@@ -204,13 +237,16 @@ describe('token leases', () => {
       monotonicMs: () => clock.now,
       circuitBreaker: false,
     });
-    expect(await limiter.take('closed', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
-    expect(await limiter.take('open', 'k')).toMatchObject({ allowed: true, reason: 'store_error' });
+    for (let i = 0; i < 2; i++) {
+      // The key's first take (plain), then one waiting for a grant that fails.
+      expect(await limiter.take('closed', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
+      expect(await limiter.take('open', 'k')).toMatchObject({ allowed: true, reason: 'store_error' });
+    }
   });
 
   it('reset drops this node’s lease', async () => {
     const { limiter } = setup({ capacity: 10, refillPerSecond: 1, lease: { tokens: 5, maxAgeMs: 5000 } });
-    await limiter.take('hot', 'k');
+    await limiter.take('hot', 'k', { cost: 5 });
     await limiter.take('hot', 'k');
     expect(limiter.stats().leases.tokens).toBe(4);
     await limiter.reset('hot', 'k');
