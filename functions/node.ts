@@ -2,6 +2,7 @@
 // Prometheus metrics on METRICS_PORT when set, and shuts down cleanly on SIGTERM/SIGINT.
 import { Hono } from 'hono';
 import { ConfigError } from '../src/errors.js';
+import type { Limiter } from '../src/limiter.js';
 import { loadConfig, storeTimeoutMs } from './app/env.js';
 import { createNodeStore } from './app/store-node.js';
 import { buildApp } from './app/app.js';
@@ -36,8 +37,9 @@ const { store, close } = await createNodeStore(config.store, { timeoutMs: storeT
 const metrics: Metrics | undefined = metricsPort === undefined ? undefined : createMetrics({ store: store.name });
 let app;
 let stats;
+let limiter: Limiter | undefined;
 try {
-  ({ app, stats } = buildApp(config, store, { send: nodeSend, ...(metrics ? { onDecision: metrics.onDecision } : {}) }));
+  ({ app, stats, limiter } = buildApp(config, store, { send: nodeSend, ...(metrics ? { onDecision: metrics.onDecision } : {}) }));
 } catch (err) {
   await close();
   fail(err);
@@ -78,6 +80,8 @@ async function shutdown(signal: string) {
   const force = setTimeout(() => process.exit(1), 10_000);
   force.unref();
   await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  // Leased tokens go back to the store (README: call close() on shutdown) before its client closes.
+  await limiter?.close();
   await close();
   process.exit(0);
 }
