@@ -9,7 +9,8 @@ import { buildApp } from './app/app.js';
 import { createMetrics, type Metrics } from './app/metrics.js';
 import { serveNode } from './app/node-http.js';
 import { nodeSend } from './app/node-send.js';
-import { statsResponse } from './app/stats.js';
+import { composeOnDecision, statsResponse } from './app/stats.js';
+import { createLivePage } from './app/live.js';
 
 function fail(err: unknown): never {
   console.error((err as Error).message);
@@ -38,8 +39,11 @@ const metrics: Metrics | undefined = metricsPort === undefined ? undefined : cre
 let app;
 let stats;
 let limiter: Limiter | undefined;
+let live;
 try {
-  ({ app, stats, limiter } = buildApp(config, store, { send: nodeSend, ...(metrics ? { onDecision: metrics.onDecision } : {}) }));
+  // The live page on the metrics port; its time series is fed by onDecision, like the metrics.
+  live = metrics ? createLivePage({ policies: Object.keys(config.policies) }) : undefined;
+  ({ app, stats, limiter } = buildApp(config, store, { send: nodeSend, ...(metrics ? { onDecision: composeOnDecision(metrics.onDecision, live?.onDecision) } : {}) }));
 } catch (err) {
   await close();
   fail(err);
@@ -65,9 +69,11 @@ if (metrics && metricsPort !== undefined) {
   metricsApp.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
   // The same snapshot as GET /v1/stats, without a token: this port binds to HOST (loopback by default).
   metricsApp.get('/stats.json', () => statsResponse(stats));
+  // GET /: the live page for people (read-only), polling /live.json.
+  live?.mount(metricsApp, { limiter, stats });
   servers.push(
     serveNode({ fetch: metricsApp.fetch, port: metricsPort, hostname }, (info) => {
-      console.log(JSON.stringify({ msg: 'metrics listening', port: info.port, path: '/metrics' }));
+      console.log(JSON.stringify({ msg: 'metrics listening', port: info.port, path: '/metrics', page: '/' }));
     }),
   );
 }
