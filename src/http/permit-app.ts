@@ -7,6 +7,7 @@ import type { ResolvedPolicy } from '../core/policy.js';
 import type { Limiter } from '../limiter.js';
 import { tokenChecker } from './auth.js';
 import { readJsonBody } from './body.js';
+import { cachedPing } from './health-ping.js';
 import { rateLimitHeaders } from './headers.js';
 import { problemResponse } from './problem.js';
 import { waitUntilOf } from './wait-until.js';
@@ -119,28 +120,14 @@ export function permitApp(options: PermitAppOptions): Hono {
   let warnedNoTokens = false;
   const app = new Hono();
 
-  // /healthz: the store's ping (remembered for HEALTH_CACHE_MS, so probes cost at most one store
-  // command a second) and whether decisions can reach the store at all (the in-flight cap).
-  const monotonicMs = options.monotonicMs ?? (() => performance.now());
-  let lastPing: { ok: boolean; atMs: number } | undefined;
-  async function storeAnswers(): Promise<boolean> {
-    const now = monotonicMs();
-    if (lastPing && now - lastPing.atMs < HEALTH_CACHE_MS) return lastPing.ok;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let ok = true;
-    try {
-      await Promise.race([
-        limiter.store.ping(),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), HEALTH_TIMEOUT_MS))),
-      ]);
-    } catch {
-      ok = false;
-    } finally {
-      clearTimeout(timer);
-    }
-    lastPing = { ok, atMs: now };
-    return ok;
-  }
+  // /healthz: the store's ping (one shared ping in flight, remembered for HEALTH_CACHE_MS from its
+  // answer, so probes cost at most one store command a second) and whether decisions can reach the
+  // store at all (the in-flight cap).
+  const storeAnswers = cachedPing(() => limiter.store.ping(), {
+    monotonicMs: options.monotonicMs ?? (() => performance.now()),
+    cacheMs: HEALTH_CACHE_MS,
+    timeoutMs: HEALTH_TIMEOUT_MS,
+  });
   app.get('/healthz', async () => {
     const pinged = await storeAnswers();
     const stats = limiter.stats();
