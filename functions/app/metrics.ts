@@ -13,13 +13,33 @@ export interface Metrics {
 /** Seconds; a store call over Redis or HTTP is 0.1-50 ms, a timeout is the policy's timeoutMs. */
 const STORE_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+/**
+ * The `op` label. A reservation is `acquire` whichever call made it: `acquire()`, or a take with
+ * maxWaitMs answered with a wait (the permit endpoint and the middleware only ever call take). A take
+ * answered at once is `take`, even when it allowed a wait.
+ */
+function opOf(e: DecisionEvent): 'take' | 'acquire' | 'peek' {
+  return e.op === 'take' && e.decision.waitMs > 0 ? 'acquire' : e.op;
+}
+
+/**
+ * The `outcome` label: the decision's reason when it has one, else the bucket's answer. A peek takes
+ * nothing and refuses nothing, so a peek the store answered is `read`, never `denied`.
+ */
+function outcomeOf(e: DecisionEvent): string {
+  const { decision } = e;
+  if (decision.reason) return decision.reason;
+  if (e.op === 'peek') return 'read';
+  return decision.allowed ? 'allowed' : 'denied';
+}
+
 /** `store`: the store's name, the histogram's label. `defaultMetrics`: also Node's process metrics. */
 export function createMetrics(options: { store: string; defaultMetrics?: boolean }): Metrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const decisions = new Counter({
     name: 'edge_limiter_decisions_total',
-    help: 'Decisions by policy, operation (take, acquire, peek) and outcome: allowed and denied by the bucket, store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease).',
+    help: 'Decisions by policy, operation (take: immediate; acquire: a reservation, by acquire() or a take answered with a wait; peek: a read) and outcome: allowed and denied by the bucket, read (a peek the store answered), store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease).',
     labelNames: ['policy', 'op', 'outcome'] as const,
     registers: [registry],
   });
@@ -34,8 +54,7 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
     registry,
     onDecision(e) {
       const { decision } = e;
-      const outcome = decision.reason ?? (decision.allowed ? 'allowed' : 'denied');
-      decisions.inc({ policy: e.policy, op: e.op, outcome });
+      decisions.inc({ policy: e.policy, op: opOf(e), outcome: outcomeOf(e) });
       // Answers that did not call the store (deny cache, lease, open circuit) say nothing about its latency.
       if (decision.reason !== 'deny_cache' && decision.reason !== 'lease' && e.error !== CIRCUIT_OPEN) storeSeconds.observe({ store: options.store }, e.durationMs / 1000);
     },

@@ -1,0 +1,58 @@
+// Reads the README's tables that tests hold the code to: the metrics table.
+import { readFileSync } from 'node:fs';
+
+export const readme = (): string => readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+/** The cells of each body row of the Markdown table whose header row is exactly `header`. */
+export function table(text: string, header: string): string[][] {
+  const lines = text.split('\n');
+  const start = lines.indexOf(header);
+  if (start < 0) throw new Error(`README: no table with the header ${header}`);
+  const rows: string[][] = [];
+  for (const line of lines.slice(start + 2)) {
+    if (!line.startsWith('|')) break;
+    rows.push(line.slice(1, line.endsWith('|') ? -1 : undefined).split('|').map((c) => c.trim()));
+  }
+  return rows;
+}
+
+export interface MetricRow {
+  /** As written: a full name, or a prefix ending in `*` (`process_*`). */
+  metric: string;
+  /** `counter` or `histogram` when the row says so. */
+  type?: string;
+  /** Label name -> the values the table lists for it (empty for free-form labels such as `policy`). */
+  labels: Map<string, string[]>;
+}
+
+/**
+ * The README's metrics table (`| metric | label | value: what it counts |`). An empty metric or label
+ * cell continues the row above; a value cell that starts with `` `value`: `` lists that value.
+ */
+export function metricsTable(text = readme()): MetricRow[] {
+  const out: MetricRow[] = [];
+  let label: string | undefined;
+  for (const [metricCell, labelCell, valueCell] of table(text, '| metric | label | value: what it counts |')) {
+    if (metricCell) {
+      const names = [...metricCell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+      if (names.length === 0) throw new Error(`README metrics table: no metric name in ${metricCell}`);
+      const type = /\((counter|histogram|gauge)\)/.exec(metricCell)?.[1];
+      for (const metric of names) out.push({ metric, ...(type ? { type } : {}), labels: new Map() });
+      label = undefined;
+    }
+    const row = out.at(-1);
+    if (!row) throw new Error('README metrics table: a row before any metric');
+    if (labelCell) {
+      label = /^`([^`]+)`$/.exec(labelCell)?.[1];
+      if (!label) throw new Error(`README metrics table: label cell ${labelCell} is not one \`name\``);
+      row.labels.set(label, []);
+    }
+    const value = /^`([^`]+)`:/.exec(valueCell ?? '')?.[1];
+    if (value !== undefined) {
+      if (!label) throw new Error(`README metrics table: value ${value} under no label`);
+      row.labels.get(label)!.push(value);
+    }
+  }
+  return out;
+}
+
