@@ -11,7 +11,8 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (same numbers; Reset is delta seconds),
  *   unless `legacy` is false
  * - `Retry-After: <whole seconds, rounded up>` on a refusal
- * - `X-RateLimit-Reason` when the store did not decide (store_error, deny_cache)
+ * - `X-RateLimit-Reason` when the answer is not the store's decision on this request: the decision's
+ *   reason (DecisionReason: store_error, deny_cache, lease)
  * When the store did not answer (reason store_error) it gave no remaining count or reset time, so
  * `RateLimit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` are left out rather than guessed; the
  * policy headers still describe the configured limit.

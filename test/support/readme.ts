@@ -1,4 +1,5 @@
-// Reads the README's tables that tests hold the code to: the metrics table.
+// Reads the README's tables and blocks that tests hold the code to: the metrics table and the
+// X-RateLimit-Reason values of the header block.
 import { readFileSync } from 'node:fs';
 
 export const readme = (): string => readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -56,3 +57,19 @@ export function metricsTable(text = readme()): MetricRow[] {
   return out;
 }
 
+/**
+ * The values the README's header block lists for X-RateLimit-Reason: the lines indented under it, each
+ * starting with one value.
+ */
+export function reasonHeaderValues(text = readme()): string[] {
+  const lines = text.split('\n');
+  const at = lines.findIndex((l) => l.startsWith('X-RateLimit-Reason:'));
+  if (at < 0) throw new Error('README: no X-RateLimit-Reason line in the header block');
+  const values: string[] = [];
+  for (const line of lines.slice(at + 1)) {
+    const m = /^\s{2,}([a-z_]+)\s/.exec(line);
+    if (!m) break;
+    values.push(m[1]!);
+  }
+  return values;
+}
