@@ -81,6 +81,30 @@ describe('loadConfig', () => {
     });
   }
 
+  it('config gaps: each is a ConfigError naming the variable', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      // No policy at all: before, GATE_ORIGIN took the first of none and threw a TypeError.
+      [{ LIMITER_POLICIES: '{}', GATE_ORIGIN: 'https://o.example' }, /invalid config: LIMITER_POLICIES must define at least one policy/],
+      [{ LIMITER_POLICIES: '{}' }, /invalid config: LIMITER_POLICIES must define at least one policy/],
+      // A name found only on Object.prototype is no policy.
+      [{ GATE_ORIGIN: 'https://o.example', GATE_POLICY: 'toString' }, /invalid config: GATE_POLICY names no policy in LIMITER_POLICIES: "toString"/],
+      [{ GATE_ORIGIN: 'https://o.example', GATE_POLICY: '__proto__' }, /invalid config: GATE_POLICY names no policy/],
+      // Five digits, but above 65536: before, the store's own error named `shards`.
+      [{ LIMITER_STORE: 'durable-object', LIMITER_DO_SHARDS: '70000' }, /invalid config: LIMITER_DO_SHARDS must be an integer from 1 to 65536, got "70000"/],
+    ];
+    for (const [env, message] of cases) {
+      let thrown: unknown;
+      try {
+        loadConfig(env);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, JSON.stringify(env)).toBeInstanceOf(ConfigError);
+      expect((thrown as Error).message, JSON.stringify(env)).toMatch(message);
+    }
+    expect(loadConfig({ LIMITER_STORE: 'durable-object', LIMITER_DO_SHARDS: '65536' }).store).toEqual({ kind: 'durable-object', shards: 65536 });
+  });
+
   it('never repeats a secret-bearing value in its errors', () => {
     let msg = '';
     try {

@@ -147,7 +147,7 @@ export function loadConfig(env: EnvRecord): AppConfig {
       break;
     case 'durable-object': {
       const shards = str(env, 'LIMITER_DO_SHARDS');
-      if (shards !== undefined && !/^[1-9]\d{0,4}$/.test(shards)) {
+      if (shards !== undefined && (!/^[1-9]\d{0,4}$/.test(shards) || Number(shards) > 65536)) {
         throw new ConfigError('LIMITER_DO_SHARDS', `must be an integer from 1 to 65536, got ${JSON.stringify(shards.slice(0, 20))}`);
       }
       store = shards === undefined ? { kind } : { kind, shards: Number(shards) };
@@ -169,6 +169,8 @@ export function loadConfig(env: EnvRecord): AppConfig {
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       throw new ConfigError('LIMITER_POLICIES', 'must be a JSON object of named policies');
     }
+    // Names are checked against the object's own keys only (GATE_POLICY=toString is no policy).
+    if (Object.keys(parsed).length === 0) throw new ConfigError('LIMITER_POLICIES', 'must define at least one policy');
     policies = parsed as Record<string, PolicyConfig>;
   }
 
@@ -182,7 +184,7 @@ export function loadConfig(env: EnvRecord): AppConfig {
   if (origin) {
     checkUrl('GATE_ORIGIN', origin, ['http:', 'https:']);
     const policy = str(env, 'GATE_POLICY') ?? Object.keys(policies)[0]!;
-    if (!(policy in policies)) throw new ConfigError('GATE_POLICY', `names no policy in LIMITER_POLICIES: ${JSON.stringify(policy.slice(0, 64))}`);
+    if (!Object.hasOwn(policies, policy)) throw new ConfigError('GATE_POLICY', `names no policy in LIMITER_POLICIES: ${JSON.stringify(policy.slice(0, 64))}`);
     const rawKey = str(env, 'GATE_KEY') ?? 'ip';
     let key: 'ip' | { header: string };
     if (rawKey === 'ip') key = 'ip';
