@@ -1,7 +1,8 @@
 // `npm run check:package`: proves the package installs and works as published. Packs the tarball
-// (prepack builds dist/), installs it into a temporary consumer project, type-checks examples/ and an
-// import of every subpath there against the published .d.ts, imports every subpath at run time (ESM,
-// and require() of the ESM build), then runs publint and arethetypeswrong on it.
+// (prepack builds dist/ from empty: a stale file planted in dist/ first must not ship), installs it
+// into a temporary consumer project, type-checks examples/ and an import of every subpath there
+// against the published .d.ts, imports every subpath at run time (ESM, and require() of the ESM
+// build), then runs publint and arethetypeswrong on it.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,8 +14,12 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const bin = (name) => join(root, 'node_modules/.bin', name);
 const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
 const step = (msg) => console.log(`[check:package] ${msg}`);
+// A file an earlier build left in dist/ (its module since deleted from src/): prepack must not ship it.
+const STALE = 'dist/stale-module-from-an-old-build.js';
 
 try {
+  mkdirSync(join(root, 'dist'), { recursive: true });
+  writeFileSync(join(root, STALE), 'export const stale = true;\n');
   run('npm', ['pack', '--pack-destination', work, '--silent'], root);
   const tarball = readdirSync(work).find((f) => f.endsWith('.tgz'));
   step(`packed ${tarball}`);
@@ -23,6 +28,14 @@ try {
     const hit = files.find((f) => forbidden.test(f));
     if (hit) throw new Error(`the tarball ships ${hit}: only the library belongs in it`);
   }
+  // Every file under dist/ in the tarball is built from a module src/ has now.
+  const modules = new Set(readdirSync(join(root, 'src'), { recursive: true }).filter((f) => f.endsWith('.ts')).map((f) => f.replace(/\.ts$/, '')));
+  const built = files.filter((f) => f.startsWith('package/dist/'));
+  const orphans = built.filter((f) => !modules.has(f.slice('package/dist/'.length).replace(/\.d\.ts$|\.js$/, '')));
+  if (built.length === 0 || orphans.length > 0) {
+    throw new Error(`the tarball ships ${orphans.join(', ') || 'no dist/'}: no module in src/ builds it (prepack must build from a clean dist/)`);
+  }
+  step(`packed from a clean dist/: its ${built.length} files are all built from src/ (${STALE}, left there before packing, is not shipped)`);
 
   const consumer = join(work, 'consumer');
   mkdirSync(consumer);

@@ -1,6 +1,6 @@
-// The package as users get it: `npm run check:package` packs it, installs the tarball into a fresh
-// consumer project, type-checks examples/ and every subpath there, imports them at run time, and runs
-// publint and arethetypeswrong.
+// The package as users get it: `npm run check:package` packs it (from a clean dist/: a stale file left
+// there is not shipped), installs the tarball into a fresh consumer project, type-checks examples/ and
+// every subpath there, imports them at run time, and runs publint and arethetypeswrong.
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +17,7 @@ it('the packed tarball installs, type-checks, imports and lints clean', { timeou
   const subpaths = Object.keys(JSON.parse(readFileSync(`${root}/package.json`, 'utf8')).exports).filter((s) => s !== './package.json').length;
   expect(examples).toBeGreaterThanOrEqual(12);
   expect(subpaths).toBeGreaterThanOrEqual(7);
+  expect(stdout).toMatch(/packed from a clean dist\/: its \d+ files are all built from src\/ \(dist\/stale-module-from-an-old-build\.js, left there before packing, is not shipped\)/);
   expect(stdout).toContain(`type-checked ${examples} examples and ${subpaths} subpaths`);
   expect(stdout).toMatch(/decided 200 then 429 through the installed package/);
   expect(stdout).toMatch(/publint --strict: no issues/);
