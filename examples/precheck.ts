@@ -5,7 +5,11 @@ import { createLimiter, AcquireTimeoutError } from 'edge-limiter';
 import { redisStore } from 'edge-limiter/redis';
 
 const limiter = createLimiter({
-  store: redisStore({ client: Redis.fromEnv() }),
+  store: redisStore({
+    // No client retries, and no HTTP request outliving the limiter's timeout (1000 ms by default): a
+    // retry could apply a decision the limiter has already given up on (and reported as a store error).
+    client: Redis.fromEnv({ retry: false, signal: () => AbortSignal.timeout(1000) }),
+  }),
   policies: { openai: { capacity: 50, refillPerSecond: 50 / 60 } }, // 50 requests a minute, shared
 });
 
