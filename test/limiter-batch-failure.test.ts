@@ -1,6 +1,7 @@
 // One failed store request is one breaker failure, however many decisions it carried: a Redis batch
 // (or an auto-pipelined @upstash/redis request) rejects each of its decisions, with one error object.
 import { Redis as IORedis } from 'ioredis';
+import { Redis as UpstashRedis } from '@upstash/redis';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
@@ -119,4 +120,30 @@ describe('a failed batch on the Redis store (real redis-server)', () => {
     expect(evalshas).toBe(2);
     await flush();
   });
+});
+
+describe('a failed request of @upstash/redis (auto-pipelining)', () => {
+  for (const batch of [false, true]) {
+    it(`16 decisions in one HTTP request that fails count once (${batch ? "the store's batch" : 'batch: false, one EVALSHA each, auto-pipelined'})`, async () => {
+      // Nothing listens on port 9: the one pipelined request fails, and @upstash/redis rejects every
+      // command in it with the same error (which the store wraps once per decision, as its cause).
+      const client = new UpstashRedis({ url: 'http://127.0.0.1:9', token: 't', retry: false });
+      const errors: unknown[] = [];
+      const limiter = createLimiter({
+        store: redisStore({ client, ...(batch ? {} : { batch: false }) }),
+        circuitBreaker: { failureThreshold: 5, cooldownMs: 60_000 },
+        onDecision: (e) => errors.push(e.error),
+        policies: { p: { capacity: 10, refillPerSecond: 1 } },
+      });
+      const got = await Promise.all(Array.from({ length: 16 }, (_, i) => limiter.take('p', `k${i}`)));
+      expect(got.filter((d) => d.reason === 'store_error')).toHaveLength(16);
+      const root = (e: unknown) => {
+        let x = e;
+        while (x instanceof Error && x.cause !== undefined) x = x.cause;
+        return x;
+      };
+      expect(new Set(errors.map(root)).size).toBe(1);
+      expect(limiter.stats().circuit).toBe('closed');
+    });
+  }
 });
