@@ -163,6 +163,38 @@ describe('an idle node returns aged grants on time', () => {
   });
 });
 
+describe('a store further away than the usable age', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('a grant answered after its usable age is not used: its take goes to the store, and the key takes plain for maxAgeMs', async () => {
+    // 100/s, tokens 10: the usable age is 100 ms; the store answers in 150.
+    const { clock, store, limiter } = setup({ capacity: 1000, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 1000 } });
+    await limiter.take('hot', 'k'); // plain: first sight
+    store.hold = true;
+    const waiting = limiter.take('hot', 'k'); // a grant of 10
+    await flush();
+    clock.now += 150;
+    store.hold = false;
+    store.releaseAll();
+    expect(await waiting).toMatchObject({ allowed: true }); // decided by a take of its own
+    expect({ grants: store.grants, takes: store.takes }).toEqual({ grants: 1, takes: 2 });
+    for (let i = 0; i < 20; i++) {
+      clock.now += 45;
+      expect((await limiter.take('hot', 'k')).reason).toBeUndefined();
+    }
+    // 900 ms later still no second grant: each grant would age out on its way, losing its tokens.
+    expect(store.grants).toBe(1);
+    clock.now += 200;
+    await limiter.take('hot', 'k');
+    expect(store.grants).toBe(2);
+  });
+});
+
 describe('no take waits for two store calls', () => {
   for (const costs of [
     [4, 4, 3],

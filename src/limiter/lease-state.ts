@@ -66,6 +66,8 @@ export interface Lease {
    * until a grant succeeds, grants ask only for the takes waiting on them and none runs in the background.
    */
   failed: boolean;
+  /** A grant came back after its usable age (the store is too far away): plain takes until this time. */
+  plainUntilMs: number;
   /** A grant has landed: from then on grants are sized to the demand (the first asks for `tokens`). */
   granted: boolean;
   /** Tokens asked for on this node in the usable age before `demandAtMs`, and in the one before that. */
@@ -88,6 +90,7 @@ export function newLease(policy: ResolvedPolicy, nowMs: number): Lease {
     debtUnits: 0,
     debtAtMs: 0,
     failed: false,
+    plainUntilMs: 0,
     granted: false,
     demand: 0,
     demandBefore: 0,

@@ -145,7 +145,7 @@ export function createLeases(options: LeaseOptions): Leases {
       expire(lease, k, now, waitUntil);
       leases.delete(k);
       const idle = now - lease.seenAtMs >= lease.policy.lease!.maxAgeMs;
-      if (lease.total > 0 || lease.asking > 0 || now < lease.emptyUntilMs || !idle) leases.set(k, lease);
+      if (lease.total > 0 || lease.asking > 0 || now < lease.emptyUntilMs || now < lease.plainUntilMs || !idle) leases.set(k, lease);
     }
   }
 
@@ -208,9 +208,16 @@ export function createLeases(options: LeaseOptions): Leases {
     if (live && fresh) {
       if (got > 0) addGrant(lease, storageKey, got, started, now, waitUntil);
     } else {
-      // Dropped meanwhile (reset, eviction, close), or too late: the store decides the waiting takes, and
-      // a lease too slow to use starts over as a cold key.
-      if (live) drop(storageKey, lease, now, waitUntil);
+      // Dropped meanwhile (reset, eviction, close), or too late: the store decides the waiting takes. A
+      // store further away than the usable age makes the lease useless (each grant would age out on
+      // arrival): the key's takes go to the store for maxAgeMs, then it may lease again.
+      if (live) {
+        const held = lease.grants;
+        lease.grants = [];
+        lease.total = 0;
+        refund(lease, storageKey, held, now, waitUntil);
+        lease.plainUntilMs = now + policy.lease!.maxAgeMs;
+      }
       if (got > 0) refund(lease, storageKey, [{ tokens: got, atMs: started }], now, waitUntil);
       for (const w of waiters) w.settle(undefined);
       return;
@@ -262,6 +269,7 @@ export function createLeases(options: LeaseOptions): Leases {
         return undefined;
       }
       lease.seenAtMs = now;
+      if (now < lease.plainUntilMs) return undefined;
       noteDemand(lease, cost, now);
       expire(lease, storageKey, now, waitUntil);
       if (lease.total >= cost) {
