@@ -90,7 +90,8 @@ export interface TakeOptions {
   /**
    * Where background store calls of token leases (refills, refunds) are handed to the runtime: on
    * Workers pass `ctx.waitUntil.bind(ctx)` (the middleware and permit endpoint do), so they finish after
-   * the response. Not needed on Node.
+   * the response; a grant whose expiry will give tokens back also keeps its request until then. Not
+   * needed on Node (an unref'd timer gives aged grants back).
    */
   waitUntil?: WaitUntil;
 }
@@ -122,8 +123,10 @@ export interface Limiter<P extends string = string> {
   /** Store calls in flight now, the most allowed, the breaker state, and the tokens held in leases. */
   stats(): LimiterStats;
   /**
-   * Gives every token held in a lease back to the store and waits for those calls. Call it when the
-   * process shuts down; afterwards leased policies go to the store on every decision. A no-op without leases.
+   * Gives every token held in a lease back to the store (what the bucket has not refilled since its
+   * grant; 32 refunds at a time, outside maxPendingStoreCalls) and waits for those calls and for the
+   * grants in flight. Call it when the process shuts down; afterwards leased policies go to the store
+   * on every decision. A no-op without leases.
    */
   close(): Promise<void>;
 }
