@@ -77,7 +77,7 @@ export async function startRedis(opts: { port?: number; extraArgs?: string[] } =
     await waitForRedis(port);
   } catch (e) {
     child.kill('SIGKILL');
-    throw new Error(`${(e as Error).message}${stderr ? `: ${stderr}` : ''} (is redis-server installed? .ci/run installs it)`);
+    throw new Error(`${(e as Error).message}${stderr ? `: ${stderr}` : ''} (is redis-server installed? npm test installs it, or says how: scripts/test-tools.ts)`);
   }
   return {
     port,

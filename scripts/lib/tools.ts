@@ -1,0 +1,155 @@
+// The programs the tests (and the benchmark CI runs after them) need besides Node: which test files use
+// each, whether each is on PATH, and what to do when one is not. Used by scripts/test-tools.ts, the
+// first step of `npm test`: as root on Debian or Ubuntu it installs what is missing with apt-get;
+// anywhere else it stops with one line that names the apt-get and Homebrew commands.
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants, readdirSync, readFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+
+export interface Tool {
+  /** The program looked up on PATH. */
+  bin: string;
+  /** The Debian/Ubuntu package that provides it. */
+  apt: string;
+  /** The Homebrew formula that provides it; none where macOS has it already. */
+  brew?: string;
+  /** Whether a test file's text uses it (directly: the listing is for people, not a proof). */
+  usedBy: (text: string) => boolean;
+  /** Who needs it besides test files. */
+  also?: string;
+}
+
+export const TOOLS: readonly Tool[] = [
+  {
+    bin: 'redis-server',
+    apt: 'redis-server',
+    brew: 'redis',
+    usedBy: (t) => /inject\('redisUrl'\)|startRedis(Cluster)?\(/.test(t),
+    also: 'every run: test/support/global-setup.ts starts one',
+  },
+  { bin: 'redis-cli', apt: 'redis-tools', brew: 'redis', usedBy: (t) => /startRedisCluster\(/.test(t) },
+  {
+    bin: 'faketime',
+    apt: 'faketime',
+    brew: 'libfaketime',
+    usedBy: (t) => /skewSeconds|\(\s*'faketime'\s*,/.test(t),
+    also: "the benchmark's clock-skew rows (bench/accuracy.ts), which .ci/run runs after the tests",
+  },
+  { bin: 'curl', apt: 'curl', brew: 'curl', usedBy: (t) => /\bcurl\b/.test(t) && /'sh', \['-c'/.test(t) },
+  { bin: 'ps', apt: 'procps', usedBy: (t) => /\(\s*'ps'\s*,/.test(t) },
+];
+
+/** The absolute path of `bin` on `path` (a PATH value), if an executable file is there. */
+export function which(bin: string, path: string | undefined): string | undefined {
+  for (const dir of (path ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const file = join(dir, bin);
+    try {
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** Each tool with the test files (under `root`/test, `*.test.ts`) that use it. */
+export function toolUsers(root: string, tools: readonly Tool[] = TOOLS): { tool: Tool; files: string[] }[] {
+  const tests = (readdirSync(join(root, 'test'), { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.test.ts'))
+    .map((f) => `test/${f.split('\\').join('/')}`)
+    .sort();
+  const texts = new Map(tests.map((f) => [f, readFileSync(join(root, f), 'utf8')]));
+  return tools.map((tool) => ({ tool, files: tests.filter((f) => tool.usedBy(texts.get(f)!)) }));
+}
+
+/** One line per tool: who needs it. */
+export function listing(root: string, tools: readonly Tool[] = TOOLS): string[] {
+  return toolUsers(root, tools).map(({ tool, files }) => {
+    const who = [tool.also, files.length ? `${files.length} test file${files.length === 1 ? '' : 's'}: ${files.join(', ')}` : 'no test file'].filter(Boolean);
+    return `${tool.bin} (apt ${tool.apt}${tool.brew ? `, brew ${tool.brew}` : ''}): ${who.join('; ')}`;
+  });
+}
+
+/** The one line that says what is missing and how to install it, with apt-get and with Homebrew. */
+export function installLine(missing: readonly Tool[], why = ''): string {
+  const uniq = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))];
+  const apt = uniq(missing.map((t) => t.apt));
+  const brew = uniq(missing.map((t) => t.brew));
+  const names = missing.map((t) => t.bin).join(', ');
+  return (
+    `${why}the tests need ${names}, not found on PATH: install ${missing.length === 1 ? 'it' : 'them'} with ` +
+    `\`sudo apt-get install -y ${apt.join(' ')}\` (Debian/Ubuntu; npm test runs this itself when run as root)` +
+    (brew.length ? ` or \`brew install ${brew.join(' ')}\` (macOS)` : '') +
+    ', then run npm test again'
+  );
+}
+
+/** Debian, Ubuntu or a derivative, from the text of /etc/os-release. */
+export function debianLike(osRelease: string): boolean {
+  const field = (name: string) => new RegExp(`^${name}=["']?([^"'\\n]*)`, 'm').exec(osRelease)?.[1] ?? '';
+  return `${field('ID')} ${field('ID_LIKE')}`.split(/\s+/).some((id) => id === 'debian' || id === 'ubuntu');
+}
+
+export function readOsRelease(): string {
+  for (const file of ['/etc/os-release', '/usr/lib/os-release']) {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      // try the next
+    }
+  }
+  return '';
+}
+
+export interface EnsureOptions {
+  /** The checkout (for the listing). */
+  root: string;
+  /** PATH and the rest of the environment (apt-get runs with it). @default process.env */
+  env?: NodeJS.ProcessEnv;
+  /** @default process.getuid() */
+  uid?: number;
+  /** The text of /etc/os-release. @default read from the system */
+  osRelease?: string;
+  tools?: readonly Tool[];
+  /** Progress lines (stdout). */
+  log?: (line: string) => void;
+}
+
+export type EnsureResult = { ok: true; installed: string[] } | { ok: false; line: string };
+
+/**
+ * Prints who needs which tool, then checks each is on PATH. What is missing is installed with apt-get
+ * when running as root on a Debian-like system that has apt-get; otherwise (or when that fails) the
+ * result is the one line to show.
+ */
+export function ensureTools(options: EnsureOptions): EnsureResult {
+  const env = options.env ?? process.env;
+  const tools = options.tools ?? TOOLS;
+  const log = options.log ?? ((line) => console.log(line));
+  for (const line of listing(options.root, tools)) log(`[test-tools] ${line}`);
+  const missingNow = () => tools.filter((t) => !which(t.bin, env.PATH));
+  const missing = missingNow();
+  if (missing.length === 0) return { ok: true, installed: [] };
+
+  const uid = options.uid ?? process.getuid?.();
+  const aptGet = which('apt-get', env.PATH);
+  if (uid !== 0 || !aptGet || !debianLike(options.osRelease ?? readOsRelease())) return { ok: false, line: installLine(missing) };
+
+  const packages = [...new Set(missing.map((t) => t.apt))];
+  log(`[test-tools] ${missing.map((t) => t.bin).join(', ')} not on PATH: apt-get install -y ${packages.join(' ')} (root on a Debian-like system)`);
+  const aptEnv = { ...env, DEBIAN_FRONTEND: 'noninteractive' };
+  try {
+    execFileSync(aptGet, ['update', '-qq'], { env: aptEnv, stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync(aptGet, ['install', '-y', '-qq', '--no-install-recommends', ...packages], { env: aptEnv, stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (err) {
+    const e = err as { status?: number; stderr?: Buffer | string; message: string };
+    const detail = String(e.stderr ?? '').trim().split('\n').at(-1) || e.message;
+    return { ok: false, line: installLine(missing, `apt-get failed (exit ${e.status ?? '?'}: ${detail}); `) };
+  }
+  const still = missingNow();
+  if (still.length > 0) return { ok: false, line: installLine(still, `apt-get installed ${packages.join(' ')}, but `) };
+  log(`[test-tools] installed ${packages.join(' ')}`);
+  return { ok: true, installed: packages };
+}
