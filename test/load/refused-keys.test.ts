@@ -21,7 +21,7 @@ describe('refused keys: bounded memory', () => {
     expect(r.refusedDistinct).toBe(1_000_000);
     expect(r.entries).toEqual({ a: 100, b: 100 });
     expect(r.heapGrowthMB).toBeLessThan(CEILING_MB);
-    // The same keys merely held take an order of magnitude more: the bound above is not slack.
+    // The same keys in an unbounded summary take an order of magnitude more: the bound above is not slack.
     expect(r.mapMB).toBeGreaterThan(10 * CEILING_MB);
     expect(r.top3).toEqual({ a: ['attacker-1', 'attacker-2', 'attacker-3'], b: ['attacker-1', 'attacker-2', 'attacker-3'] });
   });
