@@ -1,7 +1,8 @@
 // Gateway mode's forwarding: a correct HTTP proxy to one origin. It forwards the client's request as
-// received (minus hop-by-hop headers), lets the client see the origin's redirects, says who the client
-// is in X-Forwarded-For/-Proto/-Host (from what the gateway knows, never from what an untrusted client
-// wrote), and answers 502/504 problem+json when the origin fails or is slow.
+// received (minus hop-by-hop headers), lets the client see the origin's redirects, passes a compressed
+// response through as the origin encoded it where the transport allows (raw `send`, workerd's fetch),
+// says who the client is in X-Forwarded-For/-Proto/-Host (from what the gateway knows, never from what
+// an untrusted client wrote), and answers 502/504 problem+json when the origin fails or is slow.
 import type { Context } from 'hono';
 import { trustedChain, compileTrust, onCloudflare, type ClientIpOptions } from './key.js';
 import { problemResponse } from './problem.js';
@@ -26,10 +27,14 @@ export interface ForwardOptions {
    */
   maxBodyBytes?: number;
   /**
-   * Sends the request with fetch, which decodes compressed responses (the gateway then drops their
-   * Content-Encoding) and, as the gateway asks, follows no redirect. On Node, fetch (undici) clones a
-   * request whose redirect mode is not "error" and so holds a streamed body in memory until the forward
-   * ends: pass `send` there, or set `maxBodyBytes`. @default globalThis.fetch
+   * Sends the request with fetch, which, as the gateway asks, follows no redirect. What happens to a
+   * compressed response depends on the runtime: on Cloudflare Workers (workerd, told by its user agent) the
+   * client's Accept-Encoding is forwarded and the origin's encoded body reaches the client byte for byte,
+   * with its Content-Encoding and Content-Length; elsewhere (Node's undici, Deno, Bun) fetch decodes what
+   * it asked for itself, so Accept-Encoding is left to it and the gateway drops the Content-Encoding and
+   * Content-Length that no longer describe the body. On Node, fetch (undici) clones a request whose
+   * redirect mode is not "error" and so holds a streamed body in memory until the forward ends: pass
+   * `send` there, or set `maxBodyBytes`. @default globalThis.fetch
    */
   fetch?: typeof fetch;
   /**
@@ -143,6 +148,31 @@ function endToEnd(source: Headers, also: readonly string[] = []): Headers {
 }
 
 /**
+ * Whether fetch responses keep their encoding on the way to the client: true in workerd (Cloudflare
+ * Workers, where `navigator.userAgent` is "Cloudflare-Workers"). workerd serves a Response encoded as its
+ * Content-Encoding says, and a fetched body that is returned unread with the same Content-Encoding is
+ * passed through as the origin's bytes, not decoded and encoded again; its Content-Length stays right.
+ * (A body that something reads or replaces is encoded again: still what Content-Encoding says.) It
+ * decodes only gzip and br itself, so any other coding the client accepts passes through untouched too.
+ * Other runtimes' fetch (Node's undici, Deno, Bun) decodes the body and their servers send it as it is,
+ * so there the encoding headers must go. Checked once, when the forwarder is built.
+ */
+function keepsEncoding(): boolean {
+  return typeof navigator !== 'undefined' && navigator.userAgent === 'Cloudflare-Workers';
+}
+
+/**
+ * The Accept-Encoding the client sent, when the request carries another. Cloudflare replaces the header a
+ * Worker sees (with "br, gzip", what its edge can re-encode for the client; Miniflare does the same) and
+ * keeps the client's own in `request.cf.clientAcceptEncoding` ("" if the client sent none). Forwarding
+ * that lets the origin choose a coding the client accepts, so its bytes reach the client unchanged.
+ */
+function replacedAcceptEncoding(req: Request): string | undefined {
+  const original = (req as Request & { cf?: { clientAcceptEncoding?: unknown } }).cf?.clientAcceptEncoding;
+  return typeof original === 'string' ? original : undefined;
+}
+
+/**
  * Methods no fetch implementation sends (fetch refuses them: CONNECT, TRACE, TRACK), so the gateway
  * cannot forward them. TRACE would also echo the request, credentials included, to the client.
  */
@@ -170,6 +200,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     throw new RangeError(`[edge-limiter] maxBodyBytes must be a non-negative integer, got ${String(maxBodyBytes)}`);
   }
   const doFetch = options.fetch ?? ((url: string, init: RequestInit) => fetch(url, init));
+  // A raw `send` returns the origin's response undecoded; workerd's fetch passes its encoding through.
+  const passEncoding = send !== undefined || keepsEncoding();
   const tooLarge = () => problemResponse('payload-too-large', `the request body may be at most ${maxBodyBytes} bytes`);
 
   function refuse(c: Context): Response | undefined {
@@ -187,9 +219,12 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     if (refusal) return refusal;
     const req = c.req.raw;
     const url = new URL(req.url);
-    // Host is the origin's. fetch decodes what it asks for, so Accept-Encoding is left to it; a raw
-    // `send` passes the client's on and the response's encoding back untouched.
-    const headers = endToEnd(req.headers, ['host', 'expect', ...(send ? [] : ['accept-encoding']), ...CLIENT_CLAIMS]);
+    // Host is the origin's. Where the origin's encoding reaches the client (`send`, workerd) the client's
+    // Accept-Encoding goes on; elsewhere fetch decodes what it asks for, so Accept-Encoding is left to it.
+    const headers = endToEnd(req.headers, ['host', 'expect', ...(passEncoding ? [] : ['accept-encoding']), ...CLIENT_CLAIMS]);
+    const replaced = passEncoding && headers.has('accept-encoding') ? replacedAcceptEncoding(req) : undefined;
+    if (replaced) headers.set('accept-encoding', replaced);
+    else if (replaced === '') headers.delete('accept-encoding');
     const chain = trustedChain(c, trust);
     if (chain.length > 0) {
       headers.set('x-forwarded-for', chain.join(', '));
@@ -231,11 +266,12 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       clearTimeout(timer);
     }
     const out = endToEnd(res.headers);
-    if (!send && out.has('content-encoding')) {
+    if (!passEncoding && out.has('content-encoding')) {
       // fetch has already decoded the body: the encoding and length no longer describe it.
       out.delete('content-encoding');
       out.delete('content-length');
     }
+    // Otherwise the body goes out as the origin encoded it, with its Content-Encoding and Content-Length.
     return new Response(res.body, { status: res.status, statusText: res.statusText, headers: out });
   }
   return Object.assign(forward, { refuse });
