@@ -17,6 +17,7 @@ import type { StepArgs, Store } from './store.js';
 import { createBreaker, type CircuitBreakerOptions, type CircuitState } from './limiter/breaker.js';
 import { createDenyCache } from './limiter/deny-cache.js';
 import { createLeases, type WaitUntil } from './limiter/lease.js';
+import { createLocalFallback } from './limiter/local-fallback.js';
 import { createStoreCaller, type CallOutcome, type StoreStatusEvent } from './limiter/store-call.js';
 
 export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil };
@@ -45,6 +46,13 @@ export interface LimiterOptions<P extends string = string> {
   timeoutMs?: number;
   /** Outcome when the store fails, unless a policy sets its own. @default 'deny' */
   onStoreError?: FailMode;
+  /**
+   * How many nodes share the store. A policy with onStoreError 'local' and no `local` block falls back to
+   * its own numbers divided by this, so that during an outage the nodes together admit about what the
+   * policy does (at most nodes × (local capacity + local rate × outage length)). An integer from 1 to
+   * 100000. @default 1
+   */
+  expectedNodes?: number;
   /** Hook called after every decision, e.g. for a structured log line. Off by default. Errors it throws are ignored. */
   onDecision?: (event: DecisionEvent) => void;
   /** Fail fast while the store is down. `false` disables it. @default { failureThreshold: 5, cooldownMs: 500 } */
@@ -139,11 +147,15 @@ export interface LimiterStats {
   circuit: CircuitState;
   /** Keys holding a token lease on this node, and the tokens they hold. */
   leases: { keys: number; tokens: number };
+  /** Keys with a local fallback bucket on this node (onStoreError 'local'; 0 while the store answers). */
+  localKeys: number;
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
 /** Retry-After suggested for a refusal caused by a store failure. */
 const STORE_ERROR_RETRY_MS = 1000;
+/** Most keys with a local fallback bucket on one node (the memory store's default bound). */
+const LOCAL_MAX_KEYS = 100_000;
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -191,6 +203,10 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   if (typeof prefix !== 'string' || prefix.length > 64) throw new ConfigError('prefix', 'must be a string of at most 64 characters');
   const timeoutMs = options.timeoutMs === undefined ? 1000 : validateTimeoutMs('timeoutMs', options.timeoutMs);
   const onStoreError = options.onStoreError === undefined ? 'deny' : validateFailMode('onStoreError', options.onStoreError);
+  const expectedNodes = options.expectedNodes ?? 1;
+  if (!Number.isInteger(expectedNodes) || expectedNodes < 1 || expectedNodes > 100_000) {
+    throw new ConfigError('expectedNodes', `must be an integer from 1 to 100000, got ${String(expectedNodes)}`);
+  }
   if (!options.policies || typeof options.policies !== 'object') throw new ConfigError('policies', 'must be an object of named policies');
   const policies = new Map<string, ResolvedPolicy>();
   /**
@@ -200,7 +216,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
    */
   const entries = new Map<string, PolicyEntry>();
   for (const [name, config] of Object.entries(options.policies)) {
-    const policy = resolvePolicy(name, config, { onStoreError, timeoutMs });
+    const policy = resolvePolicy(name, config, { onStoreError, timeoutMs, expectedNodes });
     policies.set(name, policy);
     entries.set(name, { policy, keyPrefix: `${prefix}${name}:`, takeOne: stepArgs(policy, 1, 0) });
   }
@@ -238,6 +254,10 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       })
     : undefined;
 
+  const fallback = [...policies.values()].some((p) => p.local)
+    ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, ...(options.monotonicMs ? { nowMs: options.monotonicMs } : {}) })
+    : undefined;
+
   /** The step arguments of a decision: the policy's shared ones for a take of one token with no wait. */
   function argsOf(entry: PolicyEntry, cost: number, maxWaitMs: number): StepArgs {
     return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs);
@@ -249,10 +269,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     return e;
   }
 
-  /** The store did not decide: the fail mode does, and no bucket numbers are claimed. */
-  function failed(policy: ResolvedPolicy): StoreErrorDecision {
+  /**
+   * The store did not decide: the fail mode does. 'local' decides from this node's bucket for the key;
+   * 'allow' and 'deny' claim no bucket numbers.
+   */
+  function failed(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Decision {
+    if (policy.local) return fallback!.decide(policy, storageKey, cost, maxWaitMs);
     const allowed = policy.onStoreError === 'allow';
-    return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' };
+    return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' } satisfies StoreErrorDecision;
   }
 
   type Outcome = { decision: Decision; debtUnits?: number; error?: unknown };
@@ -270,13 +294,16 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         return { ok: false, error };
       }
     }
-    return caller.call(storageKey, args, policy.timeoutMs, background);
+    const outcome = await caller.call(storageKey, args, policy.timeoutMs, background);
+    // The store answers again: its decisions replace the local fallback's at once.
+    if (outcome.ok) fallback?.storeAnswered();
+    return outcome;
   }
 
   /** One store step: the decision, plus the debt the store reported (for the deny cache). */
-  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, args: StepArgs): Promise<Outcome> {
+  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, args: StepArgs): Promise<Outcome> {
     const outcome = await storeCall(policy, storageKey, args);
-    if (!outcome.ok) return { decision: failed(policy), error: outcome.error };
+    if (!outcome.ok) return { decision: failed(policy, storageKey, cost, maxWaitMs), error: outcome.error };
     const { result } = outcome;
     return { decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtUnits: result.debtUnits };
   }
@@ -317,7 +344,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
             return decision;
           },
           (error: unknown) => {
-            const decision = failed(policy);
+            const decision = failed(policy, storageKey, cost, maxWaitMs);
             if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, error });
             return decision;
           },
@@ -329,7 +356,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       try {
         return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, args)));
       } catch {
-        return Promise.resolve(failed(policy));
+        return Promise.resolve(failed(policy, storageKey, cost, maxWaitMs));
       }
     }
     return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
@@ -351,7 +378,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       if (onDecision) emit({ policy: name, key, cost, op, decision: hit, durationMs: 0 });
       return hit;
     }
-    const { decision, debtUnits, error } = await call(policy, storageKey, cost, args);
+    const { decision, debtUnits, error } = await call(policy, storageKey, cost, maxWaitMs, args);
     if (denied && !decision.allowed && decision.reason === undefined && debtUnits !== undefined) {
       denied.remember(storageKey, cost, debtUnits, started, decision.retryAfterMs);
     }
@@ -368,6 +395,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       maxPendingStoreCalls: caller.maxPending,
       circuit: caller.circuit(),
       leases: leases?.stats() ?? { keys: 0, tokens: 0 },
+      localKeys: fallback?.size() ?? 0,
     }),
     close: async () => {
       await leases?.close();
@@ -392,7 +420,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const { policy, keyPrefix } = getEntry(name);
       assertKey(key);
       const started = monotonicMs();
-      const { decision, error } = await call(policy, keyPrefix + key, 0, stepArgs(policy, 0, 0));
+      const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0));
       if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;
     },
@@ -402,6 +430,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const storageKey = keyPrefix + key;
       denied?.forget(storageKey);
       leases?.forget(storageKey);
+      fallback?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);
     },
   };

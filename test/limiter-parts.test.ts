@@ -43,7 +43,7 @@ describe('store calls that never settle', () => {
     const next = await limiter.take('p', 'k0');
     expect(next).toMatchObject({ allowed: true, remaining: 9 });
     expect(next.reason).toBeUndefined();
-    expect(limiter.stats()).toEqual({ pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(limiter.stats()).toEqual({ pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
   });
 
   it('counts calls in flight up to maxPendingStoreCalls, fails fast beyond it, and /healthz says not ok meanwhile', async () => {
@@ -60,7 +60,7 @@ describe('store calls that never settle', () => {
     expect(store.calls).toBe(4);
     const busy = await app.request('/healthz');
     expect(busy.status).toBe(503);
-    expect(await busy.json()).toEqual({ ok: false, store: 'blackhole', pendingStoreCalls: 4, maxPendingStoreCalls: 4, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(await busy.json()).toEqual({ ok: false, store: 'blackhole', pendingStoreCalls: 4, maxPendingStoreCalls: 4, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
     await Promise.all(inFlight);
     const idle = await app.request('/healthz');
     expect(idle.status).toBe(200);

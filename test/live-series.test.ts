@@ -19,7 +19,7 @@ function clocked() {
   };
 }
 
-function event(policy: string, outcome: 'allowed' | 'denied' | 'store_error' | 'deny_cache' | 'lease', durationMs = 1, extra: Partial<DecisionEvent> = {}): DecisionEvent {
+function event(policy: string, outcome: 'allowed' | 'denied' | 'store_error' | 'deny_cache' | 'lease' | 'local', durationMs = 1, extra: Partial<DecisionEvent> = {}): DecisionEvent {
   const allowed = outcome === 'allowed' || (outcome === 'lease' && !extra.key?.startsWith('refused'));
   const reason = outcome === 'allowed' || outcome === 'denied' ? undefined : outcome;
   const decision = reason === 'store_error'
@@ -28,7 +28,7 @@ function event(policy: string, outcome: 'allowed' | 'denied' | 'store_error' | '
   return { policy, key: 'k', cost: 1, op: 'take', decision: decision as DecisionEvent['decision'], durationMs, ...extra };
 }
 
-const STATS: LimiterStats = { pendingStoreCalls: 3, maxPendingStoreCalls: 1024, circuit: 'half-open', leases: { keys: 2, tokens: 7 } };
+const STATS: LimiterStats = { pendingStoreCalls: 3, maxPendingStoreCalls: 1024, circuit: 'half-open', leases: { keys: 2, tokens: 7 }, localKeys: 0 };
 
 describe('live series', () => {
   it('counts each second per policy and outcome; peeks are not decisions but their store calls are timed', () => {
@@ -43,15 +43,17 @@ describe('live series', () => {
     live.onDecision(event('b', 'deny_cache', 0));
     live.onDecision(event('b', 'lease', 0));
     live.onDecision(event('b', 'store_error', 0, { error: CIRCUIT_OPEN }));
+    live.onDecision(event('b', 'local', 2, { error: new Error('down') })); // a failed store call, then the local bucket
     c.advance(1000);
     const w = live.window();
     expect(w.from).toBe(S0);
     expect(w.now).toBe(S0 + 2);
-    expect(w.outcomes).toEqual(['allowed', 'denied', 'store_error', 'deny_cache', 'lease']);
-    expect(w.decisions.a).toEqual({ allowed: [2, 0, 0], denied: [1, 0, 0], store_error: [0, 0, 0], deny_cache: [0, 0, 0], lease: [0, 0, 0] });
-    expect(w.decisions.b).toEqual({ allowed: [0, 0, 0], denied: [0, 0, 0], store_error: [0, 2, 0], deny_cache: [0, 1, 0], lease: [0, 1, 0] });
-    // Timed: the 4 of the first second (the peek too), 1 of the second (not deny cache, lease, open circuit).
-    expect(w.window.storeCalls).toBe(5);
+    expect(w.outcomes).toEqual(['allowed', 'denied', 'store_error', 'deny_cache', 'lease', 'local']);
+    expect(w.decisions.a).toEqual({ allowed: [2, 0, 0], denied: [1, 0, 0], store_error: [0, 0, 0], deny_cache: [0, 0, 0], lease: [0, 0, 0], local: [0, 0, 0] });
+    expect(w.decisions.b).toEqual({ allowed: [0, 0, 0], denied: [0, 0, 0], store_error: [0, 2, 0], deny_cache: [0, 1, 0], lease: [0, 1, 0], local: [0, 1, 0] });
+    // Timed: the 4 of the first second (the peek too), 2 of the second (the store error and the local
+    // answer after a failed call; not deny cache, lease, open circuit).
+    expect(w.window.storeCalls).toBe(6);
     // No sample yet: the gauges are unknown, not zero.
     expect(w.pending).toEqual([null, null, null]);
   });

@@ -108,7 +108,11 @@ describe('metrics', () => {
       store,
       denyCache: true,
       onDecision: metrics.onDecision,
-      policies: { p: { capacity: 1, refillPerSecond: 1 }, l: { capacity: 100, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 1000 } } },
+      policies: {
+        p: { capacity: 1, refillPerSecond: 1 },
+        l: { capacity: 100, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 1000 } },
+        f: { capacity: 1, refillPerSecond: 1, onStoreError: 'local' },
+      },
     });
     try {
       await limiter.take('p', 'a'); // take, allowed
@@ -121,6 +125,7 @@ describe('metrics', () => {
       expect(leased).toBe(true);
       failing = true;
       await limiter.take('p', 'c'); // take, store_error
+      await limiter.take('f', 'c'); // take, local
     } finally {
       await limiter.close();
     }

@@ -19,8 +19,8 @@ export interface AppConfig {
     | { kind: 'durable-object'; shards?: number };
   policies: Record<string, PolicyConfig>;
   tokens: string[];
-  /** Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS). */
-  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number };
+  /** Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS, LIMITER_EXPECTED_NODES). */
+  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number; expectedNodes?: number };
   gate?: {
     origin: string;
     policy: string;
@@ -219,6 +219,9 @@ export function loadConfig(env: EnvRecord): AppConfig {
   if (breaker !== undefined) limiter.circuitBreaker = breaker;
   const maxPending = integer(env, 'LIMITER_MAX_PENDING_STORE_CALLS', 1, 1_000_000);
   if (maxPending !== undefined) limiter.maxPendingStoreCalls = maxPending;
+  // The default local limit of onStoreError "local" policies is theirs divided by this.
+  const expectedNodes = integer(env, 'LIMITER_EXPECTED_NODES', 1, 100_000);
+  if (expectedNodes !== undefined) limiter.expectedNodes = expectedNodes;
   const stats = { topKeys: integer(env, 'LIMITER_TOP_KEYS', 0, MAX_TOP_KEYS) ?? DEFAULT_TOP_KEYS };
   return { store, policies, tokens, limiter, gate, stats };
 }

@@ -11,8 +11,11 @@ export const SLOTS = 900;
 const BUCKETS = 200;
 const PER_OCTAVE = 8;
 
-/** Answers that did not call the store say nothing about its latency (as in the Prometheus histogram). */
-const LOCAL_REASONS: ReadonlySet<string> = new Set(['deny_cache', 'lease', 'local']);
+/**
+ * Answers that did not call the store say nothing about its latency (as in the Prometheus histogram). A
+ * `local` answer follows a failed store call, timed like a store_error.
+ */
+const LOCAL_REASONS: ReadonlySet<string> = new Set(['deny_cache', 'lease']);
 
 export type Circuit = LimiterStats['circuit'];
 const CIRCUITS: readonly Circuit[] = ['closed', 'half-open', 'open'];

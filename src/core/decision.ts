@@ -13,7 +13,12 @@ export type DecisionReason =
    * Answered from this node's token lease (PolicyConfig.lease) without a store call: `remaining` is the
    * tokens left in this node's lease, `resetAfterMs` the store's last answer advanced by the time since.
    */
-  | 'lease';
+  | 'lease'
+  /**
+   * The store failed and the policy's onStoreError is 'local': decided by this node's own bucket for the
+   * key, with the policy's local limit (`limit` is its capacity), until the store answers again.
+   */
+  | 'local';
 
 interface DecisionBase {
   /** Whether the request may proceed (after waitMs, if that is above 0). */
@@ -32,7 +37,7 @@ export interface BucketDecision extends DecisionBase {
   remaining: number;
   /** Ms until the bucket is full again, rounded up. */
   resetAfterMs: number;
-  reason?: 'deny_cache' | 'lease';
+  reason?: 'deny_cache' | 'lease' | 'local';
 }
 
 /**

@@ -20,7 +20,11 @@ export const MAX_RATE_ROUNDING = 1e-9;
 /** Policy names become part of store keys and of quoted header values, so they are kept plain. */
 export const POLICY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
-export type FailMode = 'deny' | 'allow';
+/**
+ * What a decision is when the store fails: refuse, admit, or decide from a local bucket on this node
+ * (PolicyConfig.local).
+ */
+export type FailMode = 'deny' | 'allow' | 'local';
 
 /** A token bucket as the user writes it. */
 export interface PolicyConfig {
@@ -28,8 +32,19 @@ export interface PolicyConfig {
   capacity: number;
   /** Tokens added per second, continuously: a finite number from 1e-6 to 1e6 (1/30 is fine). */
   refillPerSecond: number;
-  /** What a decision is when the store fails or times out. @default the limiter's `onStoreError` ('deny') */
+  /**
+   * What a decision is when the store fails, times out, is skipped by the open circuit breaker, or the
+   * limiter is at maxPendingStoreCalls: `deny`, `allow`, or `local` (decide from an in-process bucket
+   * per key with the `local` limit until the store answers again; reason 'local').
+   * @default the limiter's `onStoreError` ('deny')
+   */
   onStoreError?: FailMode;
+  /**
+   * The limit each node applies on its own while the store fails, with `onStoreError: 'local'`: both
+   * numbers, each at most the policy's own. @default the policy's capacity and refillPerSecond divided
+   * by the limiter's `expectedNodes` (capacity rounded down)
+   */
+  local?: LocalLimitConfig;
   /** Shadow mode: the HTTP layers report the decision but never block. @default false */
   shadow?: boolean;
   /** Per-policy bound on one store call, in ms. @default the limiter's `timeoutMs` */
@@ -43,6 +58,14 @@ export interface PolicyConfig {
    * in its lease). Off by default.
    */
   lease?: LeaseConfig;
+}
+
+/** A local fallback limit (PolicyConfig.local). */
+export interface LocalLimitConfig {
+  /** An integer from 1 to the policy's capacity. */
+  capacity: number;
+  /** A number from 1e-6 to the policy's refillPerSecond. */
+  refillPerSecond: number;
 }
 
 export interface LeaseConfig {
@@ -92,14 +115,22 @@ export interface ResolvedPolicy {
   readonly windowSeconds: number;
   /** Token leases, when the policy opts in. */
   readonly lease?: LeaseSettings;
+  /**
+   * With onStoreError 'local': the local limit as a policy of the same name (its own exact numbers),
+   * which this node's fallback bucket for each key follows while the store fails.
+   */
+  readonly local?: ResolvedPolicy;
 }
 
-const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'onStoreError', 'shadow', 'timeoutMs', 'lease']);
+const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'onStoreError', 'shadow', 'timeoutMs', 'lease', 'local']);
+const LOCAL_FIELDS = new Set(['capacity', 'refillPerSecond']);
 const LEASE_FIELDS = new Set(['tokens', 'maxAgeMs', 'lowWater']);
 
 export interface PolicyDefaults {
   onStoreError: FailMode;
   timeoutMs: number;
+  /** Nodes sharing the store: the default local limit is the policy's divided by this. @default 1 */
+  expectedNodes?: number;
 }
 
 export function validateTimeoutMs(field: string, value: unknown): number {
@@ -110,8 +141,8 @@ export function validateTimeoutMs(field: string, value: unknown): number {
 }
 
 export function validateFailMode(field: string, value: unknown): FailMode {
-  if (value !== 'deny' && value !== 'allow') {
-    throw new ConfigError(field, `must be "deny" or "allow", got ${show(value)}`);
+  if (value !== 'deny' && value !== 'allow' && value !== 'local') {
+    throw new ConfigError(field, `must be "deny", "allow" or "local", got ${show(value)}`);
   }
   return value;
 }
@@ -150,6 +181,13 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
   const intervalMs = 1000 / exact.refillPerSecond;
   const burstMs = capacity * intervalMs;
   const lease = c.lease === undefined ? undefined : resolveLease(at('lease'), c.lease, capacity);
+  if (c.local !== undefined && onStoreError !== 'local') {
+    throw new ConfigError(at('local'), `is used only with onStoreError "local" (this policy's is "${onStoreError}")`);
+  }
+  const local =
+    onStoreError === 'local'
+      ? resolvePolicy(name, localLimit(at('local'), c.local, capacity, exact.refillPerSecond, defaults.expectedNodes ?? 1), { onStoreError: 'deny', timeoutMs })
+      : undefined;
   return Object.freeze({
     name,
     capacity,
@@ -167,7 +205,41 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
     burstMs,
     windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
     ...(lease ? { lease } : {}),
+    ...(local ? { local } : {}),
   });
+}
+
+/**
+ * The local limit of a policy with onStoreError 'local': the `local` block's numbers, each at most the
+ * policy's, or by default the policy's divided by expectedNodes, so that the nodes together stay near the
+ * policy's limit during an outage.
+ */
+function localLimit(field: string, value: unknown, capacity: number, refillPerSecond: number, expectedNodes: number): LocalLimitConfig {
+  if (value === undefined) {
+    const local = { capacity: Math.floor(capacity / expectedNodes), refillPerSecond: refillPerSecond / expectedNodes };
+    if (local.capacity < 1 || local.refillPerSecond < MIN_REFILL_PER_SECOND) {
+      throw new ConfigError(
+        field,
+        `is needed: the default (the policy's numbers divided by expectedNodes = ${expectedNodes}) is below 1 token or 1e-6 per second`,
+      );
+    }
+    return local;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(field, `must be an object, got ${show(value)}`);
+  const l = value as Record<string, unknown>;
+  for (const f of Object.keys(l)) if (!LOCAL_FIELDS.has(f)) throw new ConfigError(`${field}.${f}`, 'is not a known field');
+  if (typeof l.capacity !== 'number' || !Number.isInteger(l.capacity) || l.capacity < 1 || l.capacity > capacity) {
+    throw new ConfigError(`${field}.capacity`, `must be an integer from 1 to the policy's capacity (${capacity}), got ${show(l.capacity)}`);
+  }
+  if (
+    typeof l.refillPerSecond !== 'number' ||
+    !Number.isFinite(l.refillPerSecond) ||
+    l.refillPerSecond < MIN_REFILL_PER_SECOND ||
+    l.refillPerSecond > refillPerSecond
+  ) {
+    throw new ConfigError(`${field}.refillPerSecond`, `must be a number from 1e-6 to the policy's refillPerSecond (${refillPerSecond}), got ${show(l.refillPerSecond)}`);
+  }
+  return { capacity: l.capacity, refillPerSecond: l.refillPerSecond };
 }
 
 interface ExactRate {

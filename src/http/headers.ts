@@ -12,13 +12,16 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  *   unless `legacy` is false
  * - `Retry-After: <whole seconds, rounded up>` on a refusal
  * - `X-RateLimit-Reason` when the answer is not the store's decision on this request: the decision's
- *   reason (DecisionReason: store_error, deny_cache, lease)
+ *   reason (DecisionReason: store_error, deny_cache, lease, local)
+ * A `local` decision (the store failed; onStoreError 'local') was made by this node's fallback bucket, so
+ * every number, the policy's `q` and `w` and X-RateLimit-Limit included, is the local limit's.
  * When the store did not answer (reason store_error) it gave no remaining count or reset time, so
  * `RateLimit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` are left out rather than guessed; the
  * policy headers still describe the configured limit.
  * Policy names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
  */
-export function rateLimitHeaders(policy: ResolvedPolicy, decision: Decision, legacy = true): Record<string, string> {
+export function rateLimitHeaders(configured: ResolvedPolicy, decision: Decision, legacy = true): Record<string, string> {
+  const policy = decision.reason === 'local' && configured.local ? configured.local : configured;
   const h: Record<string, string> = { 'RateLimit-Policy': `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}` };
   const known = decision.remaining !== undefined && decision.resetAfterMs !== undefined;
   const reset = known ? String(seconds(decision.resetAfterMs!)) : '';

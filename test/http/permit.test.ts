@@ -253,7 +253,7 @@ describe('buckets and health', () => {
   });
 
   it('/healthz needs no token and answers 503 when the store is unreachable', async () => {
-    expect(await (await setup().app.request('/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(await (await setup().app.request('/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
     const hanging: Store = { name: 'redis', step: () => new Promise(() => {}), reset: async () => {}, ping: () => new Promise(() => {}) };
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {

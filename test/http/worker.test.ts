@@ -87,7 +87,7 @@ describe('Worker in workerd (memory store)', () => {
     for (let i = 0; i < 2; i++) expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 1 });
     expect((await fetch(dev.url + '/v1/buckets/api/w2', { method: 'DELETE', headers: auth })).status).toBe(204);
     expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 2 });
-    expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
   });
 
   it('keys with line terminators can be charged, read and reset in workerd too; "." and ".." are refused', async () => {

@@ -84,6 +84,35 @@ async function exactAgain(server: NodeServer) {
   expect(allowed).toBe(5);
 }
 
+/** One permit request of the local-fallback run, with the node (server) that answered it. */
+interface LocalSample {
+  node: number;
+  at: number;
+  latencyMs: number;
+  status: number;
+  allowed?: boolean;
+  reason?: string;
+  reasonHeader?: string | null;
+  error?: string;
+}
+
+/** The most of `samples` allowed in any window of length `spanMs` (by send time) and that window's bound. */
+function worstWindow(samples: LocalSample[], bound: (spanMs: number) => number): { admitted: number; bound: number; excess: number } {
+  const allowed = samples.filter((s) => s.allowed).sort((a, b) => a.at - b.at);
+  let worst = { admitted: 0, bound: 0, excess: -Infinity };
+  // Every window that starts and ends on an admitted request (the tightest ones).
+  for (let i = 0; i < allowed.length; i++) {
+    for (let j = i; j < allowed.length; j++) {
+      // A request sent at `at` was decided by `at + latency`: the window on the server's clock is at most this long.
+      const span = allowed[j]!.at + allowed[j]!.latencyMs - allowed[i]!.at;
+      const b = bound(span);
+      const admitted = j - i + 1;
+      if (admitted - b > worst.excess) worst = { admitted, bound: b, excess: admitted - b };
+    }
+  }
+  return worst;
+}
+
 describe('store faults under load', () => {
   it('Redis over TCP: kill, restart, pause', { timeout: 90_000 }, async () => {
     let redis: RedisProcess = await startRedis();
@@ -189,6 +218,118 @@ describe('store faults under load', () => {
       expect(await server.stop()).toBe(0);
       expect(server.output()).not.toContain(TOKEN);
       await rest.close();
+      await redis.stop();
+    }
+  });
+
+  it("onStoreError 'local', two nodes on one Redis: kill, restart, pause; each node keeps to its local limit, then the store decides again", { timeout: 90_000 }, async () => {
+    const LOCAL = { capacity: 5, refillPerSecond: 2 };
+    const COOLDOWN_MS = 500;
+    const policies = JSON.stringify({
+      insured: { capacity: 20, refillPerSecond: 10, onStoreError: 'local', local: LOCAL, timeoutMs: TIMEOUT_MS },
+      exact: { capacity: 5, refillPerSecond: 1, timeoutMs: TIMEOUT_MS },
+    });
+    let redis: RedisProcess = await startRedis();
+    const port = redis.port;
+    const env = { REDIS_URL: redis.url, LIMITER_POLICIES: policies, PERMIT_TOKENS: TOKEN, LIMITER_CIRCUIT_BREAKER: `5/${COOLDOWN_MS}` };
+    const servers = [await startNodeServer(env), await startNodeServer(env)];
+    const t0 = performance.now();
+    const now = () => performance.now() - t0;
+    const samples: LocalSample[] = [];
+    let stopped = false;
+    // 3 loops per node, all on one key, paced so that demand (about 60/s per node) exceeds every limit.
+    const loops = servers.flatMap((server, node) =>
+      Array.from({ length: 3 }, async () => {
+        while (!stopped) {
+          const at = now();
+          try {
+            const res = await fetch(`${server.url}/v1/permits`, {
+              method: 'POST',
+              headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+              body: JSON.stringify({ policy: 'insured', key: 'shared' }),
+              signal: AbortSignal.timeout(10_000),
+            });
+            const body = (await res.json()) as { allowed?: boolean; reason?: string };
+            samples.push({ node, at, latencyMs: now() - at, status: res.status, allowed: body.allowed, reason: body.reason, reasonHeader: res.headers.get('x-ratelimit-reason') });
+          } catch (err) {
+            samples.push({ node, at, latencyMs: now() - at, status: 0, error: (err as Error).message });
+          }
+          await sleep(50);
+        }
+      }),
+    );
+    const outages: Window[] = [];
+    const recovery: number[] = [];
+    try {
+      await sleep(1000);
+      let from = now();
+      redis.process.kill('SIGKILL');
+      await sleep(2500);
+      redis = await startRedis({ port });
+      const restartedAt = now();
+      outages.push({ from, to: restartedAt });
+      await sleep(1500);
+      from = now();
+      redis.process.kill('SIGSTOP');
+      await sleep(2500);
+      redis.process.kill('SIGCONT');
+      const resumedAt = now();
+      outages.push({ from, to: resumedAt });
+      await sleep(1500);
+      stopped = true;
+      await Promise.all(loops);
+      for (const back of [restartedAt, resumedAt]) {
+        const first = samples.filter((s) => s.at >= back && s.status === 200 && s.reason === undefined).sort((a, b) => a.at - b.at)[0];
+        recovery.push(first ? first.at + first.latencyMs - back : Infinity);
+      }
+
+      const local = samples.filter((s) => s.reason === 'local');
+      const perOutage = outages.map((w) =>
+        servers.map((_, node) => {
+          const mine = local.filter((s) => s.node === node && s.at >= w.from - TIMEOUT_MS && s.at <= w.to + COOLDOWN_MS + MARGIN_MS);
+          const spanMs = mine.length ? Math.max(...mine.map((s) => s.at + s.latencyMs)) - Math.min(...mine.map((s) => s.at)) : 0;
+          const admitted = mine.filter((s) => s.allowed).length;
+          // The local bucket starts full and refills at its rate: its ideal count over that span.
+          return { node, decisions: mine.length, admitted, spanMs: Math.round(spanMs), worst: worstWindow(mine, (ms) => LOCAL.capacity + (LOCAL.refillPerSecond * ms) / 1000) };
+        }),
+      );
+      console.log(`[faults] ${JSON.stringify({ label: 'local-fallback', sent: samples.length, statuses: Object.fromEntries(Object.entries(Object.groupBy(samples, (s) => `${s.status}:${s.reason ?? 'store'}`)).map(([k, v]) => [k, v!.length])), perOutage, recoveryMs: recovery.map(Math.round) })}`);
+
+      for (const s of samples) {
+        expect(s.error, `request at ${s.at.toFixed(0)} ms failed`).toBeUndefined();
+        // Allowed (200) or refused by a bucket (429), local or the store's: never a 503, the fail mode decides locally.
+        expect([200, 429]).toContain(s.status);
+        expect(s.reasonHeader ?? undefined).toBe(s.reason);
+        if (s.reason !== undefined) {
+          expect(s.reason).toBe('local');
+          const during = outages.some((w) => s.at >= w.from - TIMEOUT_MS && s.at <= w.to + COOLDOWN_MS + MARGIN_MS);
+          expect(during, `a local decision at ${s.at.toFixed(0)} ms, outside any outage`).toBe(true);
+        }
+        expect(s.latencyMs, `latency at ${s.at.toFixed(0)} ms`).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS);
+      }
+      for (const nodes of perOutage) {
+        for (const n of nodes) {
+          expect(n.decisions, `node ${n.node} decided locally during the outage`).toBeGreaterThan(20);
+          // Each node keeps to the local limit in every window of the outage, not only in total...
+          expect(n.worst.excess, `node ${n.node}: ${n.worst.admitted} admitted against a bound of ${n.worst.bound.toFixed(2)}`).toBeLessThanOrEqual(0);
+          // ...and admits what it allows, less what refilled during one store timeout before the first local answer.
+          expect(n.admitted).toBeGreaterThanOrEqual(LOCAL.capacity + Math.floor((LOCAL.refillPerSecond * (n.spanMs - TIMEOUT_MS - MARGIN_MS)) / 1000));
+        }
+      }
+      // Store decisions again within one breaker cool-down (plus one HTTP round on a loaded machine).
+      for (const r of recovery) expect(r).toBeLessThan(COOLDOWN_MS + MARGIN_MS);
+      // The store's decisions on the shared key, both nodes together, keep to the policy in every window.
+      const stored = samples.filter((s) => s.reason === undefined && s.status !== 0);
+      const worstStore = worstWindow(stored, (ms) => 20 + (10 * ms) / 1000);
+      expect(worstStore.excess, `${worstStore.admitted} admitted by the store against ${worstStore.bound.toFixed(2)}`).toBeLessThanOrEqual(0);
+      await exactAgain(servers[0]!);
+    } finally {
+      stopped = true;
+      await Promise.all(loops);
+      for (const server of servers) {
+        expect(await server.stop()).toBe(0);
+        expect(server.output()).not.toContain(TOKEN);
+      }
       await redis.stop();
     }
   });

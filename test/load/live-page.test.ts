@@ -18,7 +18,7 @@ const POLICIES = {
   api: { capacity: 4, refillPerSecond: 2 },
   hot: { capacity: 40, refillPerSecond: 0.001, lease: { tokens: 4, maxAgeMs: 120_000 } },
 };
-const OUTCOMES = ['allowed', 'denied', 'store_error', 'deny_cache', 'lease'] as const;
+const OUTCOMES = ['allowed', 'denied', 'store_error', 'deny_cache', 'lease', 'local'] as const;
 const MARKUP_KEY = '<img src=x onerror=alert(1)>';
 
 let server: NodeServer;
