@@ -250,7 +250,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         monotonicMs,
         maxKeys: leaseMaxKeys,
         // A refund makes tokens this node may have refused from its deny cache: the store decides again.
-        onRefund: denied ? (storageKey) => denied.forget(storageKey) : undefined,
+        onRefund: denied ? (storageKey) => denied.forget(storageKey, monotonicMs()) : undefined,
       })
     : undefined;
 
@@ -428,7 +428,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const { policy, keyPrefix } = getEntry(name);
       assertKey(key);
       const storageKey = keyPrefix + key;
-      denied?.forget(storageKey);
+      denied?.forget(storageKey, monotonicMs());
       leases?.forget(storageKey);
       fallback?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);

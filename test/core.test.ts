@@ -128,9 +128,9 @@ describe('GCRA core against an exact continuous token bucket', () => {
     const a = step(undefined, 0, stepArgs(policy, 2, 0));
     expect(a.write).toEqual({ debtUnits: 2 * policy.tokenUnits, atUs: 0 });
     const b = step(a.write!, 10_000, stepArgs(policy, 1, 0));
-    expect(b).toEqual({ allowed: false, debtUnits: 2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs });
+    expect(b).toEqual({ allowed: false, debtUnits: 2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs, atUs: 10_000 });
     const c = step(a.write!, 10_000, stepArgs(policy, 0, 0));
-    expect(c).toEqual({ allowed: true, debtUnits: 2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs });
+    expect(c).toEqual({ allowed: true, debtUnits: 2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs, atUs: 10_000 });
   });
 
   it('keeps rates as exact ratios of integers', () => {

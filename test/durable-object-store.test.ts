@@ -107,7 +107,7 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
         obj
           .fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { costUnits: costMs * 1000, limitUnits: 1e9, refillUnitsPerUs: 1 } }) }))
           .then((r) => r.json());
-      expect(await step('short', 1000)).toEqual({ allowed: true, debtUnits: 1_000_000 });
+      expect(await step('short', 1000)).toEqual({ allowed: true, debtUnits: 1_000_000, atUs: now * 1000 });
       expect(alarm).toBe(now + 1000);
       await step('long', 5000);
       for (let i = 0; i < 600; i++) await step(`bulk${i}`, 500); // more than one list() page
@@ -121,8 +121,8 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
       expect(data.size).toBe(0);
       // A denied step writes nothing; a refund that empties the debt deletes the entry.
       await step('x', 1000);
-      expect(await step('x', 1e6)).toEqual({ allowed: false, debtUnits: 1_000_000 });
-      expect(await step('x', -5000)).toEqual({ allowed: true, debtUnits: 0 });
+      expect(await step('x', 1e6)).toEqual({ allowed: false, debtUnits: 1_000_000, atUs: now * 1000 });
+      expect(await step('x', -5000)).toEqual({ allowed: true, debtUnits: 0, atUs: now * 1000 });
       expect(data.has('x')).toBe(false);
       const bad = await obj.fetch(new Request('https://x/', { method: 'POST', body: '{"op":"step","key":"","args":{}}' }));
       expect(bad.status).toBe(400);

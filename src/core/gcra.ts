@@ -38,6 +38,14 @@ export interface StepArgs {
    * result's `tokens` says how many were taken. Absent: all of costUnits or nothing.
    */
   readonly tokenUnits?: number;
+  /**
+   * With a refund (costUnits < 0): the store clock's reading, in whole µs, of the step that took the
+   * tokens being given back (StepResult.atUs of a lease grant). The refund is then what the bucket has
+   * not refilled since, reckoned at the store's clock when the refund is applied:
+   * max(0, −costUnits − (nowUs − refundSinceUs) × refillUnitsPerUs). So a refund that reaches the store
+   * late (queued behind others, a paused server) never gives back tokens the bucket has refilled meanwhile.
+   */
+  readonly refundSinceUs?: number;
 }
 
 /** What every store returns from one atomic step. */
@@ -47,6 +55,12 @@ export interface StepResult {
   debtUnits: number;
   /** With StepArgs.tokenUnits: the tokens taken (0 when denied). */
   tokens?: number;
+  /**
+   * The store clock's reading at this step, in whole µs, where the store reports it (every built-in
+   * store does): a lease refund passes a grant's as StepArgs.refundSinceUs. A custom store that reports
+   * it must honour refundSinceUs; one that does not report it gets refunds already decayed instead.
+   */
+  atUs?: number;
 }
 
 /** A bucket's stored state: its debt in units at the store clock's reading `atUs` (whole µs). */
@@ -88,9 +102,26 @@ export function stepArgs(policy: ResolvedPolicy, cost: number, maxWaitMs: number
   return { costUnits: cost * tokenUnits, limitUnits, refillUnitsPerUs };
 }
 
-/** A refund of `tokens` tokens (a lease giving back what it did not use). */
-export function refundArgs(policy: ResolvedPolicy, tokens: number): StepArgs {
-  return { costUnits: -tokens * policy.tokenUnits, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs };
+/**
+ * A refund of `units` (a lease giving back what it did not use). With `sinceUs` (the store clock's
+ * reading at the grant) the store decays it by the refill since, when it applies it; without, `units`
+ * must already be decayed.
+ */
+export function refundArgs(policy: ResolvedPolicy, units: number, sinceUs?: number): StepArgs {
+  const args = { costUnits: -units, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs };
+  return sinceUs === undefined ? args : { ...args, refundSinceUs: sinceUs };
+}
+
+/**
+ * The units a refund gives back at nowUs: all of them, or with refundSinceUs, what the bucket has not
+ * refilled since that reading (exact: integers below 2^53 while that refill is below the refund; beyond
+ * it, nothing goes back either way).
+ */
+export function refundUnitsAt(args: StepArgs, nowUs: number): number {
+  const units = -args.costUnits;
+  if (args.refundSinceUs === undefined) return units;
+  const back = units - Math.max(0, nowUs - args.refundSinceUs) * args.refillUnitsPerUs;
+  return back > 0 ? back : 0;
 }
 
 /** A lease grant: as many of `tokens` tokens as exist now, at least one. */
@@ -115,21 +146,21 @@ export function debtAt(state: BucketState | undefined, nowUs: number, refillUnit
 export function step(state: BucketState | undefined, nowUs: number, args: StepArgs): StepResult & { write?: BucketState | null } {
   const debtUnits = debtAt(state, nowUs, args.refillUnitsPerUs);
   const { costUnits, tokenUnits } = args;
-  if (costUnits === 0) return { allowed: true, debtUnits };
+  if (costUnits === 0) return { allowed: true, debtUnits, atUs: nowUs };
   let after: number;
   let tokens: number | undefined;
   if (costUnits < 0) {
-    after = Math.max(0, debtUnits + costUnits);
+    after = Math.max(0, debtUnits - refundUnitsAt(args, nowUs));
   } else if (tokenUnits !== undefined) {
     tokens = grantTokens(debtUnits, args.limitUnits, tokenUnits, costUnits / tokenUnits);
-    if (tokens === 0) return { allowed: false, debtUnits, tokens };
+    if (tokens === 0) return { allowed: false, debtUnits, tokens, atUs: nowUs };
     after = debtUnits + tokens * tokenUnits;
   } else {
     after = debtUnits + costUnits;
-    if (after > args.limitUnits) return { allowed: false, debtUnits };
+    if (after > args.limitUnits) return { allowed: false, debtUnits, atUs: nowUs };
   }
   const write = after > 0 ? { debtUnits: after, atUs: nowUs } : state === undefined ? undefined : null;
-  return tokens === undefined ? { allowed: true, debtUnits: after, write } : { allowed: true, debtUnits: after, tokens, write };
+  return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
 }
 
 /**

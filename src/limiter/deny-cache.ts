@@ -20,13 +20,24 @@ interface Entry {
 export interface DenyCache {
   /** A refusal for this request, recomputed for now, or undefined when the store must decide. */
   lookup(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, nowMs: number): Decision | undefined;
-  /** Remembers a store refusal of `cost` with the bucket's debt `debtUnits`, decided by a call that started at `atMs`. */
+  /**
+   * Remembers a store refusal of `cost` with the bucket's debt `debtUnits`, decided by a call that started
+   * at `atMs`, unless the key was forgotten since that call started (the refusal may predate a refund).
+   */
   remember(storageKey: string, cost: number, debtUnits: number, atMs: number, retryAfterMs: number): void;
-  forget(storageKey: string): void;
+  /**
+   * Drops the key's refusal, and refuses to remember any refusal decided by a call that started at or
+   * before `nowMs` (a reset, or a refund this node made: tokens the refusal did not see).
+   */
+  forget(storageKey: string, nowMs: number): void;
 }
 
 export function createDenyCache(maxKeys: number): DenyCache {
   const entries = new Map<string, Entry>();
+  // When each key was last forgotten, at most maxKeys of them; the latest time dropped from it covers
+  // every key not in it, so bounding it never lets a refusal older than a forget in.
+  const forgotten = new Map<string, number>();
+  let forgottenFloorMs = -Infinity;
   return {
     lookup(policy, storageKey, cost, maxWaitMs, nowMs) {
       const hit = entries.get(storageKey);
@@ -44,11 +55,19 @@ export function createDenyCache(maxKeys: number): DenyCache {
       return { ...toDecision(policy, cost, { allowed: false, debtUnits }), reason: 'deny_cache' };
     },
     remember(storageKey, cost, debtUnits, atMs, retryAfterMs) {
+      if (atMs <= (forgotten.get(storageKey) ?? forgottenFloorMs)) return;
       if (!entries.has(storageKey) && entries.size >= maxKeys) entries.delete(entries.keys().next().value!);
       entries.set(storageKey, { untilMs: atMs + retryAfterMs, cost, debtUnits, atMs });
     },
-    forget(storageKey) {
+    forget(storageKey, nowMs) {
       entries.delete(storageKey);
+      forgotten.delete(storageKey);
+      if (forgotten.size >= maxKeys) {
+        const [k, ms] = forgotten.entries().next().value!;
+        forgotten.delete(k);
+        forgottenFloorMs = Math.max(forgottenFloorMs, ms);
+      }
+      forgotten.set(storageKey, nowMs);
     },
   };
 }

@@ -8,7 +8,10 @@
 // - a token is answered only while its grant is younger than U (age from the start of the grant's call,
 //   no later than when the store took it), and
 // - a token given back (aged out, evicted, close()) is refunded only as far as the bucket has not
-//   refilled since its grant: max(0, unused − refillPerSecond × age), in units. A full refund
+//   refilled since its grant: max(0, unused − refillPerSecond × age), in units, with the age reckoned
+//   when the store applies the refund (on the store's clock, from its reading at the grant: a refund
+//   queued behind others or held up by a paused server lands as the smaller amount it is by then;
+//   a store that reports no clock reading gets the amount as of the refund's sending). A full refund
 //   would let tokens pass from lease to lease (refunded by one node, granted to the next, ...), each
 //   time usable for another U: every pass can add rate × U to one instant, up to nodes × tokens.
 // Then, over any window of length T, admitted ≤ capacity + refillPerSecond × (T + U), and
@@ -30,6 +33,11 @@ export interface Grant {
   tokens: number;
   /** Monotonic ms when the grant's store call started: the store took the tokens no earlier. */
   readonly atMs: number;
+  /**
+   * The store clock's reading (µs) when it took the tokens, where the store reports it (StepResult.atUs):
+   * a refund then carries it, and the store decays the refund when it applies it, however late.
+   */
+  readonly storeAtUs?: number;
   /** The timer that gives the grant back when it ages out, and the end of its waitUntil promise. */
   timer?: ReturnType<typeof setTimeout>;
   done?: () => void;

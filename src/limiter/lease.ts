@@ -8,7 +8,7 @@
 // No take waits for more than one store call: a take the lease cannot answer either waits for the one
 // grant in flight, which is sized to cover every take waiting on it, or goes to the store at once.
 import type { BucketDecision, Decision } from '../core/decision.js';
-import { debtAfterMs, grantArgs, toDecision } from '../core/gcra.js';
+import { debtAfterMs, grantArgs, refundArgs, toDecision } from '../core/gcra.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { StepArgs, StepResult } from '../store.js';
 import { backgroundAsk, foregroundAsk, newLease, noteDemand, refundableUnits, type Grant, type Lease, type WaitUntil } from './lease-state.js';
@@ -66,19 +66,41 @@ export function createLeases(options: LeaseOptions): Leases {
 
   /**
    * Gives `grants` (already out of the lease) back: what the bucket has not refilled since each, in
-   * units (a refund step never makes the bucket fuller than full), when that is at least a token.
+   * units (a refund step never makes the bucket fuller than full), when that is at least a token. A grant
+   * with the store's clock reading goes back as its own refund, which the store decays when it applies
+   * it; the others as one, decayed on this node's clock when it is sent.
    */
   function refund(lease: Lease, storageKey: string, grants: Grant[], now: number, waitUntil?: WaitUntil): void {
-    let units = 0;
+    const { policy } = lease;
+    const unclocked: Grant[] = [];
     for (const g of grants) {
       release(g);
-      units += refundableUnits(lease, g, now);
+      // Less than a token is not worth a store call (giving back less is always safe). This node's
+      // estimate, from the start of the grant's call, is never more than the store would give back now.
+      if (refundableUnits(lease, g, now) < policy.tokenUnits) continue;
+      if (g.storeAtUs === undefined) unclocked.push(g);
+      else send(lease, storageKey, () => refundArgs(policy, g.tokens * policy.tokenUnits, g.storeAtUs), waitUntil);
     }
-    const { policy } = lease;
-    // Less than a token is not worth a store call (giving back less is always safe).
-    if (units < policy.tokenUnits) return;
+    if (unclocked.length === 0) return;
+    send(
+      lease,
+      storageKey,
+      () => {
+        const t = monotonicMs();
+        const units = unclocked.reduce((sum, g) => sum + refundableUnits(lease, g, t), 0);
+        return units >= policy.tokenUnits ? refundArgs(policy, units) : undefined;
+      },
+      waitUntil,
+    );
+  }
+
+  /**
+   * Queues one refund. This node's deny cache forgets the key when it is queued and again when it lands,
+   * so no refusal decided before the refund was applied stays cached after it.
+   */
+  function send(lease: Lease, storageKey: string, args: () => StepArgs | undefined, waitUntil?: WaitUntil): void {
     onRefund?.(storageKey);
-    refunds.send(storageKey, { costUnits: -units, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs }, policy, waitUntil);
+    refunds.send(storageKey, args, lease.policy, waitUntil, onRefund ? () => onRefund(storageKey) : undefined);
   }
 
   /** Takes the grants that reached their usable age out of the lease, and gives them back. */
@@ -106,8 +128,8 @@ export function createLeases(options: LeaseOptions): Leases {
    * than the time `tokens` take to refill; otherwise the bucket has refilled them by then) the request
    * that made the grant is kept until then through its waitUntil, which is how a Worker runs it.
    */
-  function addGrant(lease: Lease, storageKey: string, tokens: number, atMs: number, now: number, waitUntil?: WaitUntil): void {
-    const grant: Grant = { tokens, atMs };
+  function addGrant(lease: Lease, storageKey: string, tokens: number, atMs: number, storeAtUs: number | undefined, now: number, waitUntil?: WaitUntil): void {
+    const grant: Grant = storeAtUs === undefined ? { tokens, atMs } : { tokens, atMs, storeAtUs };
     lease.grants.push(grant);
     lease.total += tokens;
     const fire = () => {
@@ -206,7 +228,7 @@ export function createLeases(options: LeaseOptions): Leases {
     // An answer that came after the usable age cannot be answered from (a store further away than that).
     const fresh = now - started < lease.usableMs;
     if (live && fresh) {
-      if (got > 0) addGrant(lease, storageKey, got, started, now, waitUntil);
+      if (got > 0) addGrant(lease, storageKey, got, started, outcome.result.atUs, now, waitUntil);
     } else {
       // Dropped meanwhile (reset, eviction, close), or too late: the store decides the waiting takes. A
       // store further away than the usable age makes the lease useless (each grant would age out on
@@ -218,7 +240,7 @@ export function createLeases(options: LeaseOptions): Leases {
         refund(lease, storageKey, held, now, waitUntil);
         lease.plainUntilMs = now + policy.lease!.maxAgeMs;
       }
-      if (got > 0) refund(lease, storageKey, [{ tokens: got, atMs: started }], now, waitUntil);
+      if (got > 0) refund(lease, storageKey, [{ tokens: got, atMs: started, storeAtUs: outcome.result.atUs }], now, waitUntil);
       for (const w of waiters) w.settle(undefined);
       return;
     }

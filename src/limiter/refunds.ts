@@ -7,9 +7,18 @@ import type { WaitUntil } from './lease-state.js';
 
 export type RefundCall = (storageKey: string, args: StepArgs, policy: ResolvedPolicy) => Promise<unknown>;
 
+/**
+ * A refund's arguments, made when its call starts (not when it is queued), so a refund decayed on this
+ * node's clock is decayed up to its sending; undefined: nothing is worth sending any more.
+ */
+export type RefundArgs = () => StepArgs | undefined;
+
 export interface Refunds {
-  /** Queues one refund; `waitUntil` (a Worker's) is handed the promise of its answer. */
-  send(storageKey: string, args: StepArgs, policy: ResolvedPolicy, waitUntil?: WaitUntil): void;
+  /**
+   * Queues one refund; `waitUntil` (a Worker's) is handed the promise of its answer, and `landed` is
+   * called once it has been answered (or has failed).
+   */
+  send(storageKey: string, args: RefundArgs, policy: ResolvedPolicy, waitUntil?: WaitUntil, landed?: () => void): void;
   /** Resolves when every refund queued so far, and any queued meanwhile, has been answered. */
   drain(): Promise<void>;
   /** Refunds queued or in flight. */
@@ -18,7 +27,7 @@ export interface Refunds {
 
 interface Queued {
   storageKey: string;
-  args: StepArgs;
+  args: RefundArgs;
   policy: ResolvedPolicy;
   done(): void;
 }
@@ -35,9 +44,14 @@ export function createRefunds(call: RefundCall, concurrency = REFUND_CONCURRENCY
     while (active < concurrency && head < queue.length) {
       const q = queue[head]!;
       queue[head++] = undefined as unknown as Queued;
+      const args = q.args();
+      if (args === undefined) {
+        q.done();
+        continue;
+      }
       active++;
       // A refund's answer is not needed, and its failure is the store's (the caller reports outages).
-      void call(q.storageKey, q.args, q.policy)
+      void call(q.storageKey, args, q.policy)
         .catch(() => {})
         .then(() => {
           active--;
@@ -57,9 +71,13 @@ export function createRefunds(call: RefundCall, concurrency = REFUND_CONCURRENCY
   }
 
   return {
-    send(storageKey, args, policy, waitUntil) {
-      let done!: () => void;
-      const answered = new Promise<void>((resolve) => (done = resolve));
+    send(storageKey, args, policy, waitUntil, landed) {
+      let resolve!: () => void;
+      const answered = new Promise<void>((r) => (resolve = r));
+      const done = () => {
+        landed?.();
+        resolve();
+      };
       queue.push({ storageKey, args, policy, done });
       if (waitUntil) {
         try {

@@ -141,7 +141,8 @@ export class RateLimiterObject {
       typeof args.costUnits !== 'number' ||
       typeof args.limitUnits !== 'number' ||
       !(args.refillUnitsPerUs > 0) ||
-      (args.tokenUnits !== undefined && !(args.tokenUnits > 0))
+      (args.tokenUnits !== undefined && !(args.tokenUnits > 0)) ||
+      (args.refundSinceUs !== undefined && typeof args.refundSinceUs !== 'number')
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -157,7 +158,8 @@ export class RateLimiterObject {
     } else if (r.write === null) {
       await this.storage.delete(body.key);
     }
-    const out: StepResult = r.tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens: r.tokens };
+    const out: StepResult =
+      r.tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens: r.tokens, atUs: r.atUs };
     return Response.json(out);
   }
 

@@ -65,7 +65,7 @@ function debtNow(nowUs: unknown, refillUnitsPerUs: number): object {
  * `callId` must be unique per call: finding it in `last` afterwards is how the caller knows it was allowed.
  */
 export function stepPipeline(args: StepArgs, callId: string): object[] {
-  const { costUnits, limitUnits, tokenUnits, refillUnitsPerUs } = args;
+  const { costUnits, limitUnits, tokenUnits, refillUnitsPerUs, refundSinceUs } = args;
   const stages: object[] = [
     // The store's clock in whole µs, and the bucket's debt in units.
     { $set: { _sNow: NOW_US } },
@@ -76,8 +76,13 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
   let ok: object | boolean;
   let tokens: string | undefined;
   if (costUnits < 0) {
-    // A refund: the debt falls, never below 0 (a bucket is never fuller than full). Always allowed.
-    debtAfter = { $max: [0, { $add: ['$_sDebt', costUnits] }] };
+    // A refund: the debt falls, never below 0 (a bucket is never fuller than full). Always allowed. With
+    // refundSinceUs, by what the bucket has not refilled since then (core/gcra.ts refundUnitsAt).
+    const back =
+      refundSinceUs === undefined
+        ? -costUnits
+        : { $max: [0, { $subtract: [-costUnits, { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
+    debtAfter = { $max: [0, { $subtract: ['$_sDebt', back] }] };
     ok = true;
   } else if (tokenUnits !== undefined) {
     // A partial grant (see core/gcra.ts grantTokens): the floor, corrected by one either way, capped.
@@ -121,7 +126,7 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
           $cond: ['$_sOk', { $toDate: { $ceil: { $divide: [{ $add: ['$_sNow', { $divide: ['$_sAfter', refillUnitsPerUs] }] }, 1000] } } }, '$expiresAt'],
         },
         last: {
-          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: '$_sAfter', ...(tokens ? { tokens } : {}) }, '$last'],
+          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: '$_sAfter', atUs: '$_sNow', ...(tokens ? { tokens } : {}) }, '$last'],
         },
       },
     },
@@ -136,7 +141,7 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
  * reported numbers (retryAfterMs, remaining) come from this second reading of $$NOW; the verdict does not.
  */
 export function stepProjection(refillUnitsPerUs: number): object {
-  return { _id: 0, last: 1, debtNowUnits: debtNow(NOW_US, refillUnitsPerUs) };
+  return { _id: 0, last: 1, debtNowUnits: debtNow(NOW_US, refillUnitsPerUs), nowUs: NOW_US };
 }
 
 /** The read-only pipeline for a peek: the debt now, without writing or upserting. */
@@ -192,13 +197,15 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
     }
-    const d = doc as { last?: { id?: unknown; debtUnits?: unknown; tokens?: unknown }; debtNowUnits?: unknown } | null;
+    const d = doc as { last?: { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown }; debtNowUnits?: unknown; nowUs?: unknown } | null;
     const withTokens = args.tokenUnits !== undefined && args.costUnits > 0;
     if (d && d.last?.id === callId && typeof d.last.debtUnits === 'number') {
-      return withTokens ? { allowed: true, debtUnits: d.last.debtUnits, tokens: Number(d.last.tokens) } : { allowed: true, debtUnits: d.last.debtUnits };
+      const atUs = Number(d.last.atUs);
+      return withTokens ? { allowed: true, debtUnits: d.last.debtUnits, tokens: Number(d.last.tokens), atUs } : { allowed: true, debtUnits: d.last.debtUnits, atUs };
     }
     if (d && typeof d.debtNowUnits === 'number') {
-      return withTokens ? { allowed: false, debtUnits: d.debtNowUnits, tokens: 0 } : { allowed: false, debtUnits: d.debtNowUnits };
+      const atUs = Number(d.nowUs);
+      return withTokens ? { allowed: false, debtUnits: d.debtNowUnits, tokens: 0, atUs } : { allowed: false, debtUnits: d.debtNowUnits, atUs };
     }
     throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
   }

@@ -27,7 +27,7 @@ local function save(key, after, now, rate)
   redis.call('SET', key, string.format('%.0f:%.0f', after, now), 'PX', string.format('%.0f', math.max(1000, math.ceil(after / (rate * 1000)))))
 end`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v4
+export const GCRA_SCRIPT = `-- edge-limiter gcra v5
 -- KEYS[1]: the bucket key; its value is "<debt>:<atUs>" (see above)
 -- ARGV[1]: costUnits, the debt this request adds (cost * tokenUnits); "0" means peek: read only;
 --          below 0 a refund: the debt falls by that much, never below 0
@@ -35,6 +35,8 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v4
 -- ARGV[3]: refillUnitsPerUs, the units one µs refills
 -- ARGV[4]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
 -- ARGV[5]: optional tokenUnits: a partial grant of as many whole tokens as fit, at most costUnits / tokenUnits
+-- ARGV[6]: optional, with a refund: refundSinceUs, the server clock's reading at the grant given back; the
+--          refund is then what the bucket has not refilled since: max(0, -costUnits - (now - since) * rate)
 -- Returns {allowed, seconds, microseconds, value}: the verdict, TIME's reading ("" in client-clock mode)
 -- and the value the step read (nil: no key); with ARGV[5], a fifth element: the tokens taken
 ${DEBT_OF}
@@ -54,6 +56,10 @@ if cost == 0 then return {1, t[1], t[2], v} end
 local after
 local tokens
 if cost < 0 then
+  if ARGV[6] and ARGV[6] ~= '' then
+    local since = tonumber(ARGV[6])
+    if now > since then cost = math.min(0, cost + (now - since) * rate) end
+  end
   after = debt + cost
   -- A refund never makes the bucket fuller than full: at no debt the key goes, which is a full bucket.
   if after <= 0 then
@@ -80,7 +86,7 @@ return {1, t[1], t[2], v}
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '7935865326b16ef6ac606a9fdac68ea3d121971b';
+export const GCRA_SCRIPT_SHA = '26b9370ab6bb60bf520964e3bcc25225c2b11b4b';
 
 // Many decisions in one script call: one TIME read and one MGET, then each key's step in order,
 // exactly as above (a key listed twice sees its earlier step). The whole script is atomic, so each

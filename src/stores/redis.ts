@@ -216,7 +216,7 @@ function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored: unkno
   }
   const r = step(stateOf(stored), nowUs, args);
   if (r.allowed !== (allowed === 1) || r.tokens !== tokens || !Number.isFinite(r.debtUnits)) throw badReply([verdict, nowUs, stored, tokensReply]);
-  return tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens };
+  return tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: nowUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens, atUs: nowUs };
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
@@ -276,6 +276,7 @@ export function redisStore(options: RedisStoreOptions): Store {
     const argv = [String(args.costUnits), String(args.limitUnits), String(args.refillUnitsPerUs), sentNowUs === undefined ? '' : String(sentNowUs)];
     const withTokens = args.tokenUnits !== undefined && args.costUnits > 0;
     if (withTokens) argv.push(String(args.tokenUnits));
+    else if (args.costUnits < 0 && args.refundSinceUs !== undefined) argv.push('', String(args.refundSinceUs));
     let reply: unknown;
     try {
       reply = await run(GCRA_SCRIPT, GCRA_SCRIPT_SHA, [key], argv, signal);

@@ -41,11 +41,16 @@ export class ExactBucket {
     this.units -= k * this.token;
     return { tokens: Number(k), remaining: this.whole() };
   }
-  /** A refund of n tokens: never fuller than full. */
-  refund(tUs: number, n: number) {
+  /**
+   * A refund of n tokens: never fuller than full. With sinceUs (when they were granted), only what the
+   * bucket has not refilled since goes back: max(0, n tokens - (tUs - sinceUs) of refill).
+   */
+  refund(tUs: number, n: number, sinceUs?: number) {
     this.advance(tUs);
     const cap = BigInt(this.capacity) * this.token;
-    this.units += BigInt(n) * this.token;
+    let back = BigInt(n) * this.token;
+    if (sinceUs !== undefined) back -= BigInt(Math.max(0, tUs - sinceUs)) * this.p;
+    if (back > 0n) this.units += back;
     if (this.units > cap) this.units = cap;
     return { remaining: this.whole() };
   }
@@ -119,38 +124,58 @@ export async function checkTakesAgainstModel(store: Store, advance: (dtUs: numbe
 
 /** Store-level ops for lease grants and refunds, mixed with plain takes. */
 export const leaseOpsArb = (resolutionUs = 1) =>
-  fc.array(fc.record({ dtUs: gapUsArb(resolutionUs), kind: fc.constantFrom('take', 'grant', 'grant', 'refund'), n: fc.integer({ min: 1, max: 50 }) }), {
-    minLength: 1,
-    maxLength: 40,
-  });
-export type LeaseOp = { dtUs: number; kind: string; n: number };
+  fc.array(
+    fc.record({
+      dtUs: gapUsArb(resolutionUs),
+      kind: fc.constantFrom('take', 'grant', 'grant', 'refund', 'refund-since'),
+      n: fc.integer({ min: 1, max: 50 }),
+      // refund-since: the grant being given back was taken this long before the previous step.
+      backUs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 2_000 }), fc.integer({ min: 0, max: 5_000_000 })),
+    }),
+    { minLength: 1, maxLength: 40 },
+  );
+export type LeaseOp = { dtUs: number; kind: string; n: number; backUs?: number };
 
 /**
- * Runs grants (partial, StepArgs.tokenUnits), refunds (negative costUnits) and takes straight against a
- * store and the model: the same tokens granted, the same verdicts, the same remaining tokens after each
- * step. `advance` moves the store's clock by dtUs.
+ * Runs grants (partial, StepArgs.tokenUnits), refunds (negative costUnits; `refund-since` decayed by the
+ * store from a reading of its own clock, StepArgs.refundSinceUs) and takes straight against a store and
+ * the model: the same tokens granted, the same verdicts, the same remaining tokens after each step, and
+ * each step's clock reading (StepResult.atUs) where the store reports it. `advance` moves the store's
+ * clock by dtUs.
  */
 export async function checkGrantsAgainstModel(store: Store, key: string, advance: (dtUs: number) => void, capacity: number, p: number, q: number, ops: LeaseOp[]): Promise<void> {
   const policy = resolvePolicy('x', { capacity, refillPerSecond: p / q }, { onStoreError: 'deny', timeoutMs: 1000 });
   const model = new ExactBucket(capacity, BigInt(p), BigInt(q));
   let t = 0;
+  // The store clock's reading at the previous step, and the model's time then.
+  let last: { atUs: number; t: number } | undefined;
+  const note = (r: { atUs?: number }) => {
+    expect(r.atUs, 'a built-in store reports its clock reading').toBeTypeOf('number');
+    if (last) expect(r.atUs! - last.atUs).toBe(t - last.t);
+    last = { atUs: r.atUs!, t };
+  };
   for (const op of ops) {
     t += op.dtUs;
     advance(op.dtUs);
     const n = Math.min(op.n, capacity);
     if (op.kind === 'take') {
       const want = model.take(t, n, 0);
-      const got = toDecision(policy, n, await store.step(key, stepArgs(policy, n, 0)));
+      const r = await store.step(key, stepArgs(policy, n, 0));
+      note(r);
+      const got = toDecision(policy, n, r);
       expect({ t, op: op.kind, allowed: got.allowed, remaining: got.remaining }).toEqual({ t, op: op.kind, allowed: want.allowed, remaining: want.remaining });
     } else if (op.kind === 'grant') {
       const want = model.grant(t, n);
       const r = await store.step(key, grantArgs(policy, n));
+      note(r);
       expect(r.allowed).toBe((r.tokens ?? 0) > 0);
       const got = { tokens: r.tokens, remaining: toDecision(policy, 1, { allowed: true, debtUnits: r.debtUnits }).remaining };
       expect({ t, op: op.kind, ...got }).toEqual({ t, op: op.kind, ...want });
     } else {
-      const want = model.refund(t, n);
-      const r = await store.step(key, refundArgs(policy, n));
+      const back = op.kind === 'refund-since' && last ? Math.min(op.backUs ?? 0, last.atUs) : undefined;
+      const want = back === undefined ? model.refund(t, n) : model.refund(t, n, last!.t - back);
+      const r = await store.step(key, refundArgs(policy, n * policy.tokenUnits, back === undefined ? undefined : last!.atUs - back));
+      note(r);
       expect(r.allowed).toBe(true);
       expect({ t, op: op.kind, remaining: toDecision(policy, 1, r).remaining }).toEqual({ t, op: op.kind, ...want });
     }
