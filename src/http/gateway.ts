@@ -92,12 +92,16 @@ function limited(body: ReadableStream<Uint8Array>, max: number, exceeded: (err: 
 const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection'];
 
 /**
- * Headers in which a client can claim an address, a scheme, a host or a port. None is forwarded as the
- * client wrote it: X-Forwarded-For/-Proto/-Host and X-Real-IP are rewritten from what the gateway
- * knows, CF-Connecting-IP is set on Workers from the platform's own value, the rest are dropped.
+ * Headers in which a client can claim an address, a scheme, a host, a port or the URL it asked for
+ * (X-Original-URL, X-Rewrite-URL: some frameworks route by them). None is forwarded as the client wrote
+ * it: X-Forwarded-For/-Proto/-Host and X-Real-IP are rewritten from what the gateway knows,
+ * CF-Connecting-IP is set on Workers from the platform's own value, the rest are dropped. README's
+ * gateway section names every one of them: keep the two lists the same.
  */
 const CLIENT_CLAIMS = [
   'forwarded',
+  'forwarded-for',
+  'x-forwarded',
   'x-forwarded-for',
   'x-forwarded-proto',
   'x-forwarded-host',
@@ -111,12 +115,21 @@ const CLIENT_CLAIMS = [
   'x-real-ip',
   'x-client-ip',
   'x-cluster-client-ip',
+  'x-originating-ip',
+  'x-remote-addr',
+  'x-remote-ip',
   'client-ip',
   'true-client-ip',
   'fastly-client-ip',
+  'fly-client-ip',
+  'x-envoy-external-address',
   'cf-connecting-ip',
   'cf-connecting-ipv6',
   'x-original-forwarded-for',
+  'x-original-host',
+  'x-host',
+  'x-original-url',
+  'x-rewrite-url',
 ];
 
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$/;

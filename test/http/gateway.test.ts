@@ -3,6 +3,7 @@
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { serve, type ServerType } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
@@ -343,8 +344,33 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'CF-Connecting-IP': '6.6.6.6',
     'CF-Connecting-IPv6': '2001:db8::666',
     'X-Original-Forwarded-For': '6.6.6.6',
+    'X-Forwarded': 'for=6.6.6.6',
+    'Forwarded-For': '6.6.6.6',
+    'X-Originating-IP': '6.6.6.6',
+    'X-Remote-Addr': '6.6.6.6',
+    'X-Remote-IP': '6.6.6.6',
+    'Fly-Client-IP': '6.6.6.6',
+    'X-Envoy-External-Address': '6.6.6.6',
+    'X-Original-Host': 'evil.example',
+    'X-Host': 'evil.example',
+    'X-Original-URL': '/admin',
+    'X-Rewrite-URL': '/admin',
   };
-  const dropped = ['forwarded', 'x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-server', 'x-forwarded-scheme', 'x-forwarded-ssl', 'front-end-https', 'x-url-scheme', 'x-client-ip', 'x-cluster-client-ip', 'client-ip', 'true-client-ip', 'fastly-client-ip', 'cf-connecting-ip', 'cf-connecting-ipv6', 'x-original-forwarded-for'];
+  // The headers README's gateway section says are dropped: every claim but the four rewritten ones.
+  const dropped = Object.keys(claims)
+    .map((name) => name.toLowerCase())
+    .filter((name) => !['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-real-ip'].includes(name));
+
+  it('README names exactly the headers dropped here', () => {
+    const list = /this is the full list the gateway drops, and any header not in it goes\s+through: ([\s\S]*?), which on Workers/.exec(readFileSync('README.md', 'utf8'))?.[1];
+    expect(list).toBeDefined();
+    // `A`, `B`/`-C` (B's prefix with C), and `D`
+    const named = [...list!.replace(/\s+/g, ' ').matchAll(/`([^`]+)`((?:\/`-[^`]+`)*)/g)].flatMap(([, first, more]) => {
+      const stem = first!.slice(0, first!.lastIndexOf('-'));
+      return [first!, ...[...more!.matchAll(/`(-[^`]+)`/g)].map(([, suffix]) => stem + suffix)];
+    });
+    expect(named.map((n) => n.toLowerCase()).sort()).toEqual([...dropped].sort());
+  });
 
   it('from an untrusted client: X-Forwarded-*, X-Real-IP are the peer and our own scheme and Host; every other claim is dropped', async () => {
     for (const env of [{}, { GATE_TRUSTED_PROXIES: '127.0.0.5' }] as Record<string, string>[]) {
