@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../functions/app/app.js';
 import { loadConfig } from '../functions/app/env.js';
-import { ConfigError, memoryStore } from '../src/index.js';
+import { ConfigError, createLimiter, memoryStore } from '../src/index.js';
 import { checkStatsContract, expectUnauthorized, STATS_POLICIES } from './support/stats-contract.js';
 
 const TOKEN = 'stats-token';
@@ -55,6 +55,33 @@ describe('GET /v1/stats', () => {
       expect(() => loadConfig({ LIMITER_TOP_KEYS: bad }), bad).toThrow(ConfigError);
       expect(() => loadConfig({ LIMITER_TOP_KEYS: bad }), bad).toThrow(/invalid config: LIMITER_TOP_KEYS must be an integer from 0 to 10000/);
     }
+  });
+
+  it('a policy named __proto__ is refused (ConfigError naming it), not hidden from the stats; constructor and toString are counted like any name', async () => {
+    const raw = '{"__proto__":{"capacity":2,"refillPerSecond":0.001}}';
+    // JSON.parse makes __proto__ an own key, and loadConfig passes it on: the limiter is what refuses it.
+    const config = loadConfig({ LIMITER_POLICIES: raw, PERMIT_TOKENS: TOKEN });
+    expect(Object.hasOwn(config.policies, '__proto__')).toBe(true);
+    let thrown: unknown;
+    try {
+      buildApp(config, memoryStore(), { log: () => {} });
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).message).toMatch(/invalid config: LIMITER_POLICIES\["__proto__"\] name must not be "__proto__": policy names are keys of JSON objects/);
+    expect(() => createLimiter({ store: memoryStore(), policies: { ['__proto__']: { capacity: 2, refillPerSecond: 1 } } })).toThrow(/policies\["__proto__"\] name must not be "__proto__"/);
+
+    // The names Object.prototype has otherwise are plain keys in the snapshot.
+    const { app: a } = app({ LIMITER_POLICIES: '{"constructor":{"capacity":1,"refillPerSecond":0.001},"toString":{"capacity":5,"refillPerSecond":1}}' });
+    const auth = { Authorization: `Bearer ${TOKEN}` };
+    for (const policy of ['constructor', 'constructor', 'toString']) {
+      await a.request('/v1/permits', { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify({ policy, key: 'k' }) });
+    }
+    const body = JSON.parse(await (await a.request('/v1/stats', { headers: auth })).text());
+    expect(Object.keys(body.policies).sort()).toEqual(['constructor', 'toString']);
+    expect(body.policies.constructor.decisions).toMatchObject({ allowed: 1, denied: 1 });
+    expect(body.policies.toString.decisions).toMatchObject({ allowed: 1, denied: 0 });
   });
 
   it('in gateway mode the refused keys are the limiter\'s: the SHA-256 of GATE_KEY=header:<name>, never the value', async () => {
