@@ -1,13 +1,17 @@
 // The Node entry's HTTP server: @hono/node-server's request listener, plus the answers that listener and
 // Node's own parser give without a body or content type, made problem+json like every other refusal:
 // - asterisk-form (`OPTIONS *`) is answered here (204); any other method with `*` is a 400;
+// - an HTTP/1.1 request without a Host header: 400 invalid-request (RFC 9112 §3.2), not Node's own bare
+//   400 (its `requireHostHeader` check is turned off for this; HTTP/1.0 needs no Host);
 // - absolute-form targets with an upper-case scheme (`GET HTTP://host/path`) are served (a scheme is
-//   case-insensitive, the adapter recognises only `http://` and `https://`);
+//   case-insensitive, the adapter recognises only `http://` and `https://`), and the Host header the
+//   app sees is the target's authority: RFC 9112 §3.2.2 says a server ignores the received Host then
+//   (so the gateway's X-Forwarded-Host names the host the client asked for);
 // - a target or Host header the adapter cannot make a URL of: 400 invalid-request;
 // - what Node's parser refuses (`clientError`): a method it does not know (TRACK) 501, oversized
 //   headers 431, a request not received in time 408, anything else 400;
 // - CONNECT (which Node hands to a `connect` listener, or else drops the connection): 501.
-import { createServer, STATUS_CODES, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
@@ -50,6 +54,20 @@ function clientErrorProblem(err: Error & { code?: string; rawPacket?: Buffer }):
   }
 }
 
+/** An absolute-form request target (`scheme://...`); group 1 is the scheme. */
+const ABSOLUTE = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//;
+
+/** Replaces every Host header line of `incoming` by one holding `host`, in `headers` and `rawHeaders` (which the adapter reads). */
+function setHost(incoming: IncomingMessage, host: string): void {
+  const raw: string[] = [];
+  for (let i = 0; i < incoming.rawHeaders.length; i += 2) {
+    if (incoming.rawHeaders[i]!.toLowerCase() !== 'host') raw.push(incoming.rawHeaders[i]!, incoming.rawHeaders[i + 1]!);
+  }
+  raw.push('Host', host);
+  incoming.rawHeaders = raw;
+  incoming.headers.host = host;
+}
+
 /** An HTTP server for `fetch`, listening on `port`/`hostname`; like @hono/node-server's `serve`, with the answers above. */
 export function serveNode(options: { fetch: FetchCallback; port: number; hostname: string }, listening?: (info: AddressInfo) => void): Server {
   const listener = getRequestListener(options.fetch, {
@@ -59,8 +77,16 @@ export function serveNode(options: { fetch: FetchCallback; port: number; hostnam
         ? problemResponse('invalid-request', `the request target or Host header does not make a URL (${err.message})`)
         : problemResponse('internal-error', 'an unexpected error occurred'),
   });
-  const server = createServer((incoming, outgoing) => {
+  const refuse = (outgoing: ServerResponse, detail: string) => {
+    const { status, body } = problemBody('invalid-request', detail);
+    outgoing.writeHead(status, { 'Content-Type': 'application/problem+json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' }).end(body);
+  };
+  // requireHostHeader off: Node would answer a missing Host with a bare 400; the check is made below.
+  const server = createServer({ requireHostHeader: false }, (incoming, outgoing) => {
     const target = incoming.url ?? '';
+    if (incoming.headers.host === undefined && incoming.httpVersionMajor === 1 && incoming.httpVersionMinor >= 1) {
+      return refuse(outgoing, 'an HTTP/1.1 request must carry a Host header');
+    }
     if (target === '*') {
       if (incoming.method === 'OPTIONS') {
         outgoing.writeHead(204).end();
@@ -70,8 +96,23 @@ export function serveNode(options: { fetch: FetchCallback; port: number; hostnam
       }
       return;
     }
-    const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(target)?.[1];
-    if (scheme && scheme !== scheme.toLowerCase()) incoming.url = scheme.toLowerCase() + target.slice(scheme.length);
+    const scheme = ABSOLUTE.exec(target)?.[1];
+    if (scheme) {
+      const lower = scheme.toLowerCase();
+      const absolute = lower + target.slice(scheme.length);
+      if (scheme !== lower) incoming.url = absolute;
+      if (lower === 'http' || lower === 'https') {
+        // The URL the adapter builds from an absolute-form target is the target itself; Host follows it.
+        // A target that makes no URL is left for the adapter to refuse.
+        let authority: string | undefined;
+        try {
+          authority = new URL(absolute).host;
+        } catch {
+          // the adapter answers 400 invalid-request
+        }
+        if (authority) setHost(incoming, authority);
+      }
+    }
     return listener(incoming, outgoing);
   });
   server.on('clientError', (err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex) => {

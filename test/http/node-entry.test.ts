@@ -2,17 +2,20 @@
 // valid requests that @hono/node-server or Node's parser used to answer with a bare 400 (no body, no
 // content type) are served, and every refusal is problem+json.
 import { connect } from 'node:net';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 
 let server: NodeServer;
 let origin: Server;
 let originHits = 0;
+/** The headers of the last request the origin received. */
+let originHeaders: IncomingHttpHeaders = {};
 
 beforeAll(async () => {
   origin = createServer((req, res) => {
     originHits++;
+    originHeaders = req.headers;
     res.end(`origin ${req.method} ${req.url}`);
   });
   await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
@@ -112,5 +115,34 @@ describe('Node entry: raw request lines', () => {
     expect(ok.status).toBe(200);
     expect(ok.body).toBe('origin GET /x');
     expect(ok.headers.ratelimit).toBe('"gate";r=99;t=1');
+  });
+});
+
+// After the block above, whose last test counts on the gate's tokens charged so far.
+describe('Node entry: Host', () => {
+  it('absolute-form: the Host the origin is told (X-Forwarded-Host) is the target’s authority, not the Host header (RFC 9112 §3.2.2)', async () => {
+    for (const scheme of ['http', 'hTTp']) {
+      const r = await raw(`GET ${scheme}://127.0.0.1:${server.port}/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+      expect(r.body, scheme).toBe('origin GET /x');
+      expect(originHeaders['x-forwarded-host'], scheme).toBe(`127.0.0.1:${server.port}`);
+    }
+    // Another host in the target than in Host (the URL's host is lower case, its default port dropped).
+    await raw('GET HTTP://API.Example:80/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+    expect(originHeaders['x-forwarded-host']).toBe('api.example');
+    // Origin-form: X-Forwarded-Host is the Host header, as before.
+    await raw('GET /x HTTP/1.1\r\nHost: api.example:8443\r\nConnection: close\r\n\r\n');
+    expect(originHeaders['x-forwarded-host']).toBe('api.example:8443');
+  });
+
+  it('an HTTP/1.1 request without Host: 400 invalid-request problem+json, not Node’s bare 400; HTTP/1.0 needs none', async () => {
+    const hits = originHits;
+    expectProblem(await raw('GET /x HTTP/1.1\r\nConnection: close\r\n\r\n'), 400, 'invalid-request');
+    // Absolute-form needs Host too in HTTP/1.1 (RFC 9112 §3.2), though the target's authority is used.
+    expectProblem(await raw(`GET http://127.0.0.1:${server.port}/x HTTP/1.1\r\nConnection: close\r\n\r\n`), 400, 'invalid-request');
+    expectProblem(await raw('OPTIONS * HTTP/1.1\r\nConnection: close\r\n\r\n'), 400, 'invalid-request');
+    expect(originHits).toBe(hits);
+    const old = await raw('GET /x HTTP/1.0\r\n\r\n');
+    expect(old.status).toBe(200);
+    expect(old.body).toBe('origin GET /x');
   });
 });
