@@ -10,7 +10,7 @@ import { createMetrics, type Metrics } from './app/metrics.js';
 import { serveNode } from './app/node-http.js';
 import { nodeSend } from './app/node-send.js';
 import { composeOnDecision, statsResponse } from './app/stats.js';
-import { createLivePage } from './app/live.js';
+import { createLivePage, SECURITY_HEADERS } from './app/live.js';
 
 function fail(err: unknown): never {
   console.error((err as Error).message);
@@ -66,6 +66,12 @@ const servers = [
 if (metrics && metricsPort !== undefined) {
   // Its own port, so the public one never exposes policy names and traffic counts.
   const metricsApp = new Hono();
+  // Every answer on this port, the page's, /metrics, /stats.json and a 404 alike, carries the page's
+  // Content-Security-Policy and nosniff.
+  metricsApp.use('*', async (c, next) => {
+    await next();
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
+  });
   metricsApp.get('/metrics', async (c) => c.body(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
   // The same snapshot as GET /v1/stats, without a token: this port binds to HOST (loopback by default).
   metricsApp.get('/stats.json', () => statsResponse(stats));

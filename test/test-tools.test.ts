@@ -95,7 +95,7 @@ describe('npm test: the programs the tests need', () => {
     const { code, stderr } = await runCli(binDir([]));
     expect(code).toBe(1);
     expect(stderr.trim().split('\n')).toEqual([`[test-tools] ${installLine(TOOLS)}`]);
-    expect(stderr).toContain('`sudo apt-get install -y redis-server redis-tools faketime curl procps`');
+    expect(stderr).toContain('`sudo apt-get install -y redis-server redis-tools faketime curl procps chromium`');
     expect(stderr).toContain('`brew install redis libfaketime curl`');
   });
 

@@ -14,7 +14,7 @@ export const LIVE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'
 /** Refused keys per policy sent to the page (the snapshot at /stats.json has all K). */
 const PAGE_TOP_KEYS = 20;
 
-const SECURITY_HEADERS = {
+export const SECURITY_HEADERS = {
   'Content-Security-Policy': LIVE_CSP,
   'X-Content-Type-Options': 'nosniff',
   'Referrer-Policy': 'no-referrer',

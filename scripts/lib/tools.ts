@@ -17,6 +17,8 @@ export interface Tool {
   usedBy: (text: string) => boolean;
   /** Who needs it besides test files. */
   also?: string;
+  /** An environment variable that, when set, names the program instead (it is then not looked up on PATH). */
+  env?: string;
 }
 
 export const TOOLS: readonly Tool[] = [
@@ -37,6 +39,8 @@ export const TOOLS: readonly Tool[] = [
   },
   { bin: 'curl', apt: 'curl', brew: 'curl', usedBy: (t) => /\bcurl\b/.test(t) && /'sh', \['-c'/.test(t) },
   { bin: 'ps', apt: 'procps', usedBy: (t) => /\(\s*'ps'\s*,/.test(t) },
+  // Debian's chromium, driven by playwright-core (no browser download); elsewhere CHROMIUM_PATH.
+  { bin: 'chromium', apt: 'chromium', usedBy: (t) => /launchChromium\(/.test(t), env: 'CHROMIUM_PATH' },
 ];
 
 /** The absolute path of `bin` on `path` (a PATH value), if an executable file is there. */
@@ -129,7 +133,7 @@ export function ensureTools(options: EnsureOptions): EnsureResult {
   const tools = options.tools ?? TOOLS;
   const log = options.log ?? ((line) => console.log(line));
   for (const line of listing(options.root, tools)) log(`[test-tools] ${line}`);
-  const missingNow = () => tools.filter((t) => !which(t.bin, env.PATH));
+  const missingNow = () => tools.filter((t) => !(t.env && env[t.env]) && !which(t.bin, env.PATH));
   const missing = missingNow();
   if (missing.length === 0) return { ok: true, installed: [] };
 

@@ -12,6 +12,7 @@ import { freePort } from '../../scripts/lib/redis-server.js';
 import { launchChromium, type Browser } from '../support/chromium.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { sample } from '../support/prometheus.js';
+import { LIVE_CSP } from '../../functions/app/live.js';
 
 const TOKEN = 'live-token';
 const POLICIES = {
@@ -112,6 +113,13 @@ describe('live page', () => {
     await page.waitForFunction((n) => Number(document.body.dataset.polls) > n, settled, { timeout: 10_000 });
     expect(settled).toBeGreaterThan(pollsBefore);
 
+    // Every answer on the metrics port carries the page's CSP and nosniff, not only the page's own.
+    for (const path of ['/metrics', '/stats.json', '/no-such-path']) {
+      const res = await fetch(`${metricsUrl}${path}`);
+      await res.arrayBuffer();
+      expect(res.headers.get('content-security-policy'), path).toBe(LIVE_CSP);
+      expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
+    }
     const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
     const stats = (await (await fetch(`${metricsUrl}/stats.json`)).json()) as {
       policies: Record<string, { decisions: Record<string, number>; refused: number; topRefused: { key: string; count: number; error: number }[] }>;
