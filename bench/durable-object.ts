@@ -9,7 +9,7 @@ export async function durableObjectSection(options: { quick: boolean; runs: numb
   const n = quick ? 500 : 3000;
   const concurrency = 16;
   const workerd = await startDurableObjects();
-  const args = { costUnits: 1, limitUnits: 1e9, refillUnitsPerUs: 1 };
+  const args = { limits: [{ costUnits: 1, limitUnits: 1e9, refillUnitsPerUs: 1 }] };
   const mappings = [
     { name: 'one object per key (default)', store: workerd.store() },
     { name: '16 hashed shards', store: workerd.store({ shards: 16 }) },

@@ -23,6 +23,10 @@ const io = new Redis(port);
 const median = (xs: number[]) => spread(xs).median.toFixed(1);
 
 const n = 20_000;
+// The single-key script's ARGV for a take (gcra v7): the clock ("": TIME), the kind "t", no extra, then
+// per limit costUnits, limitUnits and refillUnitsPerUs: 1 unit of a 1e9-unit bucket refilling 1 per µs,
+// as the limiter sends for the policy below (capacity 1e9 at 1e6/s). `limits` copies of that limit.
+const take = (limits: number, now = '') => [now, 't', '', ...Array.from({ length: limits }, () => ['1', '1000000000', '1']).flat()];
 const impls: Record<string, (i: number) => Promise<unknown>> = {
   'edge-limiter': ((l) => (i: number) => l.take('p', `k${i % 1000}`))(createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 1e9, refillPerSecond: 1e6 } }, prefix: 'rc1:' })),
   '@upstash/ratelimit tokenBucket': ((r) => (i: number) => r.limit(`k${i % 1000}`))(
@@ -30,7 +34,7 @@ const impls: Record<string, (i: number) => Promise<unknown>> = {
   ),
   'rate-limiter-flexible RateLimiterRedis': ((r) => (i: number) => r.consume(`k${i % 1000}`))(new RateLimiterRedis({ storeClient: io, points: 1e9, duration: 1, keyPrefix: 'rc3' })),
   // Not a limiter: our script sent by hand, so the limiter's own client-side cost shows as the difference.
-  'a bare ioredis EVALSHA of our script': (i: number) => io.call('EVALSHA', GCRA_SCRIPT_SHA, 1, `rc4:k${i % 1000}`, '0.001', '1000000000', ''),
+  'a bare ioredis EVALSHA of our script': (i: number) => io.call('EVALSHA', GCRA_SCRIPT_SHA, 1, `rc4:k${i % 1000}`, ...take(1)),
 };
 await io.script('LOAD', GCRA_SCRIPT);
 for (const concurrency of [1, 16]) {
@@ -52,12 +56,12 @@ for (const concurrency of [1, 16]) {
 
 // Variants of the single-key script, each run by redis-benchmark on its own keys (concurrency 16, no
 // batching). The last three are not limiters: they show the floor of three commands in one script.
-const ARGS = ['0.001', '1000000000'];
 const variants: Record<string, [string, string[]]> = {
-  'our script': [GCRA_SCRIPT, [...ARGS, '']],
-  'without TIME (caller clock)': [GCRA_SCRIPT, [...ARGS, String(Date.now())]],
-  'with tostring instead of %.17g': [GCRA_SCRIPT.replaceAll("string.format('%.17g', ", 'tostring('), [...ARGS, '']],
-  'without the SET (read only)': [GCRA_SCRIPT.replace(/redis\.call\('SET'[^\n]*\n/, ''), [...ARGS, '']],
+  'our script': [GCRA_SCRIPT, take(1)],
+  'our script, 2 limits': [GCRA_SCRIPT, take(2)],
+  'our script, 3 limits': [GCRA_SCRIPT, take(3)],
+  'without TIME (caller clock)': [GCRA_SCRIPT, take(1, String(Date.now() * 1000))],
+  'without the SET (read only)': [GCRA_SCRIPT.replace(/redis\.call\('SET'[^\n]*\n/, ''), take(1)],
   "rate-limiter-flexible's script (SET NX EX, INCRBY, PTTL)": [
     "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') local consumed = redis.call('incrby', KEYS[1], ARGV[1]) " +
       "local ttl = redis.call('pttl', KEYS[1]) if ttl == -1 then redis.call('expire', KEYS[1], ARGV[2]) ttl = 1000 * ARGV[2] end return {consumed, ttl}",
@@ -79,22 +83,30 @@ for (let r = 0; r < rounds; r++) {
 }
 for (const [name, xs] of Object.entries(variantUs)) console.log(`variant ${name}: ${median(xs)} µs of script time per call`);
 
-// How big automatic batches get, and what a decision then costs Redis: our limiter alone, by concurrency.
-const batched = createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 1e9, refillPerSecond: 1e6 } }, prefix: 'rc5:' });
-const take = (i: number) => batched.take('p', `k${i % 1000}`);
-for (const concurrency of [1, 4, 16, 64, 256]) {
-  await measure(2000, concurrency, take); // warm up
-  const calls: number[] = [];
-  const usec: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    await io.config('RESETSTAT');
-    await measure(n, concurrency, take);
-    const s = await scriptStats(io);
-    calls.push(s.calls);
-    usec.push(s.usec);
+// How big automatic batches get, and what a decision then costs Redis: our limiter alone, by concurrency;
+// and at concurrency 64, a policy of 2 and of 3 limits (the same limit each time).
+const limit = { capacity: 1e9, refillPerSecond: 1e6 };
+const batched = createLimiter({
+  store: redisStore({ client: io }),
+  policies: { p: limit, p2: { limits: { a: limit, b: limit } }, p3: { limits: { a: limit, b: limit, c: limit } } },
+  prefix: 'rc5:',
+});
+for (const [policy, concurrencies] of [['p', [1, 4, 16, 64, 256]], ['p2', [64]], ['p3', [64]]] as const) {
+  const takeOne = (i: number) => batched.take(policy, `k${i % 1000}`);
+  for (const concurrency of concurrencies) {
+    await measure(2000, concurrency, takeOne); // warm up
+    const calls: number[] = [];
+    const usec: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      await io.config('RESETSTAT');
+      await measure(n, concurrency, takeOne);
+      const s = await scriptStats(io);
+      calls.push(s.calls);
+      usec.push(s.usec);
+    }
+    const c = spread(calls).median;
+    const u = spread(usec).median;
+    console.log(`batches of policy ${policy} at concurrency ${concurrency}: ${(n / c).toFixed(1)} decisions per script call, ${(u / n).toFixed(1)} µs of script time per decision, ${(u / c).toFixed(1)} per call`);
   }
-  const c = spread(calls).median;
-  const u = spread(usec).median;
-  console.log(`batches at concurrency ${concurrency}: ${(n / c).toFixed(1)} decisions per script call, ${(u / n).toFixed(1)} µs of script time per decision, ${(u / c).toFixed(1)} per call`);
 }
 io.disconnect();

@@ -21,6 +21,7 @@ import { commandStats, scriptStats } from '../test/support/redis-stats.js';
 import { accuracyRun, score, type Accuracy } from './accuracy.js';
 import { edgeLatencySection } from './edge-latency.js';
 import { durableObjectSection } from './durable-object.js';
+import { multiLimitSection } from './multi-limit.js';
 import { autocannon, startHttpServer } from './http-load.js';
 import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
 
@@ -105,8 +106,15 @@ const ours = createLimiter({ store: redisStore({ client: io }), policies: { benc
 const upstashTcp = new Ratelimit({ redis: upstashOverTcp as never, limiter: Ratelimit.tokenBucket(1000, '1 ms', 1_000_000_000), analytics: false, ephemeralCache: false, prefix: 'b1u' });
 const rlf = new RateLimiterRedis({ storeClient: io, points: 1_000_000_000, duration: 1, keyPrefix: 'b1f' });
 
+/**
+ * The script's ARGV for a take of 1 on the HUGE policy, as the limiter sends it (see GCRA_SCRIPT): the
+ * server's clock (""), the kind "t", no extra, then costUnits, limitUnits and refillUnitsPerUs (a token
+ * is 1 unit at 1e6/s).
+ */
+const CEILING_TAKE_ARGV = ['', 't', '', '1', '1000000000', '1'];
+
 async function redisBenchmark(concurrency: number, n: number): Promise<Throughput> {
-  const { stdout } = await run('redis-benchmark', ['-p', String(redis.port), '-c', String(concurrency), '-n', String(n), '-r', '1000', '--csv', '--precision', '3', 'EVALSHA', GCRA_SCRIPT_SHA, '1', 'b1c:bench:__rand_int__', '0.001', '1000000000', '']);
+  const { stdout } = await run('redis-benchmark', ['-p', String(redis.port), '-c', String(concurrency), '-n', String(n), '-r', '1000', '--csv', '--precision', '3', 'EVALSHA', GCRA_SCRIPT_SHA, '1', 'b1c:bench:__rand_int__', ...CEILING_TAKE_ARGV]);
   const line = stdout.trim().split('\n').pop()!.split('","').map((s) => s.replace(/"/g, ''));
   return { opsPerSec: Number(line[1]), p50Ms: Number(line[4]), p99Ms: Number(line[6]) };
 }
@@ -442,6 +450,9 @@ md.push(...(await edgeLatencySection({ redisPort: redis.port, admin: io, quick, 
 
 // 11. Durable Object key mapping ---------------------------------------------------------------------
 md.push(...(await durableObjectSection({ quick, runs: quick ? 1 : 3, log })));
+
+// 12. Several limits, and idempotency keys ---------------------------------------------------------------
+md.push(...(await multiLimitSection({ io, quick, runs: P.shortRuns, log })));
 
 // Summary and file -------------------------------------------------------------------------------------
 io.disconnect();

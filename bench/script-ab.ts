@@ -16,15 +16,27 @@ if (!rev) throw new Error('usage: bench/script-ab.ts <redis port> <git revision>
 const rounds = 9;
 const io = new Redis(port);
 
-/** A script's source at `rev`: the template literal assigned to `name` in src/stores/redis-script.ts. */
+/** A script's source at `rev`: the template literal assigned to `name` in src/stores/redis-script.ts, its parts filled in. */
 function scriptAt(name: string): string {
   const file = execFileSync('git', ['show', `${rev}:src/stores/redis-script.ts`], { encoding: 'utf8' });
   const m = new RegExp(`export const ${name} = \`([^\`]*)\`;`).exec(file);
   if (!m) throw new Error(`${name} not found at ${rev}`);
-  return m[1]!;
+  // The scripts interpolate shared Lua (DEBT_OF, SHARED), itself a template literal of the same file.
+  return m[1]!.replace(/\$\{(\w+)\}/g, (_, part: string) => {
+    const shared = new RegExp(`const ${part} = \`([^\`]*)\`;`).exec(file);
+    if (!shared) throw new Error(`${part} not found at ${rev}`);
+    return shared[1]!;
+  });
 }
 
 const median = (xs: number[]) => spread(xs).median;
+
+// One take of 1 unit of a 1e9-unit limit refilling 1 unit per µs, in the ARGV layout of the script's
+// version: gcra v6-v7 and batch v4 take the clock first and each limit as a triple (a batch key's count
+// before it); earlier versions took costUnits, limitUnits, refillUnitsPerUs and the clock last.
+const LIMIT = ['1', '1000000000', '1'];
+const multi = (script: string) => /-- edge-limiter gcra (v([6-9]|\d\d)|batch v([4-9]|\d\d))\b/.test(script);
+const singleArgs = (script: string) => (multi(script) ? ['', 't', '', ...LIMIT] : [...LIMIT, '']);
 
 /** Runs `once(version)` for both versions in every round; prints medians and the per-round ratio. */
 async function ab(label: string, versions: Record<'now' | 'then', string>, once: (sha: string, tag: string) => Promise<number>): Promise<void> {
@@ -36,26 +48,32 @@ async function ab(label: string, versions: Record<'now' | 'then', string>, once:
 }
 
 for (const c of [16, 1]) {
-  await ab(`single-key script, redis-benchmark at concurrency ${c}`, { now: GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') }, async (sha, tag) => {
+  const versions = { now: GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') };
+  await ab(`single-key script, redis-benchmark at concurrency ${c}`, versions, async (sha, tag) => {
+    const args = singleArgs(tag === 'abnow' ? versions.now : versions.then);
     await io.config('RESETSTAT');
-    execFileSync('redis-benchmark', ['-p', String(port), '-c', String(c), '-n', '30000', '-r', '1000', '-q', 'EVALSHA', sha, '1', `${tag}:__rand_int__`, '0.001', '1000000000', '']);
+    execFileSync('redis-benchmark', ['-p', String(port), '-c', String(c), '-n', '30000', '-r', '1000', '-q', 'EVALSHA', sha, '1', `${tag}:__rand_int__`, ...args]);
     const s = await scriptStats(io);
     return s.usec / s.calls;
   });
 }
 for (const size of [64, 16, 4]) {
-  await ab(`batch script, ${size} keys per call`, { now: GCRA_BATCH_SCRIPT, then: scriptAt('GCRA_BATCH_SCRIPT') }, async (sha, tag) => {
+  const versions = { now: GCRA_BATCH_SCRIPT, then: scriptAt('GCRA_BATCH_SCRIPT') };
+  await ab(`batch script, ${size} keys per call`, versions, async (sha, tag) => {
+    const v4 = multi(tag === 'abnow' ? versions.now : versions.then);
     await io.config('RESETSTAT');
     const calls = 2000;
     let inFlight: Promise<unknown>[] = [];
     for (let c = 0; c < calls; c++) {
       const keys: string[] = [];
-      const args: string[] = [];
+      const args: string[] = v4 ? [''] : [];
       for (let j = 0; j < size; j++) {
         keys.push(`${tag}:k${(c * size + j) % 1000}`);
-        args.push('0.001', '1000000000');
+        if (v4) args.push('1');
+        args.push(...LIMIT);
       }
-      inFlight.push(io.evalsha(sha, size, ...keys, ...args, ''));
+      if (!v4) args.push('');
+      inFlight.push(io.evalsha(sha, size, ...keys, ...args));
       if (inFlight.length >= 4) {
         await Promise.all(inFlight);
         inFlight = [];

@@ -35,6 +35,17 @@ export class InvalidInputError extends RangeError {
   }
 }
 
+/**
+ * An idempotency key was used before, within its window, for another request (other costs, wait or
+ * kind): nothing was applied. Its field is `idempotencyKey`.
+ */
+export class IdempotencyConflictError extends InvalidInputError {
+  constructor() {
+    super('idempotencyKey', 'was used before for another request (other cost, wait or kind); nothing was applied');
+    this.name = 'IdempotencyConflictError';
+  }
+}
+
 /** The policy name is not configured. */
 export class UnknownPolicyError extends LimiterError {
   readonly policy: string;

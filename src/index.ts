@@ -1,9 +1,13 @@
 // Root entry: the limiter, the memory store and the types. Imports no database driver or Redis SDK.
 export { createLimiter } from './limiter.js';
 export type { Limiter, LimiterOptions, LimiterStats, TakeOptions, AcquireOptions, DecisionEvent, CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil } from './limiter.js';
-export type { Decision, DecisionReason, BucketDecision, StoreErrorDecision } from './core/decision.js';
-export type { PolicyConfig, ResolvedPolicy, FailMode, LeaseConfig, LeaseSettings } from './core/policy.js';
+export type { Decision, DecisionReason, BucketDecision, StoreErrorDecision, LimitDecision } from './core/decision.js';
+export type { PolicyConfig, PolicyOptions, LimitConfig, LocalLimitConfig, ResolvedPolicy, ResolvedLimit, FailMode, LeaseConfig, LeaseSettings } from './core/policy.js';
+export type { Cost } from './core/key.js';
 export type { Store, StepArgs, StepResult } from './store.js';
+export type { LimitStep } from './core/gcra.js';
+export { settle, costDifference } from './settle.js';
+export type { Settles, SettleOptions } from './settle.js';
 export { memoryStore } from './stores/memory.js';
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js';
-export { LimiterError, ConfigError, InvalidInputError, UnknownPolicyError, StoreError, AcquireTimeoutError } from './errors.js';
+export { LimiterError, ConfigError, InvalidInputError, IdempotencyConflictError, UnknownPolicyError, StoreError, AcquireTimeoutError } from './errors.js';

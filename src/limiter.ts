@@ -1,9 +1,9 @@
 // createLimiter: validates policies once, then turns take/acquire/peek/reset into one bounded store
 // call each. Keeps no bucket state of its own (the optional deny cache only remembers refusals).
 // The guarded store call, the circuit breaker and the deny cache live in ./limiter/.
-import { stepArgs, toDecision, toPeekDecision } from './core/gcra.js';
-import type { Decision, StoreErrorDecision } from './core/decision.js';
-import { assertCost, assertKey, assertWaitMs, MAX_WAIT_MS } from './core/key.js';
+import { adjustArgs, stepArgs, toDecision, toPeekDecision, type Costs, type OpArgs } from './core/gcra.js';
+import type { BucketDecision, Decision, StoreErrorDecision } from './core/decision.js';
+import { assertIdempotencyKey, assertKey, assertWaitMs, MAX_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from './core/key.js';
 import {
   resolvePolicy,
   validateFailMode,
@@ -12,7 +12,7 @@ import {
   type PolicyConfig,
   type ResolvedPolicy,
 } from './core/policy.js';
-import { AcquireTimeoutError, ConfigError, StoreError, UnknownPolicyError } from './errors.js';
+import { AcquireTimeoutError, ConfigError, IdempotencyConflictError, StoreError, UnknownPolicyError } from './errors.js';
 import type { StepArgs, Store } from './store.js';
 import { createBreaker, type CircuitBreakerOptions, type CircuitState } from './limiter/breaker.js';
 import { createDenyCache } from './limiter/deny-cache.js';
@@ -25,9 +25,10 @@ export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil }
 export interface DecisionEvent {
   policy: string;
   key: string;
-  cost: number;
-  /** 'take', 'acquire' or 'peek'. */
-  op: 'take' | 'acquire' | 'peek';
+  /** Tokens charged: one number for every limit, or per limit in the policy's order (0 for a peek). */
+  cost: Costs;
+  /** 'take', 'acquire', 'peek' or 'adjust'. */
+  op: 'take' | 'acquire' | 'peek' | 'adjust';
   decision: Decision;
   /** Wall time of the store call, in ms. */
   durationMs: number;
@@ -86,15 +87,32 @@ export interface LimiterOptions<P extends string = string> {
    * lease on this node; beyond it the oldest lease gives its tokens back. @default { maxKeys: 10000 }
    */
   leases?: { maxKeys?: number };
+  /**
+   * How long the store remembers an idempotency key (TakeOptions.idempotencyKey, an adjust's), in ms of
+   * its clock: a retry within it gets the first answer and is not charged again. From 1000 to 86400000.
+   * @default 300000 (5 minutes)
+   */
+  idempotencyWindowMs?: number;
   /** Monotonic clock in ms for timeouts, the breaker, the deny cache and leases. Tests pass a fake one. @default performance.now */
   monotonicMs?: () => number;
 }
 
 export interface TakeOptions {
-  /** Tokens to take: an integer from 1 to the policy's capacity. @default 1 */
-  cost?: number;
+  /**
+   * Tokens to take: an integer from 1 to the policy's capacity (every limit of a policy with several
+   * pays it), or per limit, `{ requests: 1, tokens: 1200 }` (a limit not named pays 0). @default 1
+   */
+  cost?: Cost;
   /** Reserve if the tokens will exist within this many ms; the decision's waitMs says how long to wait. @default 0 */
   maxWaitMs?: number;
+  /**
+   * Applies this take at most once per key within the limiter's idempotencyWindowMs: a take with the
+   * same key again (a client's retry) gets the first answer, `repeated: true`, and charges nothing; the
+   * same key with another cost or wait is an IdempotencyConflictError. The store records it in the same
+   * atomic step (such a take always goes to the store: no lease or deny cache answers it). 1 to 256
+   * bytes. Off by default.
+   */
+  idempotencyKey?: string;
   /**
    * Where background store calls of token leases (refills, refunds) are handed to the runtime: on
    * Workers pass `ctx.waitUntil.bind(ctx)` (the middleware and permit endpoint do), so they finish after
@@ -105,8 +123,10 @@ export interface TakeOptions {
 }
 
 export interface AcquireOptions {
-  /** @default 1 */
-  cost?: number;
+  /** As TakeOptions.cost. @default 1 */
+  cost?: Cost;
+  /** As TakeOptions.idempotencyKey: a retried acquire gets the first reservation, not a second. */
+  idempotencyKey?: string;
   /** The longest acceptable wait, in ms. @default 30000 */
   timeoutMs?: number;
   /** Aborts the wait. A reservation already made is then forfeited (its tokens stay taken). */
@@ -122,6 +142,14 @@ export interface Limiter<P extends string = string> {
   acquire(policy: P, key: string, options?: AcquireOptions): Promise<Decision>;
   /** The bucket's state now; consumes nothing. */
   peek(policy: P, key: string): Promise<Decision>;
+  /**
+   * Settles a cost after the fact, in one atomic store call on the store's clock: below 0 a refund
+   * (never fuller than full), above 0 a charge, which may put a limit into debt (up to one hour of its
+   * refill beyond empty; later takes then wait until it is repaid). `cost` is a number (every limit) or
+   * per limit, `{ tokens: -300 }`. Resolves with the bucket as `peek` reads it right after (allowed: a
+   * take of 1 would pass now), or per the fail mode when the store fails.
+   */
+  adjust(policy: P, key: string, cost: Cost, options?: { idempotencyKey?: string }): Promise<Decision>;
   /** Refills the bucket. */
   reset(policy: P, key: string): Promise<void>;
   /** The validated policy, or undefined. */
@@ -191,7 +219,7 @@ interface PolicyEntry {
   policy: ResolvedPolicy;
   /** `{prefix}{policy}:` */
   keyPrefix: string;
-  /** stepArgs(policy, 1, 0): the arguments of a take of one token with no wait. */
+  /** stepArgs(policy, 1, 0): the arguments of a take of one token (on every limit) with no wait. */
   takeOne: StepArgs;
 }
 
@@ -222,6 +250,10 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   }
   if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
   const onDecision = options.onDecision;
+  const idempotencyWindowMs = options.idempotencyWindowMs ?? 300_000;
+  if (!Number.isInteger(idempotencyWindowMs) || idempotencyWindowMs < 1000 || idempotencyWindowMs > 86_400_000) {
+    throw new ConfigError('idempotencyWindowMs', `must be an integer from 1000 to 86400000 (ms), got ${String(idempotencyWindowMs)}`);
+  }
 
   const monotonicMs = options.monotonicMs ?? (() => performance.now());
   const maxPending = options.maxPendingStoreCalls ?? 1024;
@@ -255,11 +287,11 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     : undefined;
 
   const fallback = [...policies.values()].some((p) => p.local)
-    ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, ...(options.monotonicMs ? { nowMs: options.monotonicMs } : {}) })
+    ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, monotonicMs, policies: policies.values() })
     : undefined;
 
   /** The step arguments of a decision: the policy's shared ones for a take of one token with no wait. */
-  function argsOf(entry: PolicyEntry, cost: number, maxWaitMs: number): StepArgs {
+  function argsOf(entry: PolicyEntry, cost: Costs, maxWaitMs: number): StepArgs {
     return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs);
   }
 
@@ -273,13 +305,13 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
    * The store did not decide: the fail mode does. 'local' decides from this node's bucket for the key;
    * 'allow' and 'deny' claim no bucket numbers.
    */
-  function failed(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number): Decision {
+  function failed(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number): Decision {
     if (policy.local) return fallback!.decide(policy, storageKey, cost, maxWaitMs);
     const allowed = policy.onStoreError === 'allow';
     return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' } satisfies StoreErrorDecision;
   }
 
-  type Outcome = { decision: Decision; debtUnits?: number; error?: unknown };
+  type Outcome = { decision: Decision; debtUnits?: number[]; error?: unknown };
 
   /**
    * One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. A
@@ -295,17 +327,18 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       }
     }
     const outcome = await caller.call(storageKey, args, policy.timeoutMs, background);
-    // The store answers again: its decisions replace the local fallback's at once.
+    // The store answers again: this decision is its own (the local buckets go once it keeps answering).
     if (outcome.ok) fallback?.storeAnswered();
     return outcome;
   }
 
   /** One store step: the decision, plus the debt the store reported (for the deny cache). */
-  async function call(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, args: StepArgs): Promise<Outcome> {
+  /** `peek`: read (cost 0, toPeekDecision); otherwise a take of `cost`. */
+  async function call(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number, args: StepArgs, peek = false): Promise<Outcome> {
     const outcome = await storeCall(policy, storageKey, args);
-    if (!outcome.ok) return { decision: failed(policy, storageKey, cost, maxWaitMs), error: outcome.error };
+    if (!outcome.ok) return { decision: failed(policy, storageKey, peek ? 0 : cost, maxWaitMs), error: outcome.error };
     const { result } = outcome;
-    return { decision: cost === 0 ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtUnits: result.debtUnits };
+    return { decision: peek ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtUnits: result.debtUnits };
   }
 
   function emit(event: DecisionEvent): void {
@@ -317,21 +350,29 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   }
 
   /** Validates, then decides; a synchronous store with no hook or cache answers without any await. */
-  function decide(op: 'take' | 'acquire', name: string, key: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Promise<Decision> {
+  function decide(op: 'take' | 'acquire', name: string, key: string, rawCost: Cost, maxWaitMs: number, waitUntil?: WaitUntil, idempotencyKey?: string): Promise<Decision> {
     let entry: PolicyEntry;
+    let cost: Costs;
     try {
       entry = getEntry(name);
       assertKey(key);
-      assertCost(cost, entry.policy.capacity);
+      cost = rawCost === 1 ? 1 : resolveCost(entry.policy, rawCost);
       assertWaitMs(op === 'take' ? 'maxWaitMs' : 'timeoutMs', maxWaitMs);
+      if (idempotencyKey !== undefined) assertIdempotencyKey(idempotencyKey);
     } catch (err) {
       return Promise.reject(err);
     }
     const { policy } = entry;
     const storageKey = entry.keyPrefix + key;
+    if (idempotencyKey !== undefined) {
+      const args = { ...argsOf(entry, cost, maxWaitMs), op: opOf(idempotencyKey, `take|${JSON.stringify(cost)}|${maxWaitMs}`) };
+      return once(op, name, key, cost, policy, storageKey, args, maxWaitMs);
+    }
+    // A leased policy has one limit, so its cost is a number (resolveCost keeps a number a number; an
+    // object's one entry is that limit's cost).
     if (leases && policy.lease) {
       const started = onDecision ? monotonicMs() : 0;
-      const answer = leases.take(policy, storageKey, cost, maxWaitMs, waitUntil);
+      const answer = leases.take(policy, storageKey, typeof cost === 'number' ? cost : cost[0]!, maxWaitMs, waitUntil);
       if (answer !== undefined) {
         if (!(answer instanceof Promise)) {
           if (onDecision) emit({ policy: name, key, cost, op, decision: answer, durationMs: 0 });
@@ -362,11 +403,44 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
   }
 
+  /** The store's op record for an idempotency key: its window, and what the request asks. */
+  function opOf(id: string, fingerprint: string): OpArgs {
+    return { id, ttlMs: idempotencyWindowMs, fingerprint };
+  }
+
+  /**
+   * A step that only the store may answer: an adjustment (settlement is no request to admit: when the
+   * store fails it rejects with StoreError, whatever the fail mode), or a take with an idempotency key
+   * (a lease or the deny cache could answer a retry otherwise than the first time). A recorded answer
+   * is marked `repeated`; a key reused for another request is an IdempotencyConflictError.
+   */
+  async function once(op: DecisionEvent['op'], name: string, key: string, cost: Costs, policy: ResolvedPolicy, storageKey: string, args: StepArgs, maxWaitMs: number): Promise<Decision> {
+    const started = monotonicMs();
+    const outcome = await storeCall(policy, storageKey, args);
+    if (!outcome.ok) {
+      if (op === 'adjust') {
+        const failedDecision: StoreErrorDecision = { allowed: false, limit: policy.capacity, retryAfterMs: STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' };
+        if (onDecision) emit({ policy: name, key, cost, op, decision: failedDecision, durationMs: monotonicMs() - started, error: outcome.error });
+        throw new StoreError(store.name, 'the adjustment was not applied: the store did not answer', { cause: outcome.error });
+      }
+      const decision = failed(policy, storageKey, cost, maxWaitMs);
+      if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, error: outcome.error });
+      return decision;
+    }
+    const { result } = outcome;
+    if (result.conflict) throw new IdempotencyConflictError();
+    const decision: BucketDecision = op === 'adjust' ? toPeekDecision(policy, result) : toDecision(policy, cost, result);
+    if (result.repeated) decision.repeated = true;
+    else if (op === 'adjust' && (typeof cost === 'number' ? cost < 0 : cost.some((c) => c < 0))) denied?.forget(storageKey, started);
+    if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started });
+    return decision;
+  }
+
   async function decideAsync(
     op: 'take' | 'acquire',
     name: string,
     key: string,
-    cost: number,
+    cost: Costs,
     maxWaitMs: number,
     policy: ResolvedPolicy,
     storageKey: string,
@@ -401,12 +475,12 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       await leases?.close();
     },
     take(name, key, opts = {}) {
-      return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0, opts.waitUntil);
+      return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0, opts.waitUntil, opts.idempotencyKey);
     },
     async acquire(name, key, opts = {}) {
       opts.signal?.throwIfAborted();
       const wait = opts.timeoutMs ?? DEFAULT_ACQUIRE_TIMEOUT_MS;
-      const decision = await decide('acquire', name, key, opts.cost ?? 1, wait, opts.waitUntil);
+      const decision = await decide('acquire', name, key, opts.cost ?? 1, wait, opts.waitUntil, opts.idempotencyKey);
       if (!decision.allowed) {
         if (decision.reason === 'store_error') {
           throw new StoreError(store.name, 'no permit: the store is unavailable and the policy fails closed');
@@ -420,9 +494,18 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const { policy, keyPrefix } = getEntry(name);
       assertKey(key);
       const started = monotonicMs();
-      const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0));
+      const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0), true);
       if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;
+    },
+    async adjust(name, key, cost, opts = {}) {
+      const { policy, keyPrefix } = getEntry(name);
+      assertKey(key);
+      const costs = resolveAdjustment(policy, cost);
+      if (opts.idempotencyKey !== undefined) assertIdempotencyKey(opts.idempotencyKey);
+      const args = adjustArgs(policy, costs);
+      const withOp = opts.idempotencyKey === undefined ? args : { ...args, op: opOf(opts.idempotencyKey, `adjust|${JSON.stringify(costs)}`) };
+      return once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0);
     },
     async reset(name, key) {
       const { policy, keyPrefix } = getEntry(name);
@@ -430,8 +513,9 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       const storageKey = keyPrefix + key;
       denied?.forget(storageKey, monotonicMs());
       leases?.forget(storageKey);
-      fallback?.forget(storageKey);
       await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);
+      // Only a reset the store applied refills the local bucket too: a failed one leaves it as it is.
+      fallback?.forget(storageKey);
     },
   };
 }

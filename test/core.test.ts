@@ -5,7 +5,7 @@ import { createLimiter, ConfigError } from '../src/index.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { MAX_CAPACITY_UNITS, resolvePolicy } from '../src/core/policy.js';
 import { step, stepArgs, toDecision } from '../src/core/gcra.js';
-import { checkGrantsAgainstModel, checkTakesAgainstModel, gapUsArb, leaseOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, checkMultiAgainstModel, checkTakesAgainstModel, gapUsArb, leaseOpsArb, multiLimitsArb, multiOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
 /** A memory store on a fake clock kept in whole µs at an epoch's magnitude (as real clocks are). */
 function fakeClockStore() {
@@ -33,6 +33,16 @@ describe('GCRA core against an exact continuous token bucket', () => {
         await checkGrantsAgainstModel(store, 'k', advance, capacity, p, q, ops);
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('several limits in one step: takes (a cost per limit), adjustments, peeks and idempotent repeats match the model, overall and per limit', async () => {
+    await fc.assert(
+      fc.asyncProperty(multiLimitsArb, multiOpsArb(), async (specs, ops) => {
+        const { store, advance } = fakeClockStore();
+        await checkMultiAgainstModel(store, advance, specs, ops);
+      }),
+      { numRuns: 400 },
     );
   });
 
@@ -115,7 +125,7 @@ describe('GCRA core against an exact continuous token bucket', () => {
       expect(toDecision(policy, 1, r).retryAfterMs).toBe(Math.max(1, Math.ceil(1000 / refillPerSecond)));
       // One token's refill later (rounded up to the µs) exactly one more is admitted, and not a µs sooner.
       const tokenUs = Math.ceil(1e6 / refillPerSecond);
-      const full = { debtUnits: policy.capacityUnits, atUs: now };
+      const full = { debtUnits: [policy.capacityUnits], atUs: now };
       expect(step(full, now + tokenUs - 1, stepArgs(policy, 1, 0)).allowed).toBe(false);
       const next = step(full, now + tokenUs, stepArgs(policy, 1, 0));
       expect(next.allowed).toBe(true);
@@ -126,11 +136,11 @@ describe('GCRA core against an exact continuous token bucket', () => {
   it('a denied step changes nothing and a peek never writes', () => {
     const policy = resolvePolicy('x', { capacity: 2, refillPerSecond: 1 }, { onStoreError: 'deny', timeoutMs: 1000 });
     const a = step(undefined, 0, stepArgs(policy, 2, 0));
-    expect(a.write).toEqual({ debtUnits: 2 * policy.tokenUnits, atUs: 0 });
+    expect(a.write).toEqual({ debtUnits: [2 * policy.tokenUnits], atUs: 0 });
     const b = step(a.write!, 10_000, stepArgs(policy, 1, 0));
-    expect(b).toEqual({ allowed: false, debtUnits: 2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs, atUs: 10_000 });
+    expect(b).toEqual({ allowed: false, debtUnits: [2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs], atUs: 10_000 });
     const c = step(a.write!, 10_000, stepArgs(policy, 0, 0));
-    expect(c).toEqual({ allowed: true, debtUnits: 2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs, atUs: 10_000 });
+    expect(c).toEqual({ allowed: true, debtUnits: [2 * policy.tokenUnits - 10_000 * policy.refillUnitsPerUs], atUs: 10_000 });
   });
 
   it('keeps rates as exact ratios of integers', () => {
@@ -212,7 +222,7 @@ describe('policy validation names the field and the value', () => {
     }
     // At the cap every number a decision carries is a safe integer in ms, and at most 15 digits in seconds.
     const policy = make(2251, 1e-6)();
-    const d = toDecision(policy, 1, { allowed: false, debtUnits: policy.capacityUnits });
+    const d = toDecision(policy, 1, { allowed: false, debtUnits: [policy.capacityUnits] });
     for (const ms of [d.retryAfterMs, d.resetAfterMs!, policy.burstMs + 300_000]) expect(Number.isSafeInteger(ms)).toBe(true);
     expect(String(policy.windowSeconds).length).toBeLessThanOrEqual(15);
   });

@@ -10,7 +10,7 @@ import type { Store } from '../src/store.js';
 import { durableObjectStore } from '../src/stores/durable-object.js';
 import { startDurableObjects, type WorkerdDurableObjects } from '../scripts/lib/workerd-durable-object.js';
 import { storeConformance } from './support/conformance.js';
-import { checkGrantsAgainstModel, checkTakesAgainstModel, leaseOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
+import { checkGrantsAgainstModel, checkMultiAgainstModel, checkTakesAgainstModel, leaseOpsArb, multiLimitsArb, multiOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
 let workerd: Promise<WorkerdDurableObjects> | undefined;
 const shared = () => (workerd ??= startDurableObjects());
@@ -33,17 +33,17 @@ describe('durable object store', () => {
     const first = await startDurableObjects({ persistDir: dir });
     // A minute of debt, so that however long the restart takes on a loaded machine, a refilled bucket
     // (debt 0) and a kept one are far apart.
-    const args = { costUnits: 60_000_000, limitUnits: 120_000_000, refillUnitsPerUs: 1 };
+    const args = { limits: [{ costUnits: 60_000_000, limitUnits: 120_000_000, refillUnitsPerUs: 1 }] };
     const t0 = performance.now();
     expect(await first.store().step('persisted', args)).toMatchObject({ allowed: true });
     await first.dispose();
     const second = await startDurableObjects({ persistDir: dir });
     try {
-      const peek = await second.store().step('persisted', { costUnits: 0, limitUnits: 120_000_000, refillUnitsPerUs: 1 });
+      const peek = await second.store().step('persisted', { limits: [{ costUnits: 0, limitUnits: 120_000_000, refillUnitsPerUs: 1 }] });
       const elapsedMs = performance.now() - t0;
       // The debt (1 unit per µs) drained by the time that passed, no more: the restart did not refill the bucket.
-      expect(peek.debtUnits).toBeGreaterThanOrEqual(60_000_000 - (Math.ceil(elapsedMs) + 1) * 1000);
-      expect(peek.debtUnits).toBeLessThanOrEqual(60_000_000);
+      expect(peek.debtUnits[0]).toBeGreaterThanOrEqual(60_000_000 - (Math.ceil(elapsedMs) + 1) * 1000);
+      expect(peek.debtUnits[0]).toBeLessThanOrEqual(60_000_000);
     } finally {
       await second.dispose();
     }
@@ -61,26 +61,26 @@ describe('durable object store', () => {
     const names: string[] = [];
     const ns = {
       idFromName: (n: string) => (names.push(n), n),
-      get: () => ({ fetch: async () => Response.json({ allowed: true, debtUnits: 0 }) }),
+      get: () => ({ fetch: async () => Response.json({ allowed: true, debtUnits: [0] }) }),
     };
-    await durableObjectStore({ namespace: ns }).step('user:1', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
+    await durableObjectStore({ namespace: ns }).step('user:1', { limits: [{ costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 }] });
     expect(names).toEqual(['user:1']);
     names.length = 0;
     const sharded = durableObjectStore({ namespace: ns, shards: 8 });
-    for (let i = 0; i < 800; i++) await sharded.step(`user:${i}`, { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
+    for (let i = 0; i < 800; i++) await sharded.step(`user:${i}`, { limits: [{ costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 }] });
     const counts = new Map<string, number>();
     for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
     expect(counts.size).toBe(8);
     for (const c of counts.values()) expect(c).toBeGreaterThan(60);
     names.length = 0;
-    await sharded.step('user:1', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
-    await sharded.step('user:1', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 });
+    await sharded.step('user:1', { limits: [{ costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 }] });
+    await sharded.step('user:1', { limits: [{ costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 }] });
     expect(names[0]).toBe(names[1]);
   });
 
   it('an object error is a StoreError, so the fail mode decides', async () => {
     const ns = { idFromName: (n: string) => n, get: () => ({ fetch: async () => new Response('boom', { status: 500 }) }) };
-    await expect(durableObjectStore({ namespace: ns }).step('k', { costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 })).rejects.toMatchObject({ name: 'StoreError' });
+    await expect(durableObjectStore({ namespace: ns }).step('k', { limits: [{ costUnits: 1, limitUnits: 2, refillUnitsPerUs: 1 }] })).rejects.toMatchObject({ name: 'StoreError' });
   });
 });
 
@@ -105,9 +105,9 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
       // 1 unit per µs: a cost of 1e6 units is one second of refill.
       const step = (key: string, costMs: number) =>
         obj
-          .fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { costUnits: costMs * 1000, limitUnits: 1e9, refillUnitsPerUs: 1 } }) }))
+          .fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { limits: [{ costUnits: costMs * 1000, limitUnits: 1e9, refillUnitsPerUs: 1 }] } }) }))
           .then((r) => r.json());
-      expect(await step('short', 1000)).toEqual({ allowed: true, debtUnits: 1_000_000, atUs: now * 1000 });
+      expect(await step('short', 1000)).toEqual({ allowed: true, debtUnits: [1_000_000], atUs: now * 1000 });
       expect(alarm).toBe(now + 1000);
       await step('long', 5000);
       for (let i = 0; i < 600; i++) await step(`bulk${i}`, 500); // more than one list() page
@@ -121,8 +121,8 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
       expect(data.size).toBe(0);
       // A denied step writes nothing; a refund that empties the debt deletes the entry.
       await step('x', 1000);
-      expect(await step('x', 1e6)).toEqual({ allowed: false, debtUnits: 1_000_000, atUs: now * 1000 });
-      expect(await step('x', -5000)).toEqual({ allowed: true, debtUnits: 0, atUs: now * 1000 });
+      expect(await step('x', 1e6)).toEqual({ allowed: false, debtUnits: [1_000_000], atUs: now * 1000 });
+      expect(await step('x', -5000)).toEqual({ allowed: true, debtUnits: [0], atUs: now * 1000 });
       expect(data.has('x')).toBe(false);
       const bad = await obj.fetch(new Request('https://x/', { method: 'POST', body: '{"op":"step","key":"","args":{}}' }));
       expect(bad.status).toBe(400);
@@ -156,7 +156,7 @@ describe('RateLimiterObject against the exact model (fake storage, Date.now() on
     return store;
   }
 
-  it('takes, reservations, lease grants and refunds match the model at every rate (1 ms clock)', async () => {
+  it('takes, reservations, lease grants, refunds and several limits (per-limit costs, adjustments) match the model at every rate (1 ms clock)', async () => {
     let now = 1_790_000_000_000;
     const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
     try {
@@ -169,6 +169,12 @@ describe('RateLimiterObject against the exact model (fake storage, Date.now() on
       await fc.assert(
         fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, leaseOpsArb(1000), async (capacity, { p, q }, ops) => {
           await checkGrantsAgainstModel(await objectStore(), 'k', (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
+        }),
+        { numRuns: 150 },
+      );
+      await fc.assert(
+        fc.asyncProperty(multiLimitsArb, multiOpsArb(1000), async (specs, ops) => {
+          await checkMultiAgainstModel(await objectStore(), (dtUs) => (now += dtUs / 1000), specs, ops);
         }),
         { numRuns: 150 },
       );

@@ -5,7 +5,7 @@
 // its grant in flight included.
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLimiter, memoryStore, type Limiter, type PolicyConfig, type Store } from '../src/index.js';
+import { createLimiter, memoryStore, type LimitConfig, type Limiter, type PolicyConfig, type Store } from '../src/index.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
@@ -17,13 +17,16 @@ afterEach(() => {
 const flush = () => new Promise((r) => setImmediate(r));
 
 /** The usable age in ms, as the README states it. */
-const usableAgeMs = (p: PolicyConfig) => Math.min(p.lease!.maxAgeMs, (p.lease!.tokens * 1000) / p.refillPerSecond);
+/** A policy of one limit with a lease, as these tests write it. */
+type LeasedPolicy = PolicyConfig & LimitConfig;
+
+const usableAgeMs = (p: LeasedPolicy) => Math.min(p.lease!.maxAgeMs, (p.lease!.tokens * 1000) / p.refillPerSecond);
 
 /**
  * The worst excess over the bound among all windows [t_i, t_j] of the admissions (time, cost): 0 when
  * every window admits at most capacity + rate × (T + U).
  */
-function worstWindow(admitted: { atMs: number; cost: number }[], p: PolicyConfig): number {
+function worstWindow(admitted: { atMs: number; cost: number }[], p: LeasedPolicy): number {
   const a = [...admitted].sort((x, y) => x.atMs - y.atMs);
   const u = usableAgeMs(p);
   let worst = 0;
@@ -78,7 +81,7 @@ function cluster(policy: PolicyConfig, count: number): Cluster {
       name: 'memory',
       step(key, args) {
         if (args.tokenUnits !== undefined) {
-          const asked = args.costUnits / args.tokenUnits;
+          const asked = args.limits[0]!.costUnits / args.tokenUnits;
           const held = c.nodes[index]!.stats().leases.tokens;
           if (asked + held > policy.lease!.tokens) c.overHeld.push({ node: index, asked, held });
         }

@@ -29,19 +29,19 @@ function remoteStore(clock: { now: number }) {
     step(key: string, args: Args): Promise<Awaited<ReturnType<Store['step']>>> {
       if (args.tokenUnits !== undefined) {
         s.grants++;
-        s.asked.push(args.costUnits / args.tokenUnits);
+        s.asked.push(args.limits[0]!.costUnits / args.tokenUnits);
         if (s.loseNextGrant) {
           s.loseNextGrant = false;
           inner.stepSync(key, args);
           return new Promise(() => {});
         }
-      } else if (args.costUnits < 0) {
+      } else if (args.limits[0]!.costUnits < 0) {
         s.refunds++;
         s.refundsInFlight++;
         s.maxRefundsInFlight = Math.max(s.maxRefundsInFlight, s.refundsInFlight);
       } else s.takes++;
       const answer = () => {
-        if (args.costUnits < 0) s.refundsInFlight--;
+        if (args.limits[0]!.costUnits < 0) s.refundsInFlight--;
         return inner.stepSync(key, args);
       };
       if (s.hold) return new Promise((resolve) => s.held.push(() => resolve(answer())));

@@ -3,7 +3,7 @@
 // clock (`advance`). No sleeping.
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { ConfigError, createLimiter, memoryStore, type Decision, type PolicyConfig, type Store } from '../src/index.js';
+import { ConfigError, createLimiter, memoryStore, type Decision, type LimitConfig, type PolicyConfig, type Store } from '../src/index.js';
 
 interface Held {
   key: string;
@@ -26,9 +26,9 @@ function testStore(clock: { now: number }) {
     step(key: string, args: Parameters<Store['step']>[1]) {
       if (args.tokenUnits !== undefined) {
         s.grants++;
-        s.asked.push(args.costUnits / args.tokenUnits);
+        s.asked.push(args.limits[0]!.costUnits / args.tokenUnits);
       }
-      else if (args.costUnits < 0) s.refunds++;
+      else if (args.limits[0]!.costUnits < 0) s.refunds++;
       else s.takes++;
       if (!s.hold) return inner.step(key, args);
       return new Promise<Awaited<ReturnType<Store['step']>>>((resolve) => {
@@ -56,7 +56,7 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-function setup(policy: PolicyConfig, nodes = 1) {
+function setup(policy: PolicyConfig & LimitConfig, nodes = 1) {
   const clock = { now: 1_790_000_000_000 };
   const store = testStore(clock);
   const limiters = Array.from({ length: nodes }, () =>

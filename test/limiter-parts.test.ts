@@ -91,7 +91,7 @@ describe('one store call, settled once', () => {
       name: 'late',
       step: () =>
         new Promise((resolve, reject) => {
-          late.push((ok) => (ok ? resolve({ allowed: true, debtUnits: 0 }) : reject(new Error('late failure'))));
+          late.push((ok) => (ok ? resolve({ allowed: true, debtUnits: [0] }) : reject(new Error('late failure'))));
         }),
       reset: async () => {},
       ping: async () => {},
@@ -143,7 +143,7 @@ describe('one store call, settled once', () => {
       let readLate: AbortSignal | undefined;
       const slow: Store = {
         name: 'slow',
-        step: (_k, _a, o) => new Promise((resolve) => setTimeout(() => ((readLate = o?.signal), resolve({ allowed: true, debtUnits: 0 })), 30)),
+        step: (_k, _a, o) => new Promise((resolve) => setTimeout(() => ((readLate = o?.signal), resolve({ allowed: true, debtUnits: [0] })), 30)),
         reset: async () => {},
         ping: async () => {},
       };

@@ -6,29 +6,12 @@ import { Hono } from 'hono';
 import { ConfigError, createLimiter, memoryStore, type Store } from '../src/index.js';
 import { rateLimit } from '../src/hono.js';
 import { loadConfig } from '../functions/app/env.js';
+import { switchableStore } from './support/switchable-store.js';
 import { buildLimiter } from '../functions/app/app.js';
-
-/** A remote-like store (not in-process) on a fake clock that can be switched off. */
-function switchable(nowMs: () => number) {
-  const inner = memoryStore({ nowMs });
-  const s = {
-    name: 'switchable',
-    down: false,
-    calls: 0,
-    async step(key: string, args: Parameters<Store['step']>[1]) {
-      s.calls++;
-      if (s.down) throw new Error('ECONNREFUSED');
-      return inner.step(key, args);
-    },
-    reset: (key: string) => inner.reset(key),
-    ping: async () => {},
-  };
-  return s;
-}
 
 function setup(policy: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   let now = 1_000_000;
-  const store = switchable(() => now);
+  const store = switchableStore(() => now);
   const limiter = createLimiter({
     store,
     monotonicMs: () => now,
@@ -67,8 +50,8 @@ describe("onStoreError 'local'", () => {
     expect(await limiter.take('p', 'k', { maxWaitMs: 1000 })).toMatchObject({ allowed: true, reason: 'local', waitMs: 500 });
   });
 
-  it('goes back to the store at its first answer and drops every local bucket', async () => {
-    const { store, limiter } = setup({ capacity: 10, refillPerSecond: 1, onStoreError: 'local', local: { capacity: 2, refillPerSecond: 1 } });
+  it('goes back to the store at its first answer; the local buckets go once the store has answered for a refill window', async () => {
+    const { store, limiter, advance } = setup({ capacity: 10, refillPerSecond: 1, onStoreError: 'local', local: { capacity: 2, refillPerSecond: 1 } });
     store.down = true;
     await limiter.take('p', 'a');
     await limiter.take('p', 'a');
@@ -79,10 +62,49 @@ describe("onStoreError 'local'", () => {
     const d = await limiter.take('p', 'a');
     expect(d).toMatchObject({ allowed: true, remaining: 9, limit: 10 });
     expect(d.reason).toBeUndefined();
+    // The local bucket is kept while it could still hold a debt (2 tokens at 1/s: 2 s)...
+    expect(limiter.stats().localKeys).toBe(1);
+    advance(1999);
+    await limiter.take('p', 'b');
+    expect(limiter.stats().localKeys).toBe(1);
+    // ...and dropped at the first store answer after it is full again.
+    advance(1);
+    await limiter.take('p', 'b');
     expect(limiter.stats().localKeys).toBe(0);
     // A later outage starts from full local buckets.
     store.down = true;
     expect(await limiter.take('p', 'a')).toMatchObject({ allowed: true, reason: 'local', remaining: 1 });
+  });
+
+  it('a store that fails every other call cannot reset the local bucket: each node keeps to the local limit in every window', async () => {
+    const { store, limiter, advance } = setup({ capacity: 10, refillPerSecond: 1, onStoreError: 'local', local: { capacity: 5, refillPerSecond: 1 } });
+    const local: number[] = [];
+    let storeAdmitted = 0;
+    for (let i = 0; i < 2000; i++) {
+      store.down = i % 2 === 0;
+      const d = await limiter.take('p', 'k');
+      if (d.allowed && d.reason === 'local') local.push(i);
+      else if (d.allowed) storeAdmitted++;
+      advance(1);
+    }
+    // 2 s of flapping (a decision a ms): the local bucket admits its 5 and 1 more, whatever the store
+    // answered in between (before, each store answer dropped it, and every local decision was admitted).
+    expect(local.length).toBe(6);
+    for (let a = 0; a < local.length; a++) {
+      for (let b = a; b < local.length; b++) expect(b - a + 1).toBeLessThanOrEqual(5 + (local[b]! - local[a]!) / 1000);
+    }
+    expect(storeAdmitted).toBe(11);
+  });
+
+  it('a reset the store did not apply leaves the local bucket as it is', async () => {
+    const { store, limiter } = setup({ capacity: 10, refillPerSecond: 1, onStoreError: 'local', local: { capacity: 3, refillPerSecond: 0.001 } });
+    store.down = true;
+    for (let i = 0; i < 3; i++) expect((await limiter.take('p', 'k')).allowed).toBe(true);
+    (store as { reset: (k: string) => Promise<void> }).reset = async () => {
+      throw new Error('down');
+    };
+    await expect(limiter.reset('p', 'k')).rejects.toThrow('down');
+    expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'local' });
   });
 
   it('covers timeouts, the open circuit and the pending cap, not only errors', async () => {
@@ -143,6 +165,8 @@ describe("onStoreError 'local'", () => {
       [make({ capacity: 3, refillPerSecond: 5, onStoreError: 'local' }, { expectedNodes: 4 }), /policies\.p\.local is needed: the default .* expectedNodes = 4/],
       [make({ capacity: 3, refillPerSecond: 5, onStoreError: 'locally' }), /policies\.p\.onStoreError must be "deny", "allow" or "local"/],
       [make({ capacity: 3, refillPerSecond: 5 }, { expectedNodes: 0 }), /expectedNodes must be an integer from 1 to 100000/],
+      // A local rate that no exact bucket of that capacity can hold names the local field, not the policy's.
+      [make({ capacity: 1e9, refillPerSecond: 1, onStoreError: 'local', local: { capacity: 1e9, refillPerSecond: 1 / 3 } }), /policies\.p\.local\.refillPerSecond is too slow/],
     ];
     for (const [fn, message] of cases) {
       expect(fn).toThrow(ConfigError);

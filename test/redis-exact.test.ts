@@ -4,10 +4,11 @@
 import fc from 'fast-check';
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, describe, expect, it, inject } from 'vitest';
-import { createLimiter } from '../src/index.js';
-import { redisStore } from '../src/stores/redis.js';
-import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
-import { checkGrantsAgainstModel, ExactBucket, leaseOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
+import { createLimiter, type Store } from '../src/index.js';
+import { fullAfterMs, step, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
+import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { checkGrantsAgainstModel, checkMultiAgainstModel, ExactBucket, gapUsArb, leaseOpsArb, multiLimitsArb, multiOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
 const io = new IORedis(inject('redisUrl'));
 afterAll(() => io.disconnect());
@@ -149,4 +150,244 @@ describe('automatic batching at Redis', () => {
     expect(() => redisStore({ client: io, batch: { maxSize: 0 } })).toThrow(/batch\.maxSize/);
     expect(() => redisStore({ client: io, nowMs: () => 0 })).toThrow(/nowMs/);
   });
+});
+
+// Several limits per key: the scripts against core/gcra.ts `step` itself, run on the same clock readings
+// (the client-clock ARGV path), step by step: the same verdicts and debts, the same clock reading, and
+// the same value stored (read back with GET), with the expiry of its slowest limit.
+
+/** One limit in units, as core/policy.ts derives them for capacity tokens at p / q per second. */
+interface Units {
+  capacity: number;
+  capacityUnits: number;
+  tokenUnits: number;
+  refillUnitsPerUs: number;
+}
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+function unitsOf(capacity: number, { p, q }: { p: number; q: number }): Units {
+  const g = gcd(1_000_000 * q, p);
+  return { capacity, capacityUnits: capacity * ((1_000_000 * q) / g), tokenUnits: (1_000_000 * q) / g, refillUnitsPerUs: p / g };
+}
+/** The debt cap of a wait of maxWaitMs (core/gcra.ts limitUnitsOf). */
+const limitOf = (l: Units, maxWaitMs: number) => Math.min(2 ** 52, l.capacityUnits + maxWaitMs * l.refillUnitsPerUs * 1000);
+
+const limitArb = fc.record({ capacity: fc.integer({ min: 1, max: 50 }), rate: rateArb }).map(({ capacity, rate }) => unitsOf(capacity, rate));
+/** A cost in tokens: often 0 (that limit is not charged). */
+const costArb = fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 50 }) });
+
+/**
+ * One step on a key of `limits`: a take (each limit its own cost in tokens, some 0; with a reservation of
+ * maxWaitMs), a peek (every cost 0), an adjustment (charges and refunds) or a refund reckoned from a
+ * clock reading (refundSinceUs). `drop` leaves the last limits out, as a policy that lost them would
+ * (the next step with all of them reads a bucket stored with fewer).
+ */
+const multiOpArb = fc.record({
+  dtUs: gapUsArb(),
+  kind: fc.constantFrom('take', 'take', 'take', 'take', 'peek', 'adjust', 'adjust', 'refund-since'),
+  costs: fc.array(costArb, { minLength: 3, maxLength: 3 }),
+  refund: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
+  maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000),
+  // refund-since: the tokens given back were taken this long before the previous step (below 0: after it).
+  backUs: fc.oneof(fc.constant(0), fc.integer({ min: -1000, max: 2000 }), fc.integer({ min: 0, max: 5_000_000 })),
+  drop: fc.constantFrom(0, 0, 0, 0, 0, 0, 1),
+});
+type MultiOp = typeof multiOpArb extends fc.Arbitrary<infer T> ? T : never;
+
+function argsOf(limits: Units[], op: MultiOp, lastAtUs: number): StepArgs {
+  const used = limits.slice(0, Math.max(1, limits.length - op.drop));
+  const take = op.kind === 'take' || op.kind === 'peek';
+  const steps = used.map((l, i) => {
+    // Takes charge at most the capacity; adjustments may charge past it (held at limitUnits) or refund.
+    const tokens = op.kind === 'peek' ? 0 : take ? Math.min(op.costs[i]!, l.capacity) : op.costs[i]! * (op.refund[i] ? -1 : 1);
+    return { costUnits: tokens * l.tokenUnits, limitUnits: limitOf(l, op.maxWaitMs), refillUnitsPerUs: l.refillUnitsPerUs };
+  });
+  if (take) return { limits: steps };
+  return op.kind === 'refund-since' ? { limits: steps, adjust: true, refundSinceUs: lastAtUs - op.backUs } : { limits: steps, adjust: true };
+}
+
+/** What a store must answer: core's result without its write. */
+const answer = (r: StepResult & { write?: unknown }): StepResult => ({ allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs });
+/** The value the scripts store for a state, as they format it (%.0f of each integer). */
+const valueOf = (s: BucketState | undefined) => (s === undefined ? null : `${s.debtUnits.join(':')}:${s.atUs}`);
+/** Moves a reference state by core's write (undefined: nothing written; null: the key deleted). */
+const after = (s: BucketState | undefined, r: { write?: BucketState | null }) => (r.write === undefined ? s : (r.write ?? undefined));
+
+/** The expiry the scripts set for a state written by `args`: when its slowest limit is full, at least 1 s. */
+function expiryOf(s: BucketState, args: StepArgs): number {
+  return Math.max(1000, ...s.debtUnits.map((d, i) => (d > 0 ? fullAfterMs(d, args.limits[i]!.refillUnitsPerUs) : 0)));
+}
+
+/** An adapter in the @upstash/redis shape over ioredis: every decision waits the turn, so concurrent ones share one batch. Counts calls by script. */
+function countingClient() {
+  const calls = { single: 0, batch: 0 };
+  const client: RedisScriptClient = {
+    evalsha: (sha, keys, args) => {
+      if (sha === GCRA_BATCH_SCRIPT_SHA) calls.batch++;
+      else if (sha === GCRA_SCRIPT_SHA) calls.single++;
+      return io.evalsha(sha, keys.length, ...keys, ...args);
+    },
+    eval: (script, keys, args) => io.eval(script, keys.length, ...keys, ...args),
+    del: (key) => io.del(key),
+    ping: () => io.ping(),
+  };
+  return { client, calls };
+}
+
+describe('several limits per key against core step, on the same clock readings (fake clock, real Redis)', () => {
+  for (const n of [2, 3]) {
+    it(`single-key script, ${n} limits: takes with some limits uncharged, reservations, peeks, adjustments and refunds (since a reading)`, async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(limitArb, { minLength: n, maxLength: n }), fc.array(multiOpArb, { minLength: 1, maxLength: 30 }), async (limits, ops) => {
+          let nowUs = 1_790_000_000_000_000;
+          const store = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: false });
+          const key = `ml${run++}`;
+          let state: BucketState | undefined;
+          let lastAtUs = nowUs;
+          for (const [i, op] of ops.entries()) {
+            nowUs += op.dtUs;
+            const args = argsOf(limits, op, lastAtUs);
+            const want = step(state, nowUs, args);
+            const got = await store.step(key, args);
+            expect({ i, op: op.kind, ...got }).toEqual({ i, op: op.kind, ...answer(want) });
+            state = after(state, want);
+            const [stored, pttl] = await Promise.all([io.get(key), io.pttl(key)]);
+            expect({ i, stored }).toEqual({ i, stored: valueOf(state) });
+            if (state && want.write) {
+              const px = expiryOf(state, args);
+              expect(pttl).toBeLessThanOrEqual(px);
+              expect(pttl).toBeGreaterThan(px - 5000);
+            }
+            lastAtUs = nowUs;
+          }
+        }),
+        { numRuns: 120 },
+      );
+    }, 120_000);
+  }
+
+  it('batch script: concurrent takes and peeks on one key and on keys of 1, 2 and 3 limits in one call, adjustments between, as core decides them in order', async () => {
+    const { client, calls } = countingClient();
+    const roundArb = fc.record({
+      dtUs: gapUsArb(),
+      // Decisions issued together at one clock reading: they go to Redis as one batch, in this order.
+      takes: fc.array(fc.record({ key: fc.nat({ max: 3 }), op: multiOpArb.map((o) => ({ ...o, kind: o.kind === 'peek' ? ('peek' as const) : ('take' as const) })) }), { minLength: 1, maxLength: 10 }),
+      // Then one adjustment (the single-key script), or none.
+      adjust: fc.option(fc.record({ key: fc.nat({ max: 3 }), op: multiOpArb.map((o) => ({ ...o, kind: o.kind === 'refund-since' ? ('refund-since' as const) : ('adjust' as const) })) }), { nil: undefined }),
+    });
+    let batched = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(limitArb, { minLength: 1, maxLength: 3 }), { minLength: 4, maxLength: 4 }), fc.array(roundArb, { minLength: 1, maxLength: 15 }), async (keyLimits, rounds) => {
+        let nowUs = 1_790_000_000_000_000;
+        const store = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: { maxSize: 64 } });
+        const keys = keyLimits.map((_, k) => `mlb${run}:${k}`);
+        run++;
+        const states: (BucketState | undefined)[] = keys.map(() => undefined);
+        let lastAtUs = nowUs;
+        for (const [r, round] of rounds.entries()) {
+          nowUs += round.dtUs;
+          const argsList = round.takes.map(({ key, op }) => argsOf(keyLimits[key]!, op, lastAtUs));
+          const before = calls.batch;
+          const got = await Promise.all(round.takes.map(({ key }, i) => store.step(keys[key]!, argsList[i]!)));
+          if (round.takes.length > 1) {
+            expect(calls.batch - before).toBe(1);
+            batched += round.takes.length;
+          }
+          round.takes.forEach(({ key, op }, i) => {
+            const want = step(states[key], nowUs, argsList[i]!);
+            expect({ r, i, key, op: op.kind, ...got[i] }).toEqual({ r, i, key, op: op.kind, ...answer(want) });
+            states[key] = after(states[key], want);
+          });
+          if (round.adjust) {
+            const { key, op } = round.adjust;
+            const args = argsOf(keyLimits[key]!, op, lastAtUs);
+            const want = step(states[key], nowUs, args);
+            expect({ r, key, op: op.kind, ...(await store.step(keys[key]!, args)) }).toEqual({ r, key, op: op.kind, ...answer(want) });
+            states[key] = after(states[key], want);
+          }
+          expect({ r, stored: await io.mget(...keys) }).toEqual({ r, stored: states.map(valueOf) });
+          lastAtUs = nowUs;
+        }
+      }),
+      { numRuns: 120 },
+    );
+    // The batch script decided most of them (a round of one decision goes through the single-key script).
+    expect(batched).toBeGreaterThan(1000);
+    expect(calls.single).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('a value stored by gcra v5 ("<debt>:<atUs>", one limit) reads the same, alone and batched; a policy that gained or lost a limit reads a bucket as core does', async () => {
+    const nowUs = 1_790_000_000_500_000;
+    const store = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: false });
+    const { client } = countingClient();
+    const batchStore = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: { maxSize: 64 } });
+    const one = { costUnits: 3_000, limitUnits: 10_000, refillUnitsPerUs: 1 };
+    const two = { costUnits: 7, limitUnits: 50, refillUnitsPerUs: 3 };
+    const cases: [string, StepArgs][] = [
+      ['', { limits: [one] }],
+      ['', { limits: [{ ...one, costUnits: 0 }] }],
+      ['', { limits: [{ ...one, costUnits: 9_000 }] }],
+      ['', { limits: [{ ...one, costUnits: -2_500 }], adjust: true, refundSinceUs: nowUs - 400 }],
+      ['', { limits: [one, two] }],
+      ['', { limits: [{ ...one, costUnits: 0 }, two] }],
+      [':40', { limits: [one] }],
+      [':40', { limits: [one, two] }],
+    ];
+    // As v5 wrote them (%.0f of the debt and of the clock), and values this store never writes but the
+    // Lua and the client read alike (other number forms, a sign, spaces) or alike as a full bucket.
+    const stored = (atUs: number) => [
+      `5000:${atUs}`,
+      `4000:${atUs}`,
+      `0:${atUs}`,
+      `1:${atUs - 3_000_000}`,
+      `5000:${atUs + 1_000}`,
+      `5e3:${atUs}`,
+      ` 5000 :${atUs}`,
+      `-200:${atUs}`,
+      `0x1388:${atUs}`,
+      `5000::${atUs}`,
+      `5000`,
+      `x:${atUs}`,
+      `5000:`,
+      '',
+    ];
+    let k = 0;
+    for (const [extra, args] of cases) {
+      for (const base of stored(nowUs - 1_000)) {
+        for (const s of [store, batchStore]) {
+          const value = base === '' || base === '5000' || base.endsWith(':') ? base : base.replace(/:(\d+)$/, `${extra}:$1`);
+          const key = `v5:${k++}`;
+          await io.set(key, value);
+          // The reference reads the value as the scripts do: numbers joined by ':', the last the clock.
+          const parts = value.split(':');
+          const nums = parts.map((x) => (x.trim() === '' ? NaN : Number(x)));
+          const state = parts.length >= 2 && nums.every(Number.isFinite) ? { debtUnits: nums.slice(0, -1), atUs: nums.at(-1)! } : undefined;
+          const want = step(state, nowUs, args);
+          // A batch of one goes through the single-key script: two keys make it a batch.
+          const [got] = s === store ? [await s.step(key, args)] : await Promise.all([s.step(key, args), s.step(`${key}:other`, args)]);
+          expect({ value, args, got }).toEqual({ value, args, got: answer(want) });
+          const written = after(state, want);
+          if (want.write !== undefined) expect({ value, args, stored: await io.get(key) }).toEqual({ value, args, stored: valueOf(written) });
+        }
+      }
+    }
+    // What this version writes for one limit is what v5 wrote and reads: "<debt>:<atUs>".
+    await store.step('v5:new', { limits: [one] });
+    expect(await io.get('v5:new')).toBe(`3000:${nowUs}`);
+  });
+});
+
+describe('several limits per key against the BigInt model, through the limiter (fake clock, real Redis)', () => {
+  it('takes with a cost per limit or one for all, reservations, adjustments and peeks: the same verdicts and numbers, overall and per limit', async () => {
+    await fc.assert(
+      fc.asyncProperty(multiLimitsArb, multiOpsArb(), async (specs, ops) => {
+        let nowUs = 1_790_000_000_000_000;
+        const store = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000 });
+        // The model's limiter uses one storage key: each run gets its own.
+        const prefix = `mm${run++}:`;
+        const own: Store = { name: store.name, step: (k, a, o) => store.step(prefix + k, a, o), reset: (k) => store.reset(prefix + k), ping: () => store.ping() };
+        await checkMultiAgainstModel(own, (dt) => (nowUs += dt), specs, ops);
+      }),
+      { numRuns: 120 },
+    );
+  }, 120_000);
 });

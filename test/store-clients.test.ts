@@ -57,10 +57,10 @@ describe('store clients stop work the limiter gave up on', () => {
     const redis = await startRedis();
     const { store, close } = await createNodeStore({ kind: 'redis', url: redis.url, clientClock: false }, { timeoutMs: 150 });
     try {
-      await store.step('el:p:warm', { costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 });
+      await store.step('el:p:warm', { limits: [{ costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }] });
       redis.process.kill('SIGSTOP');
       const t0 = performance.now();
-      await expect(store.step('el:p:k', { costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 })).rejects.toThrow(/timed out|timeout/i);
+      await expect(store.step('el:p:k', { limits: [{ costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }] })).rejects.toThrow(/timed out|timeout/i);
       expect(performance.now() - t0).toBeLessThan(150 + 300);
     } finally {
       redis.process.kill('SIGCONT');

@@ -19,8 +19,11 @@ export interface AppConfig {
     | { kind: 'durable-object'; shards?: number };
   policies: Record<string, PolicyConfig>;
   tokens: string[];
-  /** Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS, LIMITER_EXPECTED_NODES). */
-  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number; expectedNodes?: number };
+  /**
+   * Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS,
+   * LIMITER_EXPECTED_NODES, LIMITER_IDEMPOTENCY_WINDOW_MS).
+   */
+  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number; expectedNodes?: number; idempotencyWindowMs?: number };
   gate?: {
     origin: string;
     policy: string;
@@ -222,6 +225,8 @@ export function loadConfig(env: EnvRecord): AppConfig {
   // The default local limit of onStoreError "local" policies is theirs divided by this.
   const expectedNodes = integer(env, 'LIMITER_EXPECTED_NODES', 1, 100_000);
   if (expectedNodes !== undefined) limiter.expectedNodes = expectedNodes;
+  const idempotencyWindowMs = integer(env, 'LIMITER_IDEMPOTENCY_WINDOW_MS', 1000, 86_400_000);
+  if (idempotencyWindowMs !== undefined) limiter.idempotencyWindowMs = idempotencyWindowMs;
   const stats = { topKeys: integer(env, 'LIMITER_TOP_KEYS', 0, MAX_TOP_KEYS) ?? DEFAULT_TOP_KEYS };
   return { store, policies, tokens, limiter, gate, stats };
 }

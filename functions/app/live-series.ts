@@ -3,7 +3,7 @@
 // Memory is fixed at construction whatever the traffic: per slot, a count per policy and outcome, a
 // log-bucketed histogram of store latency, and the sampled gauges.
 import type { DecisionEvent, LimiterStats } from '../../src/limiter.js';
-import { CIRCUIT_OPEN } from '../../src/limiter/store-call.js';
+import { storeNotAsked } from '../../src/limiter/store-call.js';
 import { OUTCOMES } from '../../src/limiter/decision-stats.js';
 
 export const SLOTS = 900;
@@ -119,11 +119,11 @@ export function createLiveSeries(options: LiveSeriesOptions): LiveSeries {
     onDecision(e) {
       const i = slot(second());
       const { decision } = e;
-      if (!LOCAL_REASONS.has(decision.reason ?? '') && e.error !== CIRCUIT_OPEN) {
+      if (!LOCAL_REASONS.has(decision.reason ?? '') && !storeNotAsked(e.error)) {
         hist[i * BUCKETS + bucketOf(e.durationMs)]!++;
         histCount[i]!++;
       }
-      if (e.op === 'peek') return;
+      if (e.op === 'peek' || e.op === 'adjust') return;
       const p = policyIndex.get(e.policy);
       const o = outcomeIndex.get(decision.reason ?? (decision.allowed ? 'allowed' : 'denied'));
       if (p === undefined || o === undefined) return;

@@ -2,7 +2,7 @@
 // stays dependency-free). Served by functions/node.ts on METRICS_PORT, apart from the public port.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionEvent } from '../../src/limiter.js';
-import { CIRCUIT_OPEN } from '../../src/limiter/store-call.js';
+import { storeNotAsked } from '../../src/limiter/store-call.js';
 
 export interface Metrics {
   registry: Registry;
@@ -18,7 +18,7 @@ const STORE_SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
  * maxWaitMs answered with a wait (the permit endpoint and the middleware only ever call take). A take
  * answered at once is `take`, even when it allowed a wait.
  */
-function opOf(e: DecisionEvent): 'take' | 'acquire' | 'peek' {
+function opOf(e: DecisionEvent): DecisionEvent['op'] {
   return e.op === 'take' && e.decision.waitMs > 0 ? 'acquire' : e.op;
 }
 
@@ -30,6 +30,8 @@ function outcomeOf(e: DecisionEvent): string {
   const { decision } = e;
   if (decision.reason) return decision.reason;
   if (e.op === 'peek') return 'read';
+  // An adjustment the store applied (one it did not apply carries reason store_error).
+  if (e.op === 'adjust') return 'applied';
   return decision.allowed ? 'allowed' : 'denied';
 }
 
@@ -39,7 +41,7 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const decisions = new Counter({
     name: 'edge_limiter_decisions_total',
-    help: 'Decisions by policy, operation (take: immediate; acquire: a reservation, by acquire() or a take answered with a wait; peek: a read) and outcome: allowed and denied by the bucket, read (a peek the store answered), store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease), local (the store failed: decided by this node\'s fallback bucket, onStoreError local).',
+    help: 'Decisions by policy, operation (take: immediate; acquire: a reservation, by acquire() or a take answered with a wait; peek: a read; adjust: a cost settled after the fact) and outcome: allowed and denied by the bucket, read (a peek the store answered), store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease), local (the store failed: decided by this node\'s fallback bucket, onStoreError local), applied (an adjustment the store applied).',
     labelNames: ['policy', 'op', 'outcome'] as const,
     registers: [registry],
   });
@@ -56,7 +58,7 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
       const { decision } = e;
       decisions.inc({ policy: e.policy, op: opOf(e), outcome: outcomeOf(e) });
       // Answers that did not call the store (deny cache, lease, open circuit) say nothing about its latency.
-      if (decision.reason !== 'deny_cache' && decision.reason !== 'lease' && e.error !== CIRCUIT_OPEN) storeSeconds.observe({ store: options.store }, e.durationMs / 1000);
+      if (decision.reason !== 'deny_cache' && decision.reason !== 'lease' && !storeNotAsked(e.error)) storeSeconds.observe({ store: options.store }, e.durationMs / 1000);
     },
   };
 }

@@ -1,9 +1,13 @@
 // Client SDK for the permit endpoint: fetch only, so it runs on Workers, Lambda, Node and browsers.
 import type { Decision } from '../core/decision.js';
+import type { Cost } from '../core/key.js';
 import { AcquireTimeoutError, LimiterError } from '../errors.js';
 import type { Limiter } from '../limiter.js';
 
 export { AcquireTimeoutError };
+export { settle, costDifference } from '../settle.js';
+export type { Settles, SettleOptions } from '../settle.js';
+export type { Cost } from '../core/key.js';
 
 export interface PermitClientOptions {
   /** Base URL of the permit service, e.g. `https://limits.internal.example`. */
@@ -18,11 +22,19 @@ export interface PermitClientOptions {
    */
   timeoutMs?: number;
   /**
-   * Retries of a 503 (the server's store is unavailable; nothing was consumed), each after the server's
-   * Retry-After (at most maxRetryDelayMs). Network errors and timeouts are never retried: the request may
-   * have reached the server and taken tokens. @default 2
+   * Retries of a request that got no answer. A 503 (the server's store is unavailable; nothing was
+   * consumed) is retried after the server's Retry-After (at most maxRetryDelayMs). A network error or
+   * timeout is retried (after 100 ms, then 200, ...) only for a request that carries an idempotency key
+   * (every take, acquire and adjust does, unless `idempotency` is off): the server applies a key at most
+   * once, so a request that reached it and lost its answer is answered again, not charged again. @default 2
    */
   retries?: number;
+  /**
+   * Send each take, acquire and adjust with an Idempotency-Key (a random UUID per call, or the call's
+   * `idempotencyKey`), so its retries cannot charge twice. `false`: send none, and never retry a network
+   * error or timeout. @default true
+   */
+  idempotency?: boolean;
   /** Longest Retry-After honoured between retries, in ms. @default 5000 */
   maxRetryDelayMs?: number;
 }
@@ -31,7 +43,12 @@ export interface PermitClientOptions {
 export type PermitDecision = Decision & {
   policy: string;
   key: string;
+  /** A refusal of a policy with several limits: the limits that refused. */
+  refusedBy?: string[];
 };
+
+/** A call's idempotency: the key to send, or none. */
+type Once = { idempotencyKey?: string };
 
 /**
  * The permit call failed: the server answered with a status other than 200/429 (`status`, and `problem`
@@ -78,6 +95,7 @@ export class PermitClient {
   readonly #timeoutMs: number;
   readonly #retries: number;
   readonly #maxRetryDelayMs: number;
+  readonly #idempotency: boolean;
 
   constructor(options: PermitClientOptions) {
     if (!options?.url) throw new TypeError('[edge-limiter] PermitClient: `url` is required');
@@ -88,15 +106,29 @@ export class PermitClient {
     this.#timeoutMs = options.timeoutMs ?? 5000;
     this.#retries = options.retries ?? 2;
     this.#maxRetryDelayMs = options.maxRetryDelayMs ?? 5000;
+    this.#idempotency = options.idempotency ?? true;
     if (!Number.isInteger(this.#retries) || this.#retries < 0) throw new TypeError('[edge-limiter] PermitClient: `retries` must be a non-negative integer');
   }
 
-  async #call(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<PermitDecision> {
+  /** The idempotency key a call sends: its own, else a fresh one, unless idempotency is off. */
+  #keyOf(options: Once): string | undefined {
+    if (options.idempotencyKey !== undefined) return options.idempotencyKey;
+    return this.#idempotency ? crypto.randomUUID() : undefined;
+  }
+
+  async #call(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<PermitDecision> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#once(method, path, body, signal);
+        return await this.#once(method, path, body, signal, idempotencyKey);
       } catch (err) {
-        if (!(err instanceof PermitError) || err.status !== 503 || attempt >= this.#retries) throw err;
+        if (!(err instanceof PermitError) || attempt >= this.#retries) throw err;
+        if (err.status === 0) {
+          // No answer: retried only when the server can tell the retry from a new request.
+          if (idempotencyKey === undefined && method !== 'GET') throw err;
+          await sleep(100 * 2 ** attempt, signal);
+          continue;
+        }
+        if (err.status !== 503) throw err;
         // Retry-After is whole seconds (RFC 9110); the problem body may say it in ms too.
         const header = Number(err.retryAfterHeader);
         const ms = Number.isFinite(header) && header >= 0 ? header * 1000 : Number(err.problem?.retryAfterMs ?? 1000);
@@ -105,14 +137,19 @@ export class PermitClient {
     }
   }
 
-  async #once(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<PermitDecision> {
+  async #once(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<PermitDecision> {
     const timeout = AbortSignal.timeout(this.#timeoutMs);
     let res: Response;
     let text: string;
     try {
       res = await this.#fetch(`${this.#base}${path}`, {
         method,
-        headers: { Authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+        headers: {
+          Authorization: `Bearer ${this.#token}`,
+          ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+          // A Structured Field String, as draft-ietf-httpapi-idempotency-key-header writes it.
+          ...(idempotencyKey === undefined ? {} : { 'Idempotency-Key': `"${idempotencyKey.replace(/["\\]/g, '\\$&')}"` }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
@@ -137,10 +174,21 @@ export class PermitClient {
     throw error;
   }
 
-  /** One decision. 429 is not an error: it resolves with `allowed: false`. */
-  take(policy: string, key: string, options: { cost?: number; maxWaitMs?: number; signal?: AbortSignal } = {}): Promise<PermitDecision> {
+  /**
+   * One decision. 429 is not an error: it resolves with `allowed: false`. `cost` is a number (every limit)
+   * or per limit, `{ requests: 1, tokens: 1200 }`.
+   */
+  take(policy: string, key: string, options: { cost?: Cost; maxWaitMs?: number; signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
     const maxWaitMs = options.maxWaitMs ?? 0;
-    return this.#call('POST', '/v1/permits', { policy, key, cost: options.cost ?? 1, maxWaitMs }, options.signal);
+    return this.#call('POST', '/v1/permits', { policy, key, cost: options.cost ?? 1, maxWaitMs }, options.signal, this.#keyOf(options));
+  }
+
+  /**
+   * Settles a cost after the fact (POST /v1/adjustments): below 0 a refund (never fuller than full),
+   * above 0 a charge that may put a limit into debt. Resolves with the bucket as peek reads it after.
+   */
+  adjust(policy: string, key: string, cost: Cost, options: { signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
+    return this.#call('POST', '/v1/adjustments', { policy, key, cost }, options.signal, this.#keyOf(options));
   }
 
   /** The bucket's state; consumes nothing. */
@@ -152,9 +200,9 @@ export class PermitClient {
    * Reserves a permit in one request (maxWaitMs = timeoutMs), then sleeps until it is due: no polling.
    * Rejects with AcquireTimeoutError, consuming nothing, when no permit can be had within timeoutMs.
    */
-  async acquire(policy: string, key: string, options: { cost?: number; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<PermitDecision> {
+  async acquire(policy: string, key: string, options: { cost?: Cost; timeoutMs?: number; signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
     const timeoutMs = Math.min(options.timeoutMs ?? 30_000, MAX_SERVER_WAIT_MS);
-    const d = await this.take(policy, key, { cost: options.cost, maxWaitMs: timeoutMs, signal: options.signal });
+    const d = await this.take(policy, key, { cost: options.cost, maxWaitMs: timeoutMs, signal: options.signal, ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }) });
     if (!d.allowed) throw new AcquireTimeoutError(`no permit within ${timeoutMs} ms; tokens exist in ${d.retryAfterMs} ms`, d.retryAfterMs);
     if (d.waitMs > 0) await sleep(d.waitMs, options.signal);
     return d;
@@ -169,8 +217,8 @@ export interface LimitedFetchOptions {
   policy: string;
   /** The bucket, e.g. the upstream API's account. A function gets the request's URL. */
   key: string | ((url: string) => string);
-  /** Tokens per call. @default 1 */
-  cost?: number;
+  /** Tokens per call (a number, or per limit). @default 1 */
+  cost?: Cost;
   /** Longest wait for a permit per call, in ms. @default 30000 */
   timeoutMs?: number;
 }

@@ -23,7 +23,7 @@ export type DecisionReason =
 interface DecisionBase {
   /** Whether the request may proceed (after waitMs, if that is above 0). */
   allowed: boolean;
-  /** The bucket's capacity in tokens. */
+  /** The bucket's capacity in tokens (with several limits, the most constraining one's). */
   limit: number;
   /** 0 when allowed; otherwise ms until the requested tokens exist, rounded up. */
   retryAfterMs: number;
@@ -31,13 +31,41 @@ interface DecisionBase {
   waitMs: number;
 }
 
+/** One limit's numbers in a decision of a policy with several limits. */
+export interface LimitDecision {
+  /** The limit's name in the policy. */
+  name: string;
+  /** Its capacity in tokens. */
+  limit: number;
+  /** Whole tokens left in it after this decision. */
+  remaining: number;
+  /** Ms until it is full again, rounded up. */
+  resetAfterMs: number;
+  /** On a refusal: ms until this limit admits its cost (0: it admits it now, another limit refused). 0 when allowed. */
+  retryAfterMs: number;
+  /** On an allowed reservation: ms until this limit's part is due. */
+  waitMs: number;
+}
+
 /** The bucket decided (directly, or through this node's deny cache). */
 export interface BucketDecision extends DecisionBase {
-  /** Whole tokens left after this decision (0 while a reservation is pending). */
+  /** Whole tokens left after this decision (0 while a reservation is pending); of the most constraining limit. */
   remaining: number;
-  /** Ms until the bucket is full again, rounded up. */
+  /** Ms until the bucket is full again, rounded up; of the most constraining limit. */
   resetAfterMs: number;
   reason?: 'deny_cache' | 'lease' | 'local';
+  /**
+   * The idempotency key of this request was applied before: this is that first answer, repeated, and
+   * nothing was charged again.
+   */
+  repeated?: boolean;
+  /**
+   * A policy with several limits: each limit's numbers, in the policy's order (absent for a policy of one
+   * limit). `limit`, `remaining` and `resetAfterMs` above are the most constraining one's: on a refusal
+   * the one that admits last, when allowed the one with the fewest tokens left; `retryAfterMs` is the
+   * time until every limit admits the cost, `waitMs` the longest wait.
+   */
+  limits?: LimitDecision[];
 }
 
 /**
@@ -48,6 +76,8 @@ export interface StoreErrorDecision extends DecisionBase {
   reason: 'store_error';
   remaining?: undefined;
   resetAfterMs?: undefined;
+  limits?: undefined;
+  repeated?: undefined;
 }
 
 /**

@@ -2,57 +2,90 @@
 // Every store runs `step` atomically against its own clock: the memory store and the Durable Object
 // call it, the Redis scripts and the MongoDB pipeline mirror its lines.
 //
-// A bucket's state is its debt in units (how far below full it is; see ResolvedPolicy.tokenUnits) and
-// the store clock's reading, in whole µs, when it had that debt. No state is a full bucket. All of them
+// A policy has one or more limits, each a token bucket; one stored bucket holds all of them: each
+// limit's debt in its own units (how far below full it is; see ResolvedLimit.tokenUnits) and the store
+// clock's reading, in whole µs, when they had those debts. No state is every limit full. All of them
 // are integers below 2^53, held exactly by a double in every store, and a step only adds, subtracts and
 // multiplies them (or divides with exact floor corrections), so no store rounds: every store gives the
 // same answer as an exact model, at every rate the policy allows.
 //
-// Invariants:
-// - debt now = max(0, debt at tUs - (nowUs - tUs) * refillUnitsPerUs); tokens = (capacityUnits - debt) / tokenUnits.
-// - A request of `cost` tokens adds cost * tokenUnits of debt. It is allowed when the new debt is at most
-//   capacityUnits + the reservation's maxWaitMs of refill; when above capacityUnits, the caller waits the excess.
-// - A denied request changes nothing.
-import type { ResolvedPolicy } from './policy.js';
+// Invariants, per limit i:
+// - debt_i now = max(0, debt_i at tUs - (nowUs - tUs) * refillUnitsPerUs_i); tokens_i = (capacityUnits_i - debt_i) / tokenUnits_i.
+// - A take of cost_i tokens adds cost_i * tokenUnits_i of debt. It is allowed when, for every limit, the
+//   new debt is at most limitUnits_i (capacityUnits_i + the reservation's maxWaitMs of refill); when some
+//   debt is above its capacityUnits_i, the caller waits for the largest excess.
+// - A take is all or nothing: allowed, every limit is charged; denied, nothing changes.
+import type { ResolvedLimit, ResolvedPolicy } from './policy.js';
 import { MAX_LIMIT_UNITS } from './policy.js';
-import type { BucketDecision } from './decision.js';
+import type { BucketDecision, LimitDecision } from './decision.js';
+import { MAX_WAIT_MS } from './key.js';
 
-/**
- * What one atomic store step needs, multiplied out so that stores do no policy math. Stores only read
- * it: the limiter passes one shared object for every take of one token with no wait.
- */
-export interface StepArgs {
+/** One limit's part of a step, multiplied out so that stores do no policy math. */
+export interface LimitStep {
   /**
-   * Debt this request adds: cost * tokenUnits. 0 means peek: read only, never write. Below 0 it is a
-   * refund (a lease giving back tokens it did not use): the debt falls by that much but never below 0,
-   * so a refund never makes a bucket fuller than full. A refund is always allowed.
+   * Debt this step adds to the limit: cost * tokenUnits. In a take, at least 0 (0: this limit is not
+   * charged, and not checked); in an adjustment (StepArgs.adjust), below 0 a refund.
    */
   readonly costUnits: number;
-  /** The largest debt allowed after the request: capacityUnits plus maxWaitMs of refill. */
+  /** The largest debt allowed after the step: capacityUnits plus maxWaitMs of refill (an adjustment's cap). */
   readonly limitUnits: number;
-  /** Units refilled per µs of the store's clock (ResolvedPolicy.refillUnitsPerUs). */
+  /** Units refilled per µs of the store's clock (ResolvedLimit.refillUnitsPerUs). */
   readonly refillUnitsPerUs: number;
+}
+
+/**
+ * What one atomic store step needs. Stores only read it: the limiter passes one shared object for every
+ * take of one token with no wait.
+ */
+export interface StepArgs {
+  /** One entry per limit of the policy, in the policy's order; the stored bucket holds one debt each. */
+  readonly limits: readonly LimitStep[];
   /**
-   * Partial grant (token leases): take the largest whole number of tokens of tokenUnits each that fits
-   * under limitUnits, at most costUnits / tokenUnits of them; denied only when not even one fits. The
-   * result's `tokens` says how many were taken. Absent: all of costUnits or nothing.
+   * Absent or false: a take, all or nothing (every cost at least 0; every cost 0: a peek, read only,
+   * never written). True: an adjustment, always applied: each limit's debt moves by its cost, a refund
+   * never below 0 (a bucket is never fuller than full) and a charge never above limitUnits (a debt
+   * already above it is kept, not lowered).
+   */
+  readonly adjust?: boolean;
+  /**
+   * Partial grant (token leases, a policy of one limit): take the largest whole number of tokens of
+   * tokenUnits each that fits under limitUnits, at most costUnits / tokenUnits of them; denied only when
+   * not even one fits. The result's `tokens` says how many were taken. Absent: all or nothing.
    */
   readonly tokenUnits?: number;
   /**
-   * With a refund (costUnits < 0): the store clock's reading, in whole µs, of the step that took the
-   * tokens being given back (StepResult.atUs of a lease grant). The refund is then what the bucket has
-   * not refilled since, reckoned at the store's clock when the refund is applied:
+   * With an adjustment: the store clock's reading, in whole µs, of the step that took the tokens being
+   * given back (StepResult.atUs of a lease grant). A refund is then what the bucket has not refilled
+   * since, reckoned at the store's clock when the refund is applied:
    * max(0, −costUnits − (nowUs − refundSinceUs) × refillUnitsPerUs). So a refund that reaches the store
    * late (queued behind others, a paused server) never gives back tokens the bucket has refilled meanwhile.
    */
   readonly refundSinceUs?: number;
+  /**
+   * An operation id (a client's Idempotency-Key), applied at most once per bucket key: in the same
+   * atomic step, a store that holds a record of this id for this key (younger than its ttlMs by the
+   * store's clock) changes nothing and answers the recorded result with `repeated: true` (with
+   * `conflict: true` instead when the record's fingerprint differs: the id was used for another
+   * request); otherwise it steps and records the result for ttlMs.
+   */
+  readonly op?: OpArgs;
+}
+
+/** An idempotent step's id (StepArgs.op). */
+export interface OpArgs {
+  /** The id: 1 to 256 bytes of UTF-8. */
+  readonly id: string;
+  /** How long the store keeps the id's answer, in ms of its clock. */
+  readonly ttlMs: number;
+  /** What the operation asks (its kind, costs and wait): a repeat asking something else is a conflict. */
+  readonly fingerprint: string;
 }
 
 /** What every store returns from one atomic step. */
 export interface StepResult {
   allowed: boolean;
-  /** Debt after the step when allowed; the unchanged debt when denied or peeking. In units. */
-  debtUnits: number;
+  /** Each limit's debt after the step when allowed; the unchanged debts when denied or peeking. In units. */
+  debtUnits: number[];
   /** With StepArgs.tokenUnits: the tokens taken (0 when denied). */
   tokens?: number;
   /**
@@ -61,11 +94,38 @@ export interface StepResult {
    * it must honour refundSinceUs; one that does not report it gets refunds already decayed instead.
    */
   atUs?: number;
+  /**
+   * With StepArgs.op: this id was applied before, nothing changed, and this is the recorded result (its
+   * allowed, debtUnits, tokens and atUs as they were then).
+   */
+  repeated?: boolean;
+  /**
+   * With StepArgs.op: this id was applied before to another request (another fingerprint); nothing
+   * changed (debtUnits then says nothing: a store may leave it empty).
+   */
+  conflict?: boolean;
 }
 
-/** A bucket's stored state: its debt in units at the store clock's reading `atUs` (whole µs). */
+/** What a store records for an operation id: the step's result and the request's fingerprint. */
+export interface OpRecord {
+  allowed: boolean;
+  debtUnits: number[];
+  tokens?: number;
+  atUs: number;
+  fingerprint: string;
+}
+
+/** The answer a store gives for a recorded operation id: the result as recorded, or a conflict. */
+export function repeatOf(record: OpRecord, args: StepArgs): StepResult {
+  if (record.fingerprint !== args.op!.fingerprint) return { allowed: false, debtUnits: record.debtUnits, atUs: record.atUs, conflict: true };
+  const r: StepResult = { allowed: record.allowed, debtUnits: record.debtUnits, atUs: record.atUs, repeated: true };
+  if (record.tokens !== undefined) r.tokens = record.tokens;
+  return r;
+}
+
+/** A bucket's stored state: each limit's debt in its units at the store clock's reading `atUs` (whole µs). */
 export interface BucketState {
-  debtUnits: number;
+  debtUnits: readonly number[];
   atUs: number;
 }
 
@@ -91,75 +151,118 @@ export function grantTokens(debtUnits: number, limitUnits: number, tokenUnits: n
   return Math.max(0, Math.min(maxTokens, floorDiv(limitUnits - debtUnits, tokenUnits)));
 }
 
+/** A limit's debt cap for a wait of maxWaitMs: capacityUnits plus that much refill, at most MAX_LIMIT_UNITS. */
+function limitUnitsOf(limit: ResolvedLimit, maxWaitMs: number): number {
+  return maxWaitMs === 0 ? limit.capacityUnits : Math.min(MAX_LIMIT_UNITS, limit.capacityUnits + maxWaitMs * limit.unitsPerMs);
+}
+
+/** Per-limit token costs: a number charges every limit that number. */
+export type Costs = number | readonly number[];
+
+const costOf = (costs: Costs, i: number): number => (typeof costs === 'number' ? costs : costs[i]!);
+
 /**
- * The step arguments of a take of `cost` tokens that may wait up to maxWaitMs. The wait's units are
- * capped so that the limit stays at most MAX_LIMIT_UNITS: a reservation further ahead is refused (at the
- * fastest rates with a rate that is no whole number of units per µs, that horizon can be under an hour).
+ * The step arguments of a take of `costs` tokens (per limit, or one number for every limit) that may
+ * wait up to maxWaitMs. The wait's units are capped so that each limit stays at most MAX_LIMIT_UNITS: a
+ * reservation further ahead is refused (at the fastest rates with a rate that is no whole number of
+ * units per µs, that horizon can be under an hour).
  */
-export function stepArgs(policy: ResolvedPolicy, cost: number, maxWaitMs: number): StepArgs {
-  const { capacityUnits, tokenUnits, unitsPerMs, refillUnitsPerUs } = policy;
-  const limitUnits = maxWaitMs === 0 ? capacityUnits : Math.min(MAX_LIMIT_UNITS, capacityUnits + maxWaitMs * unitsPerMs);
-  return { costUnits: cost * tokenUnits, limitUnits, refillUnitsPerUs };
+export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number): StepArgs {
+  return {
+    limits: policy.limits.map((l, i) => ({ costUnits: costOf(costs, i) * l.tokenUnits, limitUnits: limitUnitsOf(l, maxWaitMs), refillUnitsPerUs: l.refillUnitsPerUs })),
+  };
 }
 
 /**
- * A refund of `units` (a lease giving back what it did not use). With `sinceUs` (the store clock's
- * reading at the grant) the store decays it by the refill since, when it applies it; without, `units`
- * must already be decayed.
+ * The step arguments of an adjustment by `costs` tokens per limit (below 0 a refund, above a charge):
+ * a charge may put a limit into debt up to MAX_WAIT_MS (one hour) of its refill beyond empty, the
+ * horizon of a reservation.
+ */
+export function adjustArgs(policy: ResolvedPolicy, costs: Costs): StepArgs {
+  return {
+    limits: policy.limits.map((l, i) => ({ costUnits: costOf(costs, i) * l.tokenUnits, limitUnits: limitUnitsOf(l, MAX_WAIT_MS), refillUnitsPerUs: l.refillUnitsPerUs })),
+    adjust: true,
+  };
+}
+
+/**
+ * A refund of `units` of a policy's one limit (a lease giving back what it did not use). With `sinceUs`
+ * (the store clock's reading at the grant) the store decays it by the refill since, when it applies it;
+ * without, `units` must already be decayed.
  */
 export function refundArgs(policy: ResolvedPolicy, units: number, sinceUs?: number): StepArgs {
-  const args = { costUnits: -units, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs };
-  return sinceUs === undefined ? args : { ...args, refundSinceUs: sinceUs };
+  const limits = [{ costUnits: -units, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs }];
+  return sinceUs === undefined ? { limits, adjust: true } : { limits, adjust: true, refundSinceUs: sinceUs };
 }
 
-/**
- * The units a refund gives back at nowUs: all of them, or with refundSinceUs, what the bucket has not
- * refilled since that reading (exact: integers below 2^53 while that refill is below the refund; beyond
- * it, nothing goes back either way).
- */
-export function refundUnitsAt(args: StepArgs, nowUs: number): number {
-  const units = -args.costUnits;
-  if (args.refundSinceUs === undefined) return units;
-  const back = units - Math.max(0, nowUs - args.refundSinceUs) * args.refillUnitsPerUs;
-  return back > 0 ? back : 0;
-}
-
-/** A lease grant: as many of `tokens` tokens as exist now, at least one. */
+/** A lease grant (a policy of one limit): as many of `tokens` tokens as exist now, at least one. */
 export function grantArgs(policy: ResolvedPolicy, tokens: number): StepArgs {
   return { ...stepArgs(policy, tokens, 0), tokenUnits: policy.tokenUnits };
 }
 
-/** The debt now of a bucket stored as `state`, at the store clock's reading nowUs. */
-export function debtAt(state: BucketState | undefined, nowUs: number, refillUnitsPerUs: number): number {
+/**
+ * The units a refund of `costUnits` (below 0) gives back at nowUs: all of them, or with sinceUs, what
+ * the bucket has not refilled since that reading (exact: integers below 2^53 while that refill is below
+ * the refund; beyond it, nothing goes back either way).
+ */
+export function refundUnitsAt(costUnits: number, refillUnitsPerUs: number, sinceUs: number | undefined, nowUs: number): number {
+  const units = -costUnits;
+  if (sinceUs === undefined) return units;
+  const back = units - Math.max(0, nowUs - sinceUs) * refillUnitsPerUs;
+  return back > 0 ? back : 0;
+}
+
+/** The debt now of limit `i` of a bucket stored as `state`, at the store clock's reading nowUs. */
+export function debtAt(state: BucketState | undefined, i: number, nowUs: number, refillUnitsPerUs: number): number {
   if (state === undefined) return 0;
+  // A bucket stored with fewer limits (the policy gained one) holds that one full.
+  const stored = state.debtUnits[i] ?? 0;
   // Exact while the refill is below the debt (both below 2^53); beyond it the bucket is full either way.
   // A clock that went back (a failover to a server behind) raises the debt, as a TAT would.
-  const debt = state.debtUnits - (nowUs - state.atUs) * refillUnitsPerUs;
+  const debt = stored - (nowUs - state.atUs) * refillUnitsPerUs;
   return debt > 0 ? debt : 0;
 }
 
 /**
  * One step at nowUs (the store's clock, whole µs) on a bucket stored as `state` (undefined: full).
- * `write` is the state to store when it changed: a positive debt at nowUs, or null to delete the
- * bucket (it is full); undefined when nothing is to be written.
+ * `write` is the state to store when it changed: positive debts at nowUs, or null to delete the bucket
+ * (every limit is full); undefined when nothing is to be written.
  */
 export function step(state: BucketState | undefined, nowUs: number, args: StepArgs): StepResult & { write?: BucketState | null } {
-  const debtUnits = debtAt(state, nowUs, args.refillUnitsPerUs);
-  const { costUnits, tokenUnits } = args;
-  if (costUnits === 0) return { allowed: true, debtUnits, atUs: nowUs };
-  let after: number;
-  let tokens: number | undefined;
-  if (costUnits < 0) {
-    after = Math.max(0, debtUnits - refundUnitsAt(args, nowUs));
-  } else if (tokenUnits !== undefined) {
-    tokens = grantTokens(debtUnits, args.limitUnits, tokenUnits, costUnits / tokenUnits);
-    if (tokens === 0) return { allowed: false, debtUnits, tokens, atUs: nowUs };
-    after = debtUnits + tokens * tokenUnits;
-  } else {
-    after = debtUnits + costUnits;
-    if (after > args.limitUnits) return { allowed: false, debtUnits, atUs: nowUs };
+  const { limits } = args;
+  const n = limits.length;
+  const debts = new Array<number>(n);
+  let peek = true;
+  for (let i = 0; i < n; i++) {
+    const l = limits[i]!;
+    debts[i] = debtAt(state, i, nowUs, l.refillUnitsPerUs);
+    if (l.costUnits !== 0) peek = false;
   }
-  const write = after > 0 ? { debtUnits: after, atUs: nowUs } : state === undefined ? undefined : null;
+  if (peek) return { allowed: true, debtUnits: debts, atUs: nowUs };
+  const after = new Array<number>(n);
+  let tokens: number | undefined;
+  if (args.adjust) {
+    for (let i = 0; i < n; i++) {
+      const { costUnits, limitUnits, refillUnitsPerUs } = limits[i]!;
+      const d = debts[i]!;
+      if (costUnits < 0) after[i] = Math.max(0, d - refundUnitsAt(costUnits, refillUnitsPerUs, args.refundSinceUs, nowUs));
+      else after[i] = d + costUnits > limitUnits ? Math.max(d, limitUnits) : d + costUnits;
+    }
+  } else if (args.tokenUnits !== undefined) {
+    const { costUnits, limitUnits } = limits[0]!;
+    tokens = grantTokens(debts[0]!, limitUnits, args.tokenUnits, costUnits / args.tokenUnits);
+    if (tokens === 0) return { allowed: false, debtUnits: debts, tokens, atUs: nowUs };
+    after[0] = debts[0]! + tokens * args.tokenUnits;
+  } else {
+    for (let i = 0; i < n; i++) {
+      const { costUnits, limitUnits } = limits[i]!;
+      // A take's costs are at least 0 (the limiter sees to it); a negative one is read as a refund, never
+      // below 0, so that no input can make a debt negative.
+      after[i] = costUnits < 0 ? Math.max(0, debts[i]! + costUnits) : debts[i]! + costUnits;
+      if (costUnits > 0 && after[i]! > limitUnits) return { allowed: false, debtUnits: debts, atUs: nowUs };
+    }
+  }
+  const write = after.some((d) => d > 0) ? { debtUnits: after, atUs: nowUs } : state === undefined ? undefined : null;
   return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
 }
 
@@ -172,42 +275,64 @@ export function debtAfterMs(debtUnits: number, elapsedMs: number, unitsPerMs: nu
   return Math.max(0, debtUnits - Math.ceil(elapsedMs * unitsPerMs));
 }
 
-/** Ms until a bucket with this debt is full again, rounded up (how long its state must be kept). */
+/** Ms until a limit with this debt is full again, rounded up (how long its state must be kept). */
 export function fullAfterMs(debtUnits: number, refillUnitsPerUs: number): number {
   return ceilDiv(debtUnits, refillUnitsPerUs * 1000);
 }
 
 /**
- * A peek's Decision: `allowed` says whether a take of cost 1 would pass now (the same test the store
- * applies), so an empty bucket, or one holding a reservation, is not "allowed". Consumes nothing.
+ * A peek's Decision: `allowed` says whether a take of 1 on every limit would pass now (the same test the
+ * store applies), so an empty bucket, or one holding a reservation, is not "allowed". Consumes nothing.
  */
 export function toPeekDecision(policy: ResolvedPolicy, result: StepResult): BucketDecision {
-  return toDecision(policy, 1, { allowed: result.debtUnits + policy.tokenUnits <= policy.capacityUnits, debtUnits: result.debtUnits });
+  const allowed = policy.limits.every((l, i) => result.debtUnits[i]! + l.tokenUnits <= l.capacityUnits);
+  return toDecision(policy, 1, { allowed, debtUnits: result.debtUnits });
 }
 
-/** Turns a store's step result into the public Decision. Exact: integer divisions, rounded as stated. */
-export function toDecision(policy: ResolvedPolicy, cost: number, result: StepResult): BucketDecision {
-  const { capacityUnits, tokenUnits, unitsPerMs, capacity } = policy;
-  const debt = result.debtUnits;
-  const remaining = debt >= capacityUnits ? 0 : Math.min(capacity, floorDiv(capacityUnits - debt, tokenUnits));
-  const resetAfterMs = debt > 0 ? ceilDiv(debt, unitsPerMs) : 0;
-  if (result.allowed) {
-    return {
-      allowed: true,
-      limit: capacity,
-      remaining,
-      retryAfterMs: 0,
-      resetAfterMs,
-      waitMs: debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0,
-    };
+/** One limit's numbers in a decision, exact: integer divisions, rounded as stated. */
+function limitDecision(l: ResolvedLimit, cost: number, debt: number, allowed: boolean): LimitDecision {
+  const { capacityUnits, tokenUnits, unitsPerMs, capacity } = l;
+  // Time until `cost` tokens exist in this limit: its debt must fall to capacityUnits - cost * tokenUnits.
+  const short = debt + cost * tokenUnits - capacityUnits;
+  return {
+    name: l.name,
+    limit: capacity,
+    remaining: debt >= capacityUnits ? 0 : Math.min(capacity, floorDiv(capacityUnits - debt, tokenUnits)),
+    resetAfterMs: debt > 0 ? ceilDiv(debt, unitsPerMs) : 0,
+    // A limit charged nothing admits the take whatever its debt.
+    retryAfterMs: allowed || cost === 0 || short <= 0 ? 0 : Math.max(1, ceilDiv(short, unitsPerMs)),
+    waitMs: allowed && debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0,
+  };
+}
+
+/**
+ * Turns a store's step result into the public Decision. Exact: integer divisions, rounded as stated.
+ * With several limits: `retryAfterMs` is the time until every limit admits the cost and `waitMs` the
+ * longest wait; `limit`, `remaining` and `resetAfterMs` are those of the most constraining limit (a
+ * refusal: the one that admits last; allowed: the one with the fewest tokens left), and `limits` has
+ * each limit's own numbers.
+ */
+export function toDecision(policy: ResolvedPolicy, costs: Costs, result: StepResult): BucketDecision {
+  const { allowed } = result;
+  if (policy.limits.length === 1) {
+    const d = limitDecision(policy, costOf(costs, 0), result.debtUnits[0]!, allowed);
+    return { allowed, limit: d.limit, remaining: d.remaining, retryAfterMs: allowed ? 0 : Math.max(1, d.retryAfterMs), resetAfterMs: d.resetAfterMs, waitMs: d.waitMs };
+  }
+  const limits = policy.limits.map((l, i) => limitDecision(l, costOf(costs, i), result.debtUnits[i]!, allowed));
+  let bound = limits[0]!;
+  for (const d of limits) {
+    const tighter = allowed
+      ? d.remaining < bound.remaining || (d.remaining === bound.remaining && d.resetAfterMs > bound.resetAfterMs)
+      : d.retryAfterMs > bound.retryAfterMs;
+    if (tighter) bound = d;
   }
   return {
-    allowed: false,
-    limit: capacity,
-    remaining,
-    // Time until `cost` tokens exist: the debt must fall to capacityUnits - cost * tokenUnits.
-    retryAfterMs: Math.max(1, ceilDiv(debt + cost * tokenUnits - capacityUnits, unitsPerMs)),
-    resetAfterMs,
-    waitMs: 0,
+    allowed,
+    limit: bound.limit,
+    remaining: bound.remaining,
+    retryAfterMs: allowed ? 0 : Math.max(1, bound.retryAfterMs),
+    resetAfterMs: bound.resetAfterMs,
+    waitMs: allowed ? Math.max(...limits.map((d) => d.waitMs)) : 0,
+    limits,
   };
 }

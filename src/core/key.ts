@@ -1,5 +1,12 @@
 // Request-argument checks shared by the library and the HTTP layers. Pure.
 import { InvalidInputError } from '../errors.js';
+import type { ResolvedPolicy } from './policy.js';
+
+/**
+ * What a take costs: a number charges every limit of the policy that many tokens; an object charges
+ * each limit it names its own cost (`{ requests: 1, tokens: 1200 }`), and a limit it does not name 0.
+ */
+export type Cost = number | Readonly<Record<string, number>>;
 
 export const MAX_KEY_BYTES = 512;
 const MAX_KEY_BYTES_FAST = Math.floor(MAX_KEY_BYTES / 3);
@@ -33,9 +40,84 @@ export function assertKey(key: unknown): asserts key is string {
   }
 }
 
-export function assertCost(cost: unknown, capacity: number): asserts cost is number {
-  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > capacity) {
-    throw new InvalidInputError('cost', `must be an integer from 1 to the policy capacity ${capacity}, got ${String(cost)}`);
+/** The smallest capacity of the policy's limits: the most a plain-number cost may be. */
+function smallestCapacity(policy: ResolvedPolicy): number {
+  let c = policy.capacity;
+  for (const l of policy.limits) c = Math.min(c, l.capacity);
+  return c;
+}
+
+/**
+ * A take's cost, checked against the policy: a number stays a number (every limit pays it: 1 to the
+ * smallest capacity); an object becomes the cost of each limit in the policy's order (each an integer
+ * from 0 to that limit's capacity, at least one above 0, naming only the policy's limits). Throws an
+ * InvalidInputError naming `cost` or `cost.<limit>`.
+ */
+export function resolveCost(policy: ResolvedPolicy, cost: unknown): number | number[] {
+  if (typeof cost === 'number') {
+    const most = smallestCapacity(policy);
+    if (!Number.isInteger(cost) || cost < 1 || cost > most) {
+      const what = policy.limits.length === 1 ? 'the policy capacity' : 'the smallest capacity of the policy\'s limits,';
+      throw new InvalidInputError('cost', `must be an integer from 1 to ${what} ${most}, got ${String(cost)}`);
+    }
+    return cost;
+  }
+  const costs = costObject(policy, cost, 'cost');
+  policy.limits.forEach((l, i) => {
+    const c = costs[i]!;
+    if (!Number.isInteger(c) || c < 0 || c > l.capacity) {
+      throw new InvalidInputError(`cost.${l.name}`, `must be an integer from 0 to the limit's capacity ${l.capacity}, got ${String(c)}`);
+    }
+  });
+  if (costs.every((c) => c === 0)) throw new InvalidInputError('cost', 'must charge at least one limit at least 1 token');
+  return costs;
+}
+
+/**
+ * An adjustment's cost: like a take's, but each part may be negative (a refund) and up to 1e9 in size;
+ * not all of it 0. Throws an InvalidInputError naming `cost` or `cost.<limit>`.
+ */
+export function resolveAdjustment(policy: ResolvedPolicy, cost: unknown): number | number[] {
+  const check = (field: string, c: unknown) => {
+    if (typeof c !== 'number' || !Number.isInteger(c) || Math.abs(c) > MAX_ADJUST_TOKENS) {
+      throw new InvalidInputError(field, `must be an integer from -1e9 to 1e9 (below 0 a refund), got ${String(c)}`);
+    }
+  };
+  if (typeof cost === 'number') {
+    check('cost', cost);
+    if (cost === 0) throw new InvalidInputError('cost', 'must not be 0: an adjustment refunds (below 0) or charges (above 0)');
+    return cost;
+  }
+  const costs = costObject(policy, cost, 'cost');
+  policy.limits.forEach((l, i) => check(`cost.${l.name}`, costs[i]));
+  if (costs.every((c) => c === 0)) throw new InvalidInputError('cost', 'must not be 0 on every limit: an adjustment refunds (below 0) or charges (above 0)');
+  return costs;
+}
+
+/** The most tokens one adjustment may refund or charge per limit. */
+export const MAX_ADJUST_TOKENS = 1e9;
+
+/** A cost object's values in the policy's limit order (0 where it names none); refuses unknown names. */
+function costObject(policy: ResolvedPolicy, cost: unknown, field: string): number[] {
+  if (typeof cost !== 'object' || cost === null || Array.isArray(cost)) {
+    throw new InvalidInputError(field, `must be a number of tokens, or an object of tokens per limit, got ${cost === null ? 'null' : Array.isArray(cost) ? 'an array' : typeof cost}`);
+  }
+  const c = cost as Record<string, unknown>;
+  for (const name of Object.keys(c)) {
+    if (!policy.limits.some((l) => l.name === name)) {
+      throw new InvalidInputError(`${field}.${name.slice(0, 40)}`, `names no limit of policy ${policy.name} (its limits: ${policy.limits.map((l) => l.name).join(', ')})`);
+    }
+  }
+  return policy.limits.map((l) => (Object.hasOwn(c, l.name) ? (c[l.name] as number) : 0));
+}
+
+/** The longest operation id (Idempotency-Key), in bytes of UTF-8. */
+export const MAX_IDEMPOTENCY_KEY_BYTES = 256;
+
+/** An idempotency key: a well-formed string of 1 to 256 bytes of UTF-8, or an InvalidInputError naming `field`. */
+export function assertIdempotencyKey(value: unknown, field = 'idempotencyKey'): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0 || !value.isWellFormed() || utf8Length(value) > MAX_IDEMPOTENCY_KEY_BYTES) {
+    throw new InvalidInputError(field, `must be a string of 1 to ${MAX_IDEMPOTENCY_KEY_BYTES} bytes of UTF-8, got ${typeof value === 'string' ? `${utf8Length(value)} bytes` : typeof value}`);
   }
 }
 

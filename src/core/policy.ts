@@ -26,13 +26,41 @@ export const POLICY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
  */
 export type FailMode = 'deny' | 'allow' | 'local';
 
-/** A token bucket as the user writes it. */
-export interface PolicyConfig {
-  /** Bucket size in tokens: an integer from 1 to 1e9. Also the largest cost one request can ask for. */
+/** Limit names become part of header values (`"<policy>.<limit>"`), so they are kept plain. */
+export const LIMIT_NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+/** The most limits one policy may hold. */
+export const MAX_LIMITS = 8;
+
+/** One token bucket: a limit of a policy. */
+export interface LimitConfig {
+  /** Bucket size in tokens: an integer from 1 to 1e9. Also the largest cost one request can ask of it. */
   capacity: number;
   /** Tokens added per second, continuously: a finite number from 1e-6 to 1e6 (1/30 is fine). */
   refillPerSecond: number;
-  /**
+}
+
+/**
+ * A policy as the user writes it: one token bucket (`capacity` and `refillPerSecond`), or several named
+ * ones (`limits`), all decided together in one atomic step: a take is allowed only when every limit
+ * admits its cost, and then all of them are charged; refused, none is.
+ */
+export type PolicyConfig = PolicyOptions &
+  (
+    | (LimitConfig & { limits?: undefined })
+    | {
+        /**
+         * Several limits, by name (/^[A-Za-z0-9_-]{1,32}$/, 1 to 8 of them), e.g. `{ burst: { capacity: 10,
+         * refillPerSecond: 10 }, daily: { capacity: 1000, refillPerSecond: 1000 / 86400 } }`. Each keeps the
+         * exact continuous refill of a single bucket.
+         */
+        limits: Record<string, LimitConfig>;
+        capacity?: undefined;
+        refillPerSecond?: undefined;
+      }
+  );
+
+/** What a policy says besides its limits. */
+export interface PolicyOptions {  /**
    * What a decision is when the store fails, times out, is skipped by the open circuit breaker, or the
    * limiter is at maxPendingStoreCalls: `deny`, `allow`, or `local` (decide from an in-process bucket
    * per key with the `local` limit until the store answers again; reason 'local').
@@ -41,16 +69,18 @@ export interface PolicyConfig {
   onStoreError?: FailMode;
   /**
    * The limit each node applies on its own while the store fails, with `onStoreError: 'local'`: both
-   * numbers, each at most the policy's own. @default the policy's capacity and refillPerSecond divided
-   * by the limiter's `expectedNodes` (capacity rounded down)
+   * numbers, each at most the policy's own (a policy with several limits names each: `{ limits: { burst:
+   * {...}, daily: {...} } }`). @default the policy's capacities and rates divided by the limiter's
+   * `expectedNodes` (capacities rounded down)
    */
-  local?: LocalLimitConfig;
+  local?: LocalLimitConfig | { limits: Record<string, LocalLimitConfig> };
   /** Shadow mode: the HTTP layers report the decision but never block. @default false */
   shadow?: boolean;
   /** Per-policy bound on one store call, in ms. @default the limiter's `timeoutMs` */
   timeoutMs?: number;
   /**
-   * Token leases for hot keys (opt-in): this node takes up to `tokens` tokens of a key's bucket in one
+   * Token leases for hot keys (opt-in; a policy with one limit only): this node takes up to `tokens`
+   * tokens of a key's bucket in one
    * store call and answers takes on that key from them without a store call, refilling in the
    * background at the low-water mark. Never over-admits (every token answered was first taken from the
    * store); other nodes may be refused while tokens sit in a lease: at most nodes × tokens per key.
@@ -84,14 +114,12 @@ export interface LeaseSettings {
   readonly lowWater: number;
 }
 
-/** A validated policy with the derived GCRA numbers. */
-export interface ResolvedPolicy {
+/** One validated limit (token bucket) with its exact arithmetic. */
+export interface ResolvedLimit {
+  /** The limit's name: the policy's own for a policy with one limit. */
   readonly name: string;
   readonly capacity: number;
   readonly refillPerSecond: number;
-  readonly onStoreError: FailMode;
-  readonly shadow: boolean;
-  readonly timeoutMs: number;
   /**
    * The bucket's exact arithmetic: the rate as a ratio of integers, refillPerSecond = rateNumerator /
    * rateDenominator, and from it two integers such that one token is `tokenUnits` units and one µs of
@@ -113,6 +141,19 @@ export interface ResolvedPolicy {
   readonly burstMs: number;
   /** Seconds in the RateLimit-Policy `w` parameter: the time to refill the bucket, rounded up. */
   readonly windowSeconds: number;
+}
+
+/**
+ * A validated policy. Its limits are `limits`, in the order written; the fields of ResolvedLimit at its
+ * top level are its first limit's (the only one, for a policy written with capacity and refillPerSecond).
+ */
+export interface ResolvedPolicy extends ResolvedLimit {
+  readonly name: string;
+  readonly onStoreError: FailMode;
+  readonly shadow: boolean;
+  readonly timeoutMs: number;
+  /** One or more limits, decided together: a take is allowed only when every one admits its cost. */
+  readonly limits: readonly ResolvedLimit[];
   /** Token leases, when the policy opts in. */
   readonly lease?: LeaseSettings;
   /**
@@ -122,8 +163,8 @@ export interface ResolvedPolicy {
   readonly local?: ResolvedPolicy;
 }
 
-const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'onStoreError', 'shadow', 'timeoutMs', 'lease', 'local']);
-const LOCAL_FIELDS = new Set(['capacity', 'refillPerSecond']);
+const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'limits', 'onStoreError', 'shadow', 'timeoutMs', 'lease', 'local']);
+const LIMIT_FIELDS = new Set(['capacity', 'refillPerSecond']);
 const LEASE_FIELDS = new Set(['tokens', 'maxAgeMs', 'lowWater']);
 
 export interface PolicyDefaults {
@@ -165,7 +206,61 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
   for (const field of Object.keys(c)) {
     if (!KNOWN_FIELDS.has(field)) throw new ConfigError(at(field), 'is not a known field');
   }
-  const { capacity, refillPerSecond } = c;
+  const limits = resolveLimits(name, at, c);
+  const onStoreError = c.onStoreError === undefined ? defaults.onStoreError : validateFailMode(at('onStoreError'), c.onStoreError);
+  if (c.shadow !== undefined && typeof c.shadow !== 'boolean') {
+    throw new ConfigError(at('shadow'), `must be a boolean, got ${show(c.shadow)}`);
+  }
+  const timeoutMs = c.timeoutMs === undefined ? defaults.timeoutMs : validateTimeoutMs(at('timeoutMs'), c.timeoutMs);
+  if (c.lease !== undefined && limits.length > 1) {
+    // A grant takes whole tokens of one bucket; with several limits each leased token would have to
+    // be a token of every limit, with a cost per limit: refused rather than approximated.
+    throw new ConfigError(at('lease'), 'is for a policy with one limit: a policy with several limits decides every take in the store');
+  }
+  const lease = c.lease === undefined ? undefined : resolveLease(at('lease'), c.lease, limits[0]!.capacity);
+  if (c.local !== undefined && onStoreError !== 'local') {
+    throw new ConfigError(at('local'), `is used only with onStoreError "local" (this policy's is "${onStoreError}")`);
+  }
+  const local = onStoreError === 'local' ? resolveLocal(name, localConfig(at('local'), c.local, limits, c.limits !== undefined, defaults.expectedNodes ?? 1), timeoutMs) : undefined;
+  return Object.freeze({
+    ...limits[0]!,
+    name,
+    onStoreError,
+    shadow: c.shadow === true,
+    timeoutMs,
+    limits,
+    ...(lease ? { lease } : {}),
+    ...(local ? { local } : {}),
+  });
+}
+
+/**
+ * The policy's limits: `limits` (named, 1 to MAX_LIMITS) or the one bucket of capacity and
+ * refillPerSecond, named after the policy. Errors name `policies.<p>.capacity` for the one bucket and
+ * `policies.<p>.limits.<limit>.capacity` for a named limit.
+ */
+function resolveLimits(policy: string, at: (field: string) => string, c: Record<string, unknown>): ResolvedLimit[] {
+  if (c.limits === undefined) return [resolveLimit(policy, at, c.capacity, c.refillPerSecond)];
+  if (c.capacity !== undefined || c.refillPerSecond !== undefined) {
+    throw new ConfigError(at('limits'), 'replaces capacity and refillPerSecond: write the policy with one or the other');
+  }
+  const raw = c.limits;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(at('limits'), `must be an object of named limits, got ${show(raw)}`);
+  const names = Object.keys(raw);
+  if (names.length === 0 || names.length > MAX_LIMITS) throw new ConfigError(at('limits'), `must name 1 to ${MAX_LIMITS} limits, got ${names.length}`);
+  return names.map((limit) => {
+    const field = `limits.${limit}`;
+    if (!LIMIT_NAME_PATTERN.test(limit)) throw new ConfigError(at(field), 'a limit name must match /^[A-Za-z0-9_-]{1,32}$/');
+    const l = (raw as Record<string, unknown>)[limit];
+    if (typeof l !== 'object' || l === null || Array.isArray(l)) throw new ConfigError(at(field), `must be an object, got ${show(l)}`);
+    for (const f of Object.keys(l)) if (!LIMIT_FIELDS.has(f)) throw new ConfigError(at(`${field}.${f}`), 'is not a known field');
+    const { capacity, refillPerSecond } = l as Record<string, unknown>;
+    return resolveLimit(limit, (f) => at(`${field}.${f}`), capacity, refillPerSecond);
+  });
+}
+
+/** One limit, validated, with its exact arithmetic (see ResolvedLimit). */
+function resolveLimit(name: string, at: (field: string) => string, capacity: unknown, refillPerSecond: unknown): ResolvedLimit {
   if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
     throw new ConfigError(at('capacity'), `must be an integer from 1 to 1e9, got ${show(capacity)}`);
   }
@@ -177,29 +272,13 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
   ) {
     throw new ConfigError(at('refillPerSecond'), `must be a finite number from 1e-6 to 1e6, got ${show(refillPerSecond)}`);
   }
-  const onStoreError = c.onStoreError === undefined ? defaults.onStoreError : validateFailMode(at('onStoreError'), c.onStoreError);
-  if (c.shadow !== undefined && typeof c.shadow !== 'boolean') {
-    throw new ConfigError(at('shadow'), `must be a boolean, got ${show(c.shadow)}`);
-  }
-  const timeoutMs = c.timeoutMs === undefined ? defaults.timeoutMs : validateTimeoutMs(at('timeoutMs'), c.timeoutMs);
   const exact = exactRate(at('refillPerSecond'), refillPerSecond, capacity);
   const intervalMs = 1000 / exact.refillPerSecond;
   const burstMs = capacity * intervalMs;
-  const lease = c.lease === undefined ? undefined : resolveLease(at('lease'), c.lease, capacity);
-  if (c.local !== undefined && onStoreError !== 'local') {
-    throw new ConfigError(at('local'), `is used only with onStoreError "local" (this policy's is "${onStoreError}")`);
-  }
-  const local =
-    onStoreError === 'local'
-      ? resolvePolicy(name, localLimit(at('local'), c.local, capacity, exact.refillPerSecond, defaults.expectedNodes ?? 1), { onStoreError: 'deny', timeoutMs })
-      : undefined;
   return Object.freeze({
     name,
     capacity,
     refillPerSecond: exact.refillPerSecond,
-    onStoreError,
-    shadow: c.shadow === true,
-    timeoutMs,
     rateNumerator: exact.numerator,
     rateDenominator: exact.denominator,
     tokenUnits: exact.tokenUnits,
@@ -209,30 +288,65 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
     intervalMs,
     burstMs,
     windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
-    ...(lease ? { lease } : {}),
-    ...(local ? { local } : {}),
   });
 }
 
+/** The local limits as a policy of the same name; an error names `policies.<p>.local.<field>`. */
+function resolveLocal(name: string, config: PolicyConfig, timeoutMs: number): ResolvedPolicy {
+  try {
+    return resolvePolicy(name, config, { onStoreError: 'deny', timeoutMs });
+  } catch (err) {
+    const prefix = `policies.${name}.`;
+    if (err instanceof ConfigError && err.field.startsWith(prefix)) {
+      throw new ConfigError(`${prefix}local.${err.field.slice(prefix.length)}`, err.message.replace(/^\[edge-limiter\] invalid config: \S+ /, ''));
+    }
+    throw err;
+  }
+}
+
 /**
- * The local limit of a policy with onStoreError 'local': the `local` block's numbers, each at most the
- * policy's, or by default the policy's divided by expectedNodes, so that the nodes together stay near the
- * policy's limit during an outage.
+ * The local limits of a policy with onStoreError 'local', as a policy config of the same shape: the
+ * `local` block's numbers, each at most the policy's, or by default the policy's divided by
+ * expectedNodes, so that the nodes together stay near the policy's limits during an outage.
  */
-function localLimit(field: string, value: unknown, capacity: number, refillPerSecond: number, expectedNodes: number): LocalLimitConfig {
-  if (value === undefined) {
-    const local = { capacity: Math.floor(capacity / expectedNodes), refillPerSecond: refillPerSecond / expectedNodes };
+function localConfig(field: string, value: unknown, limits: readonly ResolvedLimit[], named: boolean, expectedNodes: number): PolicyConfig {
+  const divided = (l: ResolvedLimit, f: string): LocalLimitConfig => {
+    const local = { capacity: Math.floor(l.capacity / expectedNodes), refillPerSecond: l.refillPerSecond / expectedNodes };
     if (local.capacity < 1 || local.refillPerSecond < MIN_REFILL_PER_SECOND) {
-      throw new ConfigError(
-        field,
-        `is needed: the default (the policy's numbers divided by expectedNodes = ${expectedNodes}) is below 1 token or 1e-6 per second`,
-      );
+      throw new ConfigError(f, `is needed: the default (the policy's numbers divided by expectedNodes = ${expectedNodes}) is below 1 token or 1e-6 per second`);
     }
     return local;
+  };
+  if (!named) {
+    const local = value === undefined ? divided(limits[0]!, field) : localLimit(field, value, limits[0]!);
+    return local;
   }
+  if (value === undefined) return { limits: Object.fromEntries(limits.map((l) => [l.name, divided(l, field)])) };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(field, `must be an object, got ${show(value)}`);
+  const v = value as Record<string, unknown>;
+  for (const f of Object.keys(v)) if (f !== 'limits') throw new ConfigError(`${field}.${f}`, 'is not a known field (a policy with several limits names its local ones in `limits`)');
+  const given = v.limits;
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) throw new ConfigError(`${field}.limits`, `must be an object naming each of the policy's limits, got ${show(given)}`);
+  for (const name of Object.keys(given)) {
+    if (!limits.some((l) => l.name === name)) throw new ConfigError(`${field}.limits.${name}`, 'names no limit of this policy');
+  }
+  return {
+    limits: Object.fromEntries(
+      limits.map((l) => {
+        const f = `${field}.limits.${l.name}`;
+        if (!Object.hasOwn(given, l.name)) throw new ConfigError(f, 'is needed: name a local limit for every limit of the policy');
+        return [l.name, localLimit(f, (given as Record<string, unknown>)[l.name], l)];
+      }),
+    ),
+  };
+}
+
+/** One local limit, both numbers given, each at most the limit's own. */
+function localLimit(field: string, value: unknown, limit: ResolvedLimit): LocalLimitConfig {
+  const { capacity, refillPerSecond } = limit;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(field, `must be an object, got ${show(value)}`);
   const l = value as Record<string, unknown>;
-  for (const f of Object.keys(l)) if (!LOCAL_FIELDS.has(f)) throw new ConfigError(`${field}.${f}`, 'is not a known field');
+  for (const f of Object.keys(l)) if (!LIMIT_FIELDS.has(f)) throw new ConfigError(`${field}.${f}`, 'is not a known field');
   if (typeof l.capacity !== 'number' || !Number.isInteger(l.capacity) || l.capacity < 1 || l.capacity > capacity) {
     throw new ConfigError(`${field}.capacity`, `must be an integer from 1 to the policy's capacity (${capacity}), got ${show(l.capacity)}`);
   }

@@ -18,16 +18,28 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  * When the store did not answer (reason store_error) it gave no remaining count or reset time, so
  * `RateLimit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` are left out rather than guessed; the
  * policy headers still describe the configured limit.
- * Policy names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
+ * A policy with several limits lists each, as draft-11 allows, named `"<policy>.<limit>"`:
+ * `RateLimit-Policy: "api.burst";q=10;w=1, "api.daily";q=1000;w=86400` and
+ * `RateLimit: "api.burst";r=9;t=1, "api.daily";r=999;t=87`; the legacy trio and Retry-After carry the
+ * decision's own numbers (the most constraining limit; Retry-After: until every limit admits the cost).
+ * Policy and limit names are restricted to [A-Za-z0-9_.-], so quoting them needs no escaping.
  */
 export function rateLimitHeaders(configured: ResolvedPolicy, decision: Decision, legacy = true): Record<string, string> {
   const policy = decision.reason === 'local' && configured.local ? configured.local : configured;
-  const h: Record<string, string> = { 'RateLimit-Policy': `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}` };
+  const { limits } = policy;
+  const several = limits.length > 1;
+  const nameOf = (i: number) => (several ? `${policy.name}.${limits[i]!.name}` : policy.name);
+  const h: Record<string, string> = {
+    'RateLimit-Policy': several ? limits.map((l, i) => `"${nameOf(i)}";q=${l.capacity};w=${l.windowSeconds}`).join(', ') : `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
+  };
   const known = decision.remaining !== undefined && decision.resetAfterMs !== undefined;
   const reset = known ? String(seconds(decision.resetAfterMs!)) : '';
-  if (known) h.RateLimit = `"${policy.name}";r=${decision.remaining};t=${reset}`;
+  if (known) {
+    const per = decision.limits;
+    h.RateLimit = several && per ? per.map((d, i) => `"${nameOf(i)}";r=${d.remaining};t=${seconds(d.resetAfterMs)}`).join(', ') : `"${policy.name}";r=${decision.remaining};t=${reset}`;
+  }
   if (legacy) {
-    h['X-RateLimit-Limit'] = String(policy.capacity);
+    h['X-RateLimit-Limit'] = String(decision.limit);
     if (known) {
       h['X-RateLimit-Remaining'] = String(decision.remaining);
       h['X-RateLimit-Reset'] = reset;
@@ -48,4 +60,13 @@ export function withHeaders(res: Response, headers: Record<string, string>): Res
     for (const [k, v] of Object.entries(headers)) copy.headers.set(k, v);
     return copy;
   }
+}
+
+/**
+ * The names of the limits that refused a decision of a policy with several limits (each one whose cost
+ * is not there yet); undefined for a policy of one limit or a decision that was allowed.
+ */
+export function refusingLimits(decision: Decision): string[] | undefined {
+  if (decision.allowed || decision.reason === 'store_error' || !decision.limits) return undefined;
+  return decision.limits.filter((l) => l.retryAfterMs > 0).map((l) => l.name);
 }

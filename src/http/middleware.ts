@@ -4,8 +4,9 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import type { Decision } from '../core/decision.js';
 import { InvalidInputError, UnknownPolicyError } from '../errors.js';
+import type { Cost } from '../core/key.js';
 import type { Limiter } from '../limiter.js';
-import { rateLimitHeaders, withHeaders } from './headers.js';
+import { rateLimitHeaders, refusingLimits, withHeaders } from './headers.js';
 import { problemResponse } from './problem.js';
 import { waitUntilOf } from './wait-until.js';
 
@@ -18,8 +19,8 @@ export interface RateLimitOptions<E extends Env = Env> {
   policy: string | ((c: Context<E>) => MaybePromise<string>);
   /** The bucket key for this request, e.g. `ipKey()` or `headerKey('x-api-key')`. Undefined gets a 400. */
   key: (c: Context<E>) => MaybePromise<string | undefined>;
-  /** Tokens this request costs. @default 1 */
-  cost?: number | ((c: Context<E>) => MaybePromise<number>);
+  /** Tokens this request costs: a number, or per limit (`{ requests: 1, tokens: 1200 }`). @default 1 */
+  cost?: Cost | ((c: Context<E>) => MaybePromise<Cost>);
   /** Requests for which this returns true are not counted. @default none */
   skip?: (c: Context<E>) => MaybePromise<boolean>;
   /** Replaces the default 429 response. The rate-limit headers are added to what it returns. */
@@ -68,10 +69,11 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
         return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { retryAfterMs: decision.retryAfterMs }, headers);
       }
       if (onDenied) return withHeaders(await onDenied(c, decision), headers);
+      const refusedBy = refusingLimits(decision);
       return problemResponse(
         'rate-limited',
-        `rate limit exceeded for policy "${policyName}"; retry in ${decision.retryAfterMs} ms`,
-        { policy: policyName, retryAfterMs: decision.retryAfterMs, limit: decision.limit, remaining: decision.remaining },
+        `rate limit exceeded for policy "${policyName}"${refusedBy ? ` (limit ${refusedBy.join(', ')})` : ''}; retry in ${decision.retryAfterMs} ms`,
+        { policy: policyName, retryAfterMs: decision.retryAfterMs, limit: decision.limit, remaining: decision.remaining, ...(refusedBy ? { refusedBy } : {}) },
         headers,
       );
     }

@@ -2,13 +2,14 @@
 // inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
 import { Hono } from 'hono';
 import type { Decision } from '../core/decision.js';
-import { assertKey } from '../core/key.js';
+import { assertIdempotencyKey, assertKey, resolveAdjustment, resolveCost, type Cost } from '../core/key.js';
+import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { Limiter } from '../limiter.js';
 import { tokenChecker } from './auth.js';
 import { readJsonBody } from './body.js';
 import { cachedPing } from './health-ping.js';
-import { rateLimitHeaders } from './headers.js';
+import { rateLimitHeaders, refusingLimits } from './headers.js';
 import { problemResponse } from './problem.js';
 import { waitUntilOf } from './wait-until.js';
 
@@ -31,11 +32,16 @@ export interface PermitAppOptions {
 export type PermitBody = Decision & {
   policy: string;
   key: string;
+  /** A refusal of a policy with several limits: the limits that refused. */
+  refusedBy?: string[];
+  /** The request's Idempotency-Key was applied before: this is the first answer, and nothing was charged again. */
+  repeated?: boolean;
 };
 
 const FIELDS = new Set(['policy', 'key', 'cost', 'maxWaitMs']);
+const ADJUST_FIELDS = new Set(['policy', 'key', 'cost']);
 
-type Parsed = { ok: true; policy: ResolvedPolicy; key: string; cost: number; maxWaitMs: number } | { ok: false; response: Response };
+type Parsed = { ok: true; policy: ResolvedPolicy; key: string; cost: Cost; maxWaitMs: number } | { ok: false; response: Response };
 
 function invalid(detail: string, field: string): { ok: false; response: Response } {
   return { ok: false, response: problemResponse('invalid-request', detail, { field }) };
@@ -68,18 +74,61 @@ const BUCKET = '/v1/buckets/:policy/:key{[\\s\\S]+}';
  */
 const UNADDRESSABLE = new Set(['.', '..']);
 
-function parsePermit(body: unknown, limiter: Limiter): Parsed {
+/** A cost the limiter would refuse (core/key.ts), as the 400 that names its field. */
+function checkCost(check: () => unknown): { ok: false; response: Response } | undefined {
+  try {
+    check();
+    return undefined;
+  } catch (err) {
+    if (err instanceof InvalidInputError) return invalid(err.message.replace('[edge-limiter] ', ''), err.field);
+    throw err;
+  }
+}
+
+/**
+ * The Idempotency-Key request header (draft-ietf-httpapi-idempotency-key-header): a Structured Field
+ * String (`"8e03978e-40d5-43e8-bc93-6894a57f9324"`), or the same text unquoted. Undefined when absent;
+ * a 400 naming the header when it is not 1 to 256 bytes.
+ */
+function idempotencyKeyOf(header: string | undefined): { key?: string; response?: Response } {
+  if (header === undefined) return {};
+  let key = header.trim();
+  if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) key = key.slice(1, -1).replace(/\\(["\\])/g, '$1');
+  try {
+    assertIdempotencyKey(key, 'Idempotency-Key');
+    return { key };
+  } catch (err) {
+    return { response: invalid((err as Error).message.replace('[edge-limiter] ', ''), 'Idempotency-Key').response };
+  }
+}
+
+/** A take or adjustment the limiter refused as input, as its problem: a reused idempotency key is a 422. */
+function refusedInput(err: unknown): Response {
+  if (err instanceof IdempotencyConflictError) {
+    return problemResponse('idempotency-key-reused', 'this Idempotency-Key was used before for another request (another cost, wait or route); nothing was applied', { field: 'Idempotency-Key' });
+  }
+  if (err instanceof InvalidInputError) return invalid(err.message.replace('[edge-limiter] ', ''), err.field).response;
+  throw err;
+}
+
+function parsePermit(body: unknown, limiter: Limiter, fields = FIELDS): Parsed {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return invalid('the body must be a JSON object', '');
   const b = body as Record<string, unknown>;
-  for (const f of Object.keys(b)) if (!FIELDS.has(f)) return invalid(`unknown field \`${f.slice(0, 64)}\``, f.slice(0, 64));
+  for (const f of Object.keys(b)) if (!fields.has(f)) return invalid(`unknown field \`${f.slice(0, 64)}\``, f.slice(0, 64));
   if (typeof b.policy !== 'string' || b.policy.length === 0) return invalid('`policy` is required and must be a string', 'policy');
   const policy = limiter.policy(b.policy);
   if (!policy) return { ok: false, response: problemResponse('unknown-policy', `no policy named ${JSON.stringify(b.policy.slice(0, 64))}`, { field: 'policy' }) };
   const keyProblem = checkKey(b.key);
   if (keyProblem) return invalid(keyProblem, 'key');
   if (UNADDRESSABLE.has(b.key as string)) return invalid('`key` must not be "." or "..": no URL path can name them, so /v1/buckets could not read or reset the bucket', 'key');
-  const cost = b.cost ?? 1;
-  if (!isInt(cost) || cost < 1 || cost > policy.capacity) return invalid(`\`cost\` must be an integer from 1 to ${policy.capacity}`, 'cost');
+  const cost = (b.cost ?? 1) as Cost;
+  if (fields === ADJUST_FIELDS) {
+    if (b.cost === undefined) return invalid('`cost` is required: below 0 a refund, above 0 a charge', 'cost');
+    const bad = checkCost(() => resolveAdjustment(policy, cost));
+    return bad ?? { ok: true, policy, key: b.key as string, cost, maxWaitMs: 0 };
+  }
+  const bad = checkCost(() => resolveCost(policy, cost));
+  if (bad) return bad;
   const maxWaitMs = b.maxWaitMs ?? 0;
   if (!isInt(maxWaitMs) || maxWaitMs < 0 || maxWaitMs > MAX_PERMIT_WAIT_MS) return invalid(`\`maxWaitMs\` must be an integer from 0 to ${MAX_PERMIT_WAIT_MS}`, 'maxWaitMs');
   return { ok: true, policy, key: b.key as string, cost, maxWaitMs };
@@ -95,7 +144,7 @@ function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decisio
     return problemResponse('store-unavailable', 'the rate-limit store is unavailable and this policy fails closed', { policy: policy.name, retryAfterMs: decision.retryAfterMs }, headers);
   }
   // Field order is the documented one; numbers the store did not give (store_error) are left out.
-  const body = {
+  const body: Record<string, unknown> = {
     allowed: decision.allowed,
     policy: policy.name,
     key,
@@ -105,7 +154,11 @@ function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decisio
     resetAfterMs: decision.resetAfterMs,
     waitMs: decision.waitMs,
   };
-  if (decision.reason) (body as PermitBody).reason = decision.reason;
+  if (decision.reason) body.reason = decision.reason;
+  if (decision.reason !== 'store_error' && decision.repeated) body.repeated = true;
+  if (decision.reason !== 'store_error' && decision.limits) body.limits = decision.limits;
+  const refusedBy = inspect ? undefined : refusingLimits(decision);
+  if (refusedBy) body.refusedBy = refusedBy;
   return new Response(JSON.stringify(body), {
     status: decision.allowed || inspect ? 200 : 429,
     headers: { 'Content-Type': 'application/json', ...headers },
@@ -150,12 +203,43 @@ export function permitApp(options: PermitAppOptions): Hono {
   });
 
   app.post('/v1/permits', async (c) => {
+    const id = idempotencyKeyOf(c.req.header('idempotency-key'));
+    if (id.response) return id.response;
     const body = await readJsonBody(c.req.raw);
     if (!body.ok) return body.response;
     const p = parsePermit(body.value, limiter);
     if (!p.ok) return p.response;
-    const decision = await limiter.take(p.policy.name, p.key, { cost: p.cost, maxWaitMs: p.maxWaitMs, waitUntil: p.policy.lease ? waitUntilOf(c) : undefined });
+    let decision: Decision;
+    try {
+      decision = await limiter.take(p.policy.name, p.key, {
+        cost: p.cost,
+        maxWaitMs: p.maxWaitMs,
+        waitUntil: p.policy.lease ? waitUntilOf(c) : undefined,
+        ...(id.key === undefined ? {} : { idempotencyKey: id.key }),
+      });
+    } catch (err) {
+      return refusedInput(err);
+    }
     return decisionResponse(p.policy, p.key, decision);
+  });
+
+  // Settlement: a cost after the fact, refunded (below 0) or charged (above 0), in one store call.
+  app.post('/v1/adjustments', async (c) => {
+    const id = idempotencyKeyOf(c.req.header('idempotency-key'));
+    if (id.response) return id.response;
+    const body = await readJsonBody(c.req.raw);
+    if (!body.ok) return body.response;
+    const p = parsePermit(body.value, limiter, ADJUST_FIELDS);
+    if (!p.ok) return p.response;
+    let decision: Decision;
+    try {
+      decision = await limiter.adjust(p.policy.name, p.key, p.cost, id.key === undefined ? {} : { idempotencyKey: id.key });
+    } catch (err) {
+      if (!(err instanceof StoreError)) return refusedInput(err);
+      return problemResponse('store-unavailable', 'the rate-limit store is unavailable: the adjustment was not applied', { policy: p.policy.name }, { 'Retry-After': '1' });
+    }
+    // The bucket as it is after the adjustment (allowed: a take of 1 would pass now): a 200 either way.
+    return decisionResponse(p.policy, p.key, decision, true);
   });
 
   const bucket = (c: { req: { param(name: string): string | undefined } }) => {
@@ -186,6 +270,7 @@ export function permitApp(options: PermitAppOptions): Hono {
   });
 
   app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
+  app.all('/v1/adjustments', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all(BUCKET, () => problemResponse('method-not-allowed', 'use GET or DELETE', {}, { Allow: 'GET, DELETE' }));
   app.notFound(() => problemResponse('not-found', 'no such route'));
   app.onError((err) => {

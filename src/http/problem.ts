@@ -10,6 +10,7 @@ export const PROBLEMS = {
   'request-timeout': { status: 408, title: 'Request not received in time' },
   'payload-too-large': { status: 413, title: 'Body too large' },
   'unsupported-media-type': { status: 415, title: 'Body must be application/json' },
+  'idempotency-key-reused': { status: 422, title: 'Idempotency key already used for another request' },
   'rate-limited': { status: 429, title: 'Too many requests' },
   'headers-too-large': { status: 431, title: 'Request header fields too large' },
   'server-misconfigured': { status: 500, title: 'Server configuration is invalid' },

@@ -4,27 +4,36 @@
 //
 // Known limit: a reset (or a refill by any other means) made through another node is not seen here
 // until the cached refusal's retryAfterMs has passed.
-import { debtAfterMs, toDecision } from '../core/gcra.js';
+import { debtAfterMs, toDecision, type Costs } from '../core/gcra.js';
 import type { Decision } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 
 interface Entry {
   /** When the refused cost is due again (monotonic ms); the entry is useless afterwards. */
   untilMs: number;
-  cost: number;
-  /** The bucket's debt as the store reported it, at `atMs` (monotonic, taken before the call). */
-  debtUnits: number;
+  /** The refused cost: one number for every limit, or per limit. */
+  cost: Costs;
+  /** Each limit's debt as the store reported it, at `atMs` (monotonic, taken before the call). */
+  debtUnits: readonly number[];
   atMs: number;
+}
+
+const part = (cost: Costs, i: number): number => (typeof cost === 'number' ? cost : cost[i]!);
+
+/** Whether `cost` asks at least as much as `refused` of every limit (so it is refused too). */
+function atLeast(cost: Costs, refused: Costs, limits: number): boolean {
+  for (let i = 0; i < limits; i++) if (part(cost, i) < part(refused, i)) return false;
+  return true;
 }
 
 export interface DenyCache {
   /** A refusal for this request, recomputed for now, or undefined when the store must decide. */
-  lookup(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, nowMs: number): Decision | undefined;
+  lookup(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number, nowMs: number): Decision | undefined;
   /**
    * Remembers a store refusal of `cost` with the bucket's debt `debtUnits`, decided by a call that started
    * at `atMs`, unless the key was forgotten since that call started (the refusal may predate a refund).
    */
-  remember(storageKey: string, cost: number, debtUnits: number, atMs: number, retryAfterMs: number): void;
+  remember(storageKey: string, cost: Costs, debtUnits: readonly number[], atMs: number, retryAfterMs: number): void;
   /**
    * Drops the key's refusal, and refuses to remember any refusal decided by a call that started at or
    * before `nowMs` (a reset, or a refund this node made: tokens the refusal did not see).
@@ -47,11 +56,12 @@ export function createDenyCache(maxKeys: number): DenyCache {
         entries.delete(storageKey);
         return undefined;
       }
-      // Only a request at least as large, that will not wait as long, is certainly refused too.
-      if (cost < hit.cost || maxWaitMs >= leftMs) return undefined;
-      // The debt has fallen by the time elapsed since the call started. Measuring from the start (not the
-      // store's decision, which came later) can only under-state the debt: the retry hint is never late.
-      const debtUnits = debtAfterMs(hit.debtUnits, nowMs - hit.atMs, policy.unitsPerMs);
+      // Only a request at least as large on every limit, that will not wait as long, is certainly refused too.
+      if (maxWaitMs >= leftMs || !atLeast(cost, hit.cost, policy.limits.length)) return undefined;
+      // The debts have fallen by the time elapsed since the call started. Measuring from the start (not
+      // the store's decision, which came later) can only under-state them: the retry hint is never late.
+      const elapsedMs = nowMs - hit.atMs;
+      const debtUnits = policy.limits.map((l, i) => debtAfterMs(hit.debtUnits[i]!, elapsedMs, l.unitsPerMs));
       return { ...toDecision(policy, cost, { allowed: false, debtUnits }), reason: 'deny_cache' };
     },
     remember(storageKey, cost, debtUnits, atMs, retryAfterMs) {

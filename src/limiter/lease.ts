@@ -218,12 +218,13 @@ export function createLeases(options: LeaseOptions): Leases {
     }
     lease.failed = false;
     lease.granted = true;
-    const { debtUnits } = outcome.result;
+    // A leased policy has one limit.
+    const debtUnits = outcome.result.debtUnits[0]!;
     lease.debtUnits = debtUnits;
     lease.debtAtMs = now;
     const got = outcome.result.tokens ?? 0;
     // Fewer than asked for: the store is empty now, and no token exists there before this time.
-    if (got < ask) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtUnits }).retryAfterMs;
+    if (got < ask) lease.emptyUntilMs = now + toDecision(policy, 1, { allowed: false, debtUnits: [debtUnits] }).retryAfterMs;
     const live = !closed && leases.get(storageKey) === lease;
     // An answer that came after the usable age cannot be answered from (a store further away than that).
     const fresh = now - started < lease.usableMs;
@@ -248,10 +249,10 @@ export function createLeases(options: LeaseOptions): Leases {
       if (lease.total >= w.cost) {
         consume(lease, w.cost);
         // This take waited for the store: it carries the store's numbers, not the lease's reason.
-        w.settle({ ...toDecision(policy, w.cost, { allowed: true, debtUnits }), remaining: lease.total });
+        w.settle({ ...toDecision(policy, w.cost, { allowed: true, debtUnits: [debtUnits] }), remaining: lease.total });
       } else {
         // The grant was short: the store is empty, and this take is refused as a store call would be.
-        w.settle({ ...toDecision(policy, w.cost - lease.total, { allowed: false, debtUnits }), remaining: lease.total });
+        w.settle({ ...toDecision(policy, w.cost - lease.total, { allowed: false, debtUnits: [debtUnits] }), remaining: lease.total });
       }
     }
   }
@@ -269,7 +270,7 @@ export function createLeases(options: LeaseOptions): Leases {
    */
   function localDecision(lease: Lease, now: number, allowed: boolean, retryAfterMs: number): BucketDecision {
     const debtUnits = debtAfterMs(lease.debtUnits, now - lease.debtAtMs, lease.policy.unitsPerMs);
-    return { ...toDecision(lease.policy, 1, { allowed, debtUnits }), remaining: lease.total, retryAfterMs, waitMs: 0, reason: 'lease' };
+    return { ...toDecision(lease.policy, 1, { allowed, debtUnits: [debtUnits] }), remaining: lease.total, retryAfterMs, waitMs: 0, reason: 'lease' };
   }
 
   return {

@@ -41,6 +41,14 @@ export interface StoreCallerOptions {
 /** The onDecision `error` of a decision skipped because the circuit breaker is open. */
 export const CIRCUIT_OPEN = new StoreError('circuit', 'circuit breaker open: the store failed repeatedly; failing fast until the next probe');
 
+/** The onDecision `error` of a decision refused by this node's maxPendingStoreCalls: the store was not asked. */
+export const AT_PENDING_CAP = new StoreError('limiter', 'maxPendingStoreCalls store calls are already in flight: the store was not asked');
+
+/** Whether a decision's error says the store was never asked (its duration says nothing of the store's latency). */
+export function storeNotAsked(error: unknown): boolean {
+  return error === CIRCUIT_OPEN || error === AT_PENDING_CAP;
+}
+
 /**
  * One call in flight: its StepOptions (the signal is made on first read, by a getter on the prototype,
  * so a call costs no AbortController unless the store wants one) and whether it has settled.
@@ -136,7 +144,7 @@ export function createStoreCaller(options: StoreCallerOptions): StoreCaller {
       if (!background && pending >= maxPending) {
         breaker.release(admission);
         // This node's own cap refused, not the store: no outage is reported.
-        return Promise.resolve({ ok: false, error: new StoreError(store.name, `${pending} store calls are already in flight (maxPendingStoreCalls)`) });
+        return Promise.resolve({ ok: false, error: AT_PENDING_CAP });
       }
       if (!background) pending++;
       // The abort signal is made only if the store reads it (see StepOptions.signal): ioredis and

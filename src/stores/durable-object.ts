@@ -9,7 +9,7 @@
 //
 // Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
 // (and type-checks) outside workerd.
-import { fullAfterMs, step, type BucketState } from '../core/gcra.js';
+import { fullAfterMs, repeatOf, step, type BucketState, type OpRecord } from '../core/gcra.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 
@@ -86,7 +86,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     name: 'durable-object',
     async step(key: string, args: StepArgs, stepOptions?: StepOptions): Promise<StepResult> {
       const r = (await send(key, { op: 'step', key, args }, stepOptions?.signal)) as StepResult;
-      if (!r || typeof r.allowed !== 'boolean' || typeof r.debtUnits !== 'number') throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
+      if (!r || typeof r.allowed !== 'boolean' || !Array.isArray(r.debtUnits) || r.debtUnits.length !== args.limits.length) throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
       return r;
     },
     async reset(key: string): Promise<void> {
@@ -104,6 +104,12 @@ const MAX_ALARM_DELAY_MS = 30 * 24 * 3600 * 1000;
 /** A stored bucket: its state (core/gcra.ts BucketState) and when it is full again, in ms since the epoch. */
 interface StoredBucket extends BucketState {
   fullAtMs: number;
+}
+
+/** A stored bucket's state; one written with a single debt (a number) reads as that one limit. */
+function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits: readonly number[] | number }) | undefined): BucketState | undefined {
+  if (stored === undefined) return undefined;
+  return typeof stored.debtUnits === 'number' ? { debtUnits: [stored.debtUnits], atUs: stored.atUs } : stored as BucketState;
 }
 
 /**
@@ -138,21 +144,29 @@ export class RateLimiterObject {
     if (
       body.op !== 'step' ||
       !args ||
-      typeof args.costUnits !== 'number' ||
-      typeof args.limitUnits !== 'number' ||
-      !(args.refillUnitsPerUs > 0) ||
-      (args.tokenUnits !== undefined && !(args.tokenUnits > 0)) ||
-      (args.refundSinceUs !== undefined && typeof args.refundSinceUs !== 'number')
+      !Array.isArray(args.limits) ||
+      args.limits.length === 0 ||
+      !args.limits.every((l) => l && typeof l.costUnits === 'number' && typeof l.limitUnits === 'number' && l.refillUnitsPerUs > 0) ||
+      (args.tokenUnits !== undefined && !(args.tokenUnits > 0 && args.limits.length === 1)) ||
+      (args.refundSinceUs !== undefined && typeof args.refundSinceUs !== 'number') ||
+      (args.op !== undefined && !(typeof args.op?.id === 'string' && args.op.id.length > 0 && args.op.ttlMs > 0 && typeof args.op.fingerprint === 'string'))
     ) {
       return new Response('unknown operation', { status: 400 });
     }
     // This object's clock is the bucket's clock, read in whole µs. The event runs alone (input gates),
     // so this read-decide-write is atomic, and the answer waits until the write is durable (output gates).
     const nowMs = Date.now();
+    // An operation id's record is an entry of its own beside the bucket's, deleted by the alarm once
+    // it expires (its fullAtMs is its expiry).
+    const opKey = args.op === undefined ? undefined : `op\u0000${body.key}\u0000${args.op.id}`;
+    if (opKey !== undefined) {
+      const seen = await this.storage.get<{ record: OpRecord; fullAtMs: number }>(opKey);
+      if (seen !== undefined && seen.fullAtMs > nowMs) return Response.json(repeatOf(seen.record, args));
+    }
     const stored = await this.storage.get<StoredBucket>(body.key);
-    const r = step(stored, nowMs * 1000, args);
+    const r = step(readState(stored), nowMs * 1000, args);
     if (r.write) {
-      const fullAtMs = nowMs + fullAfterMs(r.write.debtUnits, args.refillUnitsPerUs);
+      const fullAtMs = nowMs + Math.max(...r.write.debtUnits.map((d, i) => fullAfterMs(d, args.limits[i]!.refillUnitsPerUs)));
       await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, fullAtMs });
       await this.armAlarm(fullAtMs);
     } else if (r.write === null) {
@@ -160,6 +174,12 @@ export class RateLimiterObject {
     }
     const out: StepResult =
       r.tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens: r.tokens, atUs: r.atUs };
+    if (opKey !== undefined) {
+      const record: OpRecord = { ...out, atUs: nowMs * 1000, fingerprint: args.op!.fingerprint };
+      const expiresAtMs = nowMs + args.op!.ttlMs;
+      await this.storage.put(opKey, { record, fullAtMs: expiresAtMs });
+      await this.armAlarm(expiresAtMs);
+    }
     return Response.json(out);
   }
 

@@ -1,6 +1,6 @@
 // The embedded default store: buckets in a Map in this process. It is its own store, so the process's
 // monotonic clock is the store clock, read in whole µs like every store's. Bounded by maxKeys.
-import { ceilDiv, step } from '../core/gcra.js';
+import { ceilDiv, repeatOf, step, type OpRecord } from '../core/gcra.js';
 import { ConfigError } from '../errors.js';
 import type { StepArgs, StepResult, Store } from '../store.js';
 
@@ -13,6 +13,12 @@ export interface MemoryStoreOptions {
    * @default 100_000
    */
   maxKeys?: number;
+  /**
+   * Most operation ids (StepArgs.op, an Idempotency-Key) remembered at once. An id is kept for its
+   * ttlMs; when more than this many are younger, the oldest is forgotten early (a retry of it would
+   * apply again). @default 100_000
+   */
+  maxOps?: number;
   /**
    * The clock, in ms; read to the µs (its readings are floored to whole µs, the resolution of every
    * store's clock). Tests pass a fake one. @default performance.timeOrigin + performance.now()
@@ -31,11 +37,11 @@ export interface MemoryStore extends Store {
 const SWEEP_BATCH = 64;
 
 /**
- * A bucket: its state (debt in units at atUs), when it is full again (µs), and whether it was used since
- * the eviction hand last passed it (second chance).
+ * A bucket: its state (each limit's debt in units at atUs), when every limit is full again (µs), and
+ * whether it was used since the eviction hand last passed it (second chance).
  */
 interface Bucket {
-  debtUnits: number;
+  debtUnits: readonly number[];
   atUs: number;
   fullAtUs: number;
   used: boolean;
@@ -55,6 +61,18 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // used ones get a second chance (flag cleared, moved to the back), and the first unused one goes.
   const buckets = new Map<string, Bucket>();
   let evictedActive = 0;
+  // Operation ids by `${key}\u0000${id}`, oldest first (they are only ever added at the end).
+  const maxOps = options.maxOps ?? 100_000;
+  if (!Number.isInteger(maxOps) || maxOps < 1) throw new ConfigError('maxOps', `must be a positive integer, got ${String(maxOps)}`);
+  const ops = new Map<string, { record: OpRecord; expiresAtUs: number }>();
+
+  /** Forgets expired ids from the oldest end, and the oldest ones beyond maxOps. */
+  function pruneOps(now: number): void {
+    for (const [k, o] of ops) {
+      if (o.expiresAtUs > now && ops.size < maxOps) break;
+      ops.delete(k);
+    }
+  }
 
   function makeRoom(now: number): void {
     let seen = 0;
@@ -90,12 +108,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     stepSync(key: string, args: StepArgs): StepResult {
       const now = nowUs();
+      const { op } = args;
+      const opKey = op === undefined ? '' : `${key}\u0000${op.id}`;
+      if (op !== undefined) {
+        const seen = ops.get(opKey);
+        if (seen !== undefined && seen.expiresAtUs > now) return repeatOf(seen.record, args);
+      }
       const bucket = buckets.get(key);
       const r = step(bucket, now, args);
       const { write } = r;
       if (write) {
-        // Whole µs until full: a bucket past it is full, whatever its stored debt says.
-        const fullAtUs = now + ceilDiv(write.debtUnits, args.refillUnitsPerUs);
+        // Whole µs until every limit is full: a bucket past it is full, whatever its stored debts say.
+        let fullAtUs = now;
+        for (let i = 0; i < write.debtUnits.length; i++) {
+          fullAtUs = Math.max(fullAtUs, now + ceilDiv(write.debtUnits[i]!, args.limits[i]!.refillUnitsPerUs));
+        }
         if (bucket) {
           bucket.debtUnits = write.debtUnits;
           bucket.atUs = now;
@@ -108,6 +135,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       } else if (write === null) {
         // Full again (or refunded to full): no state is a full bucket.
         buckets.delete(key);
+      }
+      if (op !== undefined) {
+        pruneOps(now);
+        const record: OpRecord = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: now, fingerprint: op.fingerprint };
+        if (r.tokens !== undefined) record.tokens = r.tokens;
+        ops.delete(opKey);
+        ops.set(opKey, { record, expiresAtUs: now + op.ttlMs * 1000 });
       }
       return r;
     },

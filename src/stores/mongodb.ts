@@ -1,24 +1,63 @@
 // MongoDB store: one findOneAndUpdate with an update pipeline per decision, timed by $$NOW.
-// Buckets live in one collection, one document each: { _id: key, debt, atUs, expiresAt, last }.
-// A denied step leaves the document byte-identical, so MongoDB writes nothing (no oplog entry) for it.
+// Buckets live in one collection, one document each: { _id: key, debt: [debt per limit], atUs, expiresAt, last }
+// (no debt and atUs when every limit is full), plus { ops, opsUntil, opCall } once an operation id was applied.
+// A denied step leaves the document byte-identical, so MongoDB writes nothing (no oplog entry) for it; so
+// does a repeated operation id, and a denied step with a new id writes only that id's record.
 // The driver is never imported here: pass a driver Collection (the `mongodb` package), so that bundles
 // that do not use this store never contain the driver.
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
+import { repeatOf, type LimitStep, type OpArgs, type OpRecord } from '../core/gcra.js';
 
 /**
- * A bucket document. `debt` is the debt in units at `atUs`, the server clock's reading in whole µs
- * (both integers below 2^53, stored as doubles: exact); `expiresAt` feeds the TTL index; `last` is the
- * most recent allowed step: its call id (so that call knows it was applied) and the debt after it.
+ * A bucket document. `debt` holds each limit's debt in its units, in the policy's order, at `atUs`, the
+ * server clock's reading in whole µs (all integers below 2^53, stored as numbers: exact); both are
+ * absent when a step left every limit full (a full bucket, as if there were no document). `expiresAt`
+ * feeds the TTL index (every limit is full again by then); `last` is the most recent allowed step: its
+ * call id (so that call knows it was applied), the debts after it and the clock reading.
+ * A document written before policies had several limits holds `debt` as one number: it reads as the
+ * debt of the first limit (the others full), and the next allowed step rewrites it as an array.
  */
 export interface BucketDocument {
   _id: string;
-  debt?: number;
+  debt?: number[] | number;
   atUs?: number;
   expiresAt?: Date;
   /** `tokens`: the tokens a lease grant took (partial grants only). */
-  last?: { id: string; debtUnits: number; tokens?: number };
+  last?: { id: string; debtUnits: number[]; atUs: number; tokens?: number };
+  /**
+   * The operation ids (StepArgs.op) applied to this key, oldest first: each one's step result, its
+   * request's fingerprint and when it expires (`expiresAtUs`, the server clock in whole µs). Every step
+   * that records an id first drops the expired ones, then keeps the newest MAX_OPS_PER_BUCKET.
+   */
+  ops?: OpRecordDocument[];
+  /** When the latest of `ops` expires (a Date, ms rounded up): `expiresAt` is never before it. */
+  opsUntil?: Date;
+  /** The call id of the step that last recorded an operation id (how that call knows it was not a repeat). */
+  opCall?: string;
 }
+
+/** One operation id's record in BucketDocument.ops. */
+export interface OpRecordDocument {
+  id: string;
+  fingerprint: string;
+  allowed: boolean;
+  /** The debts the step reported: after it when allowed, unchanged (at atUs) when denied. */
+  debtUnits: number[];
+  /** A partial grant's tokens (0 when denied). */
+  tokens?: number;
+  atUs: number;
+  /** atUs + ttlMs * 1000: the record is live while the server clock is before it. */
+  expiresAtUs: number;
+}
+
+/**
+ * Most operation records one bucket document holds. An operation id is remembered for its ttlMs or for
+ * the last 1000 ids applied to that key, whichever ends first: a 1001st id younger than its ttl drops
+ * the oldest record, and a retry of that oldest id applies again. (At about 0.5 KB a record, a full
+ * array stays far below MongoDB's 16 MB document limit.)
+ */
+export const MAX_OPS_PER_BUCKET = 1000;
 
 /** The part of the driver's Collection that the store uses. */
 export interface MongoCollectionLike {
@@ -51,44 +90,107 @@ export interface MongoStore extends Store {
 const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
 
 /**
- * The debt now of the document's bucket, as core/gcra.ts debtAt computes it, in the same operations:
- * debt - (now - atUs) * rate, at least 0. No document (no debt) is a full bucket.
+ * Limit i's stored debt: element i of the `debt` array (missing: 0, a limit the bucket was stored
+ * without is full), or for a document of the one-limit format (`debt` a number) that number as limit 0.
+ * No document (no debt) is a full bucket.
  */
-function debtNow(nowUs: unknown, refillUnitsPerUs: number): object {
-  return { $max: [0, { $subtract: [{ $ifNull: ['$debt', 0] }, { $multiply: [{ $subtract: [nowUs, { $ifNull: ['$atUs', nowUs] }] }, refillUnitsPerUs] }] }] };
+function storedDebt(i: number): object {
+  const legacy = i === 0 ? { $ifNull: ['$debt', 0] } : 0;
+  return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
 }
 
 /**
- * The update pipeline for one step. Exported so tests can run this exact value through an independent
- * MQL engine. Fields starting with `_s` are scratch and removed by the last stage. On a denial every
- * field keeps its value, so the document stays byte-identical and the server writes nothing.
- * `callId` must be unique per call: finding it in `last` afterwards is how the caller knows it was allowed.
+ * Limit i's debt now, as core/gcra.ts debtAt computes it, in the same operations:
+ * stored - (now - atUs) * rate, at least 0.
+ */
+function debtNow(i: number, nowUs: unknown, refillUnitsPerUs: number): object {
+  return { $max: [0, { $subtract: [storedDebt(i), { $multiply: [{ $subtract: [nowUs, { $ifNull: ['$atUs', nowUs] }] }, refillUnitsPerUs] }] }] };
+}
+
+/** The stored step's limits (at least one, at most a policy's 8: every per-limit expression below is unrolled). */
+function limitsOf(args: StepArgs): readonly LimitStep[] {
+  const { limits } = args;
+  if (!Array.isArray(limits) || limits.length === 0 || limits.length > 8) {
+    throw new StoreError('mongodb', `a step needs 1 to 8 limits, got ${Array.isArray(limits) ? limits.length : typeof limits}`);
+  }
+  return limits;
+}
+
+/** An operation id's arguments, checked: its ttl in whole µs (rounded up). */
+function opOf(args: StepArgs): (OpArgs & { ttlUs: number }) | undefined {
+  const { op } = args;
+  if (op === undefined) return undefined;
+  if (!op || typeof op.id !== 'string' || op.id.length === 0 || typeof op.fingerprint !== 'string' || !(Number.isFinite(op.ttlMs) && op.ttlMs > 0)) {
+    throw new StoreError('mongodb', 'a step\'s op needs a non-empty string id, a string fingerprint and a positive ttlMs');
+  }
+  return { id: op.id, fingerprint: op.fingerprint, ttlMs: op.ttlMs, ttlUs: Math.ceil(op.ttlMs * 1000) };
+}
+
+/** Scratch field names, per limit: its debt now (before the step) and after it. */
+const D = (i: number) => `_sD${i}`;
+const A = (i: number) => `_sA${i}`;
+
+/**
+ * The update pipeline for one step (core/gcra.ts `step`, line by line, one expression per limit). Exported
+ * so tests can run this exact value through an independent MQL engine. Fields starting with `_s` are
+ * scratch and removed by the last stage. On a denial every field keeps its value, so the document stays
+ * byte-identical and the server writes nothing. `callId` must be unique per call: finding it in `last`
+ * afterwards is how the caller knows it was allowed. A peek (every cost 0) is never sent as an update:
+ * see peekPipeline.
+ *
+ * With StepArgs.op, the same update also looks the id up among the document's live `ops` records (by
+ * $$NOW, the step's own reading): found, every field keeps its value (a repeat writes nothing) and the
+ * caller answers from the record (opProjection); not found, the step runs as without `op` and its result
+ * is recorded, a denial's too, after dropping the expired records and keeping the newest
+ * MAX_OPS_PER_BUCKET, with `opCall` set to `callId`. Without `op` the pipeline has no extra stage and no
+ * op expression but one: `expiresAt` is never set before `opsUntil`.
  */
 export function stepPipeline(args: StepArgs, callId: string): object[] {
-  const { costUnits, limitUnits, tokenUnits, refillUnitsPerUs, refundSinceUs } = args;
+  const limits = limitsOf(args);
+  const op = opOf(args);
+  const idx = limits.map((_, i) => i);
+  const { tokenUnits, refundSinceUs } = args;
+  const opId = op && { $literal: op.id };
   const stages: object[] = [
-    // The store's clock in whole µs, and the bucket's debt in units.
-    { $set: { _sNow: NOW_US } },
-    { $set: { _sDebt: debtNow('$_sNow', refillUnitsPerUs) } },
+    // The store's clock in whole µs, and each limit's debt now, in its units. With an op: the records
+    // not yet expired ($$NOW is one reading for the whole update), and whether this id is among them.
+    { $set: op ? { _sNow: NOW_US, _sOps: { $filter: { input: { $ifNull: ['$ops', []] }, as: 'o', cond: { $gt: ['$$o.expiresAtUs', NOW_US] } } } } : { _sNow: NOW_US } },
+    {
+      $set: {
+        ...Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs)])),
+        ...(op ? { _sRep: { $in: [opId, '$_sOps.id'] } } : {}),
+      },
+    },
   ];
-  // The debt after the step, and whether it is allowed.
-  let debtAfter: object;
+  const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : [])];
+  // Each limit's debt after the step, and whether the step is allowed.
+  const after: object[] = idx.map((i) => `$${D(i)}` as unknown as object);
   let ok: object | boolean;
   let tokens: string | undefined;
-  if (costUnits < 0) {
-    // A refund: the debt falls, never below 0 (a bucket is never fuller than full). Always allowed. With
-    // refundSinceUs, by what the bucket has not refilled since then (core/gcra.ts refundUnitsAt).
-    const back =
-      refundSinceUs === undefined
-        ? -costUnits
-        : { $max: [0, { $subtract: [-costUnits, { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
-    debtAfter = { $max: [0, { $subtract: ['$_sDebt', back] }] };
+  if (args.adjust) {
+    // An adjustment, always applied (core/gcra.ts step, adjust): a refund never below 0 (with
+    // refundSinceUs, by what the limit has not refilled since then: refundUnitsAt); a charge never above
+    // limitUnits, and a debt already above it is kept.
+    for (const i of idx) {
+      const { costUnits, limitUnits, refillUnitsPerUs } = limits[i]!;
+      const d = `$${D(i)}`;
+      if (costUnits < 0) {
+        const back =
+          refundSinceUs === undefined
+            ? -costUnits
+            : { $max: [0, { $subtract: [-costUnits, { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
+        after[i] = { $max: [0, { $subtract: [d, back] }] };
+      } else if (costUnits > 0) {
+        after[i] = { $cond: [{ $gt: [{ $add: [d, costUnits] }, limitUnits] }, { $max: [d, limitUnits] }, { $add: [d, costUnits] }] };
+      }
+    }
     ok = true;
   } else if (tokenUnits !== undefined) {
-    // A partial grant (see core/gcra.ts grantTokens): the floor, corrected by one either way, capped.
+    // A partial grant on limit 0 (see core/gcra.ts grantTokens): the floor, corrected by one either way, capped.
+    const { costUnits, limitUnits } = limits[0]!;
     const most = costUnits / tokenUnits;
     stages.push(
-      { $set: { _sRoom: { $subtract: [limitUnits, '$_sDebt'] } } },
+      { $set: { _sRoom: { $subtract: [limitUnits, `$${D(0)}`] } } },
       { $set: { _sK: { $floor: { $divide: ['$_sRoom', tokenUnits] } } } },
       {
         $set: {
@@ -105,48 +207,146 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
       },
       { $set: { _sK: { $max: [0, { $min: [most, '$_sK'] }] } } },
     );
-    debtAfter = { $add: ['$_sDebt', { $multiply: ['$_sK', tokenUnits] }] };
+    scratch.push('_sRoom', '_sK');
+    after[0] = { $add: [`$${D(0)}`, { $multiply: ['$_sK', tokenUnits] }] };
     ok = { $gt: ['$_sK', 0] };
     tokens = '$_sK';
   } else {
-    debtAfter = { $add: ['$_sDebt', costUnits] };
-    ok = { $lte: [debtAfter, limitUnits] };
+    // A take, all or nothing: every limit with a cost must stay within its limitUnits (one with cost 0 is
+    // neither charged nor checked).
+    // A negative cost (never sent by the limiter) is read as a refund, never below 0, as core does.
+    for (const i of idx) {
+      const c = limits[i]!.costUnits;
+      after[i] = c < 0 ? { $max: [0, { $add: [`$${D(i)}`, c] }] } : { $add: [`$${D(i)}`, c] };
+    }
+    ok = { $and: idx.filter((i) => limits[i]!.costUnits > 0).map((i) => ({ $lte: [`$${A(i)}`, limits[i]!.limitUnits] })) };
   }
+  const afters = idx.map((i) => `$${A(i)}`);
+  // µs until each limit is full again.
+  const fullAfterUs = idx.map((i) => ({ $ceil: { $divide: [`$${A(i)}`, limits[i]!.refillUnitsPerUs] } }));
+  // The document may go once every limit is full again (a missing document is a full bucket): the TTL
+  // monitor only ever deletes later than this, never sooner. ceil(after / rate) is exact for integers
+  // below 2^53 (a quotient that is no integer is never rounded onto one).
+  const fullAt = { $toDate: { $ceil: { $divide: [{ $add: ['$_sNow', fullAfterUs.length === 1 ? fullAfterUs[0] : { $max: fullAfterUs }] }, 1000] } } };
   stages.push(
-    { $set: { _sOk: ok, _sAfter: debtAfter } },
+    { $set: Object.fromEntries(idx.map((i) => [A(i), after[i]!])) },
+    // _sFull: no limit is in debt after the step. The bucket is then stored as no bucket at all (debt and
+    // atUs removed), as core/gcra.ts step deletes it: a full bucket stays full even if the clock goes back.
+    // With an op, a repeat is never allowed: _sOk false keeps every bucket field as it is.
+    { $set: { _sOk: op ? { $and: [{ $not: ['$_sRep'] }, ok] } : ok, _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) } } },
+  );
+  if (op) {
+    // Not a repeat: the live records and this step's, the newest MAX_OPS_PER_BUCKET of them, and when
+    // the latest of those expires. A denial's record holds the debts now, unchanged (core step's result).
+    const record = {
+      id: opId,
+      fingerprint: { $literal: op.fingerprint },
+      allowed: '$_sOk',
+      debtUnits: { $cond: ['$_sOk', afters, idx.map((i) => `$${D(i)}`)] },
+      ...(tokens ? { tokens } : {}),
+      atUs: '$_sNow',
+      expiresAtUs: { $add: ['$_sNow', op.ttlUs] },
+    };
+    const kept = { $slice: [{ $concatArrays: ['$_sOps', [record]] }, -MAX_OPS_PER_BUCKET] };
+    stages.push({
+      $set: {
+        _sNew: {
+          $cond: ['$_sRep', null, { $let: { vars: { o: kept }, in: { ops: '$$o', until: { $toDate: { $ceil: { $divide: [{ $max: '$$o.expiresAtUs' }, 1000] } } } } } }],
+        },
+      },
+    });
+  }
+  // A field that may be missing, made null for $max: MongoDB's $max skips null and missing arguments alike,
+  // mingo's returns null for a missing one; both skip an explicit null.
+  const orNull = (field: string) => ({ $ifNull: [field, null] });
+  stages.push(
     {
       $set: {
         // A denial keeps each field as it is ('$field' of a missing field leaves it missing). A new
-        // document is never denied (cost <= capacity).
-        debt: { $cond: ['$_sOk', '$_sAfter', '$debt'] },
-        atUs: { $cond: ['$_sOk', '$_sNow', '$atUs'] },
-        // The document may go once the bucket is full again (a missing document is a full bucket): the
-        // TTL monitor only ever deletes later than this, never sooner.
-        expiresAt: {
-          $cond: ['$_sOk', { $toDate: { $ceil: { $divide: [{ $add: ['$_sNow', { $divide: ['$_sAfter', refillUnitsPerUs] }] }, 1000] } } }, '$expiresAt'],
-        },
+        // document is never denied by the limiter (each cost is at most its capacity).
+        debt: { $cond: { if: '$_sOk', then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: afters } }, else: '$debt' } },
+        atUs: { $cond: { if: '$_sOk', then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: '$_sNow' } }, else: '$atUs' } },
+        // Never before the latest operation record expires either (a retry needs it): without an op,
+        // the stored opsUntil; with one, the new one (a repeat and a denial without op keep expiresAt).
+        expiresAt: op
+          ? { $cond: ['$_sRep', '$expiresAt', { $max: [{ $cond: ['$_sOk', fullAt, orNull('$expiresAt')] }, '$_sNew.until'] }] }
+          : { $cond: ['$_sOk', { $max: [fullAt, orNull('$opsUntil')] }, '$expiresAt'] },
         last: {
-          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: '$_sAfter', atUs: '$_sNow', ...(tokens ? { tokens } : {}) }, '$last'],
+          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: afters, atUs: '$_sNow', ...(tokens ? { tokens } : {}) }, '$last'],
         },
+        ...(op
+          ? {
+              ops: { $cond: ['$_sRep', '$ops', '$_sNew.ops'] },
+              opsUntil: { $cond: ['$_sRep', '$opsUntil', '$_sNew.until'] },
+              opCall: { $cond: ['$_sRep', '$opCall', { $literal: callId }] },
+            }
+          : {}),
       },
     },
-    { $unset: tokens ? ['_sNow', '_sDebt', '_sOk', '_sAfter', '_sRoom', '_sK'] : ['_sNow', '_sDebt', '_sOk', '_sAfter'] },
+    { $unset: scratch },
   );
   return stages;
 }
 
 /**
- * What findOneAndUpdate returns: `last` (was this call applied, and the debt after it) and, for a
- * denial, the debt now. A projection may hold aggregation expressions since MongoDB 4.4. Only a denial's
- * reported numbers (retryAfterMs, remaining) come from this second reading of $$NOW; the verdict does not.
+ * Each limit's debt now (`d0`, `d1`, ...: one field per limit, not an array, so that a find projection
+ * only ever holds plain expressions) and the clock reading `nowUs`.
  */
-export function stepProjection(refillUnitsPerUs: number): object {
-  return { _id: 0, last: 1, debtNowUnits: debtNow(NOW_US, refillUnitsPerUs), nowUs: NOW_US };
+function debtsNowFields(limits: readonly LimitStep[]): Record<string, object> {
+  return Object.fromEntries(limits.map((l, i) => [`d${i}`, debtNow(i, NOW_US, l.refillUnitsPerUs)]));
 }
 
-/** The read-only pipeline for a peek: the debt now, without writing or upserting. */
-export function peekPipeline(key: string, refillUnitsPerUs: number): object[] {
-  return [{ $match: { _id: { $eq: key } } }, { $project: { _id: 0, debtUnits: debtNow(NOW_US, refillUnitsPerUs) } }];
+/**
+ * What findOneAndUpdate returns: `last` (was this call applied, and the debts after it) and, for a
+ * denial, each limit's debt now (`d0`, `d1`, ...) and `nowUs`. A projection may hold aggregation
+ * expressions since MongoDB 4.4; on a denial the document is unchanged, so these read what the pipeline
+ * read. Only a denial's reported numbers (retryAfterMs, remaining) come from this second reading of
+ * $$NOW; the verdict does not.
+ */
+export function stepProjection(limits: readonly LimitStep[]): object {
+  return { _id: 0, last: 1, ...debtsNowFields(limits), nowUs: NOW_US };
+}
+
+/**
+ * What findOneAndUpdate returns for a step with an operation id: `opCall` (this call's id when it
+ * recorded the id, another's when the id was a repeat) and `op`, the id's record.
+ */
+export function opProjection(id: string): object {
+  return { _id: 0, opCall: 1, op: { $arrayElemAt: [{ $filter: { input: '$ops', as: 'o', cond: { $eq: ['$$o.id', { $literal: id }] } } }, 0] } };
+}
+
+/** A record as the projection returned it, checked, as core's OpRecord. */
+function readOpRecord(rec: unknown): OpRecord | undefined {
+  const r = rec as Partial<OpRecordDocument> | null | undefined;
+  if (!r || typeof r.allowed !== 'boolean' || typeof r.atUs !== 'number' || typeof r.fingerprint !== 'string') return undefined;
+  if (!Array.isArray(r.debtUnits) || !r.debtUnits.every((u) => typeof u === 'number')) return undefined;
+  const out: OpRecord = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs, fingerprint: r.fingerprint };
+  if (typeof r.tokens === 'number') out.tokens = r.tokens;
+  return out;
+}
+
+/**
+ * The read-only pipeline for a peek: each limit's debt now (`b.d0`, `b.d1`, ...; no `b` when there is no
+ * document: every limit full) and the clock reading `nowUs`, without writing or upserting. $facet makes
+ * exactly one result document even when the key has none, and $$NOW is one reading for the whole pipeline.
+ */
+export function peekPipeline(key: string, limits: readonly LimitStep[]): object[] {
+  return [
+    { $match: { _id: { $eq: key } } },
+    { $facet: { b: [{ $project: { _id: 0, ...debtsNowFields(limits) } }] } },
+    { $project: { b: { $arrayElemAt: ['$b', 0] }, nowUs: NOW_US } },
+  ];
+}
+
+/** Each limit's debt from the d0, d1, ... fields of a projection (a missing one: no document, 0). */
+function readDebts(fields: Record<string, unknown> | undefined, n: number): number[] | undefined {
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const v = fields?.[`d${i}`] ?? 0;
+    if (typeof v !== 'number') return undefined;
+    out[i] = v;
+  }
+  return out;
 }
 
 function message(err: unknown): string {
@@ -179,16 +379,22 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
 
   async function step(key: string, args: StepArgs, stepOptions: StepOptions = {}): Promise<StepResult> {
     const filter = idFilter(key);
+    const limits = limitsOf(args);
+    const n = limits.length;
     const opTimeMS = stepOptions.timeoutMs === undefined ? maxTimeMS : Math.max(1, Math.min(maxTimeMS, Math.ceil(stepOptions.timeoutMs)));
-    if (args.costUnits === 0) {
+    if (limits.every((l) => l.costUnits === 0)) {
+      // A peek (core/gcra.ts step: every cost 0): read only, never an upsert.
       const aggOptions = stepOptions.signal ? { maxTimeMS: opTimeMS, signal: stepOptions.signal } : { maxTimeMS: opTimeMS };
-      const docs = await collection.aggregate(peekPipeline(filter._id, args.refillUnitsPerUs), aggOptions).toArray();
-      const debtUnits = Number((docs[0] as { debtUnits?: unknown } | undefined)?.debtUnits ?? 0);
-      return { allowed: true, debtUnits };
+      const docs = await collection.aggregate(peekPipeline(filter._id, limits), aggOptions).toArray();
+      const d = docs[0] as { b?: Record<string, unknown>; nowUs?: unknown } | undefined;
+      const debtUnits = readDebts(d?.b, n);
+      if (!debtUnits || typeof d?.nowUs !== 'number') throw new Error(`unexpected aggregate result ${JSON.stringify(docs)?.slice(0, 120)}`);
+      return { allowed: true, debtUnits, atUs: d.nowUs };
     }
     const callId = nextCallId();
     const update = stepPipeline(args, callId);
-    const findOptions = { upsert: true, returnDocument: 'after', projection: stepProjection(args.refillUnitsPerUs), maxTimeMS: opTimeMS };
+    const op = args.op;
+    const findOptions = { upsert: true, returnDocument: 'after', projection: op ? opProjection(op.id) : stepProjection(limits), maxTimeMS: opTimeMS };
     let doc: unknown;
     try {
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
@@ -197,15 +403,28 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
       doc = await collection.findOneAndUpdate(filter, update, findOptions);
     }
-    const d = doc as { last?: { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown }; debtNowUnits?: unknown; nowUs?: unknown } | null;
-    const withTokens = args.tokenUnits !== undefined && args.costUnits > 0;
-    if (d && d.last?.id === callId && typeof d.last.debtUnits === 'number') {
-      const atUs = Number(d.last.atUs);
-      return withTokens ? { allowed: true, debtUnits: d.last.debtUnits, tokens: Number(d.last.tokens), atUs } : { allowed: true, debtUnits: d.last.debtUnits, atUs };
+    const withTokens = !args.adjust && args.tokenUnits !== undefined;
+    if (op) {
+      // The id's record: this call's (its step's result, as core step gives it) or an earlier call's.
+      const rec = readOpRecord((doc as { op?: unknown } | null)?.op);
+      if (rec) {
+        if ((doc as { opCall?: unknown }).opCall !== callId) return repeatOf(rec, args);
+        const { allowed, debtUnits, atUs } = rec;
+        if (debtUnits.length === n) return withTokens ? { allowed, debtUnits, tokens: rec.tokens ?? 0, atUs } : { allowed, debtUnits, atUs };
+      }
+      throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
     }
-    if (d && typeof d.debtNowUnits === 'number') {
-      const atUs = Number(d.nowUs);
-      return withTokens ? { allowed: false, debtUnits: d.debtNowUnits, tokens: 0, atUs } : { allowed: false, debtUnits: d.debtNowUnits, atUs };
+    const d = doc as ({ last?: { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown }; nowUs?: unknown } & Record<string, unknown>) | null;
+    const last = d?.last;
+    if (last?.id === callId && Array.isArray(last.debtUnits) && last.debtUnits.length === n && last.debtUnits.every((u) => typeof u === 'number')) {
+      const debtUnits = last.debtUnits as number[];
+      const atUs = Number(last.atUs);
+      return withTokens ? { allowed: true, debtUnits, tokens: Number(last.tokens), atUs } : { allowed: true, debtUnits, atUs };
+    }
+    const debtUnits = d ? readDebts(d, n) : undefined;
+    if (debtUnits && typeof d!.nowUs === 'number') {
+      const atUs = d!.nowUs;
+      return withTokens ? { allowed: false, debtUnits, tokens: 0, atUs } : { allowed: false, debtUnits, atUs };
     }
     throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
   }

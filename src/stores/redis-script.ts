@@ -1,137 +1,253 @@
 // The Redis side of one step (see core/gcra.ts `step`), run atomically by EVALSHA.
-// A bucket's value is "<debt>:<atUs>": its debt in units at the server clock's reading atUs (whole µs),
-// both integers below 2^53, which Lua's doubles hold exactly, formatted with %.0f (an exact round trip).
-// The step only adds, subtracts and multiplies integers (and divides with an exact floor correction),
-// so the script and the client compute the same numbers. The reply formats no number: it carries the
-// verdict, the TIME reading and the stored value the step read, as Redis gave them, and the client
-// redoes the step from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`). Formatting a debt
-// cost ~1 µs of Redis time per key.
+// A bucket's value is "<debt1>:<debt2>:...:<debtN>:<atUs>": each limit's debt in its units, in the
+// policy's order, at the server clock's reading atUs (whole µs), all integers below 2^53, which Lua's
+// doubles hold exactly, formatted with %.0f (an exact round trip). A bucket of one limit is
+// "<debt>:<atUs>", as every earlier version wrote it. The step only adds, subtracts and multiplies
+// integers (and divides with an exact floor correction), in the order core/gcra.ts does, so the script
+// and the client compute the same numbers. The reply formats no number: it carries the verdict, the
+// TIME reading and the stored value the step read, as Redis gave them, and the client redoes the step
+// from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`). Formatting a debt cost ~1 µs of
+// Redis time per key.
+//
+// Both scripts take a step's limits as ARGV triples from a base index b: limit j (1 to n) is
+// ARGV[b+3j-2] costUnits (the debt it adds, cost * tokenUnits; 0: not charged, and not checked; below
+// 0, in an adjustment, a refund), ARGV[b+3j-1] limitUnits (the most debt allowed after) and ARGV[b+3j]
+// refillUnitsPerUs (the units one µs refills).
 
-/** The Lua that reads a stored value's debt now; shared by both scripts, so they cannot drift apart. */
-const DEBT_OF = `local function debt_of(v, now, rate)
-  if not v then return 0 end
-  local i = string.find(v, ':', 1, true)
-  if not i then return 0 end
-  local d = tonumber(string.sub(v, 1, i - 1))
-  local at = tonumber(string.sub(v, i + 1))
-  if not (d and at) then return 0 end
-  local debt = d - (now - at) * rate
-  if debt > 0 then return debt end
-  return 0
+/** The Lua both scripts share (reading, charging and saving a bucket), so they cannot drift apart. */
+const SHARED = `local A = ARGV
+local format, ceil = string.format, math.ceil
+-- The stored value v (false: no key) as numbers: the debts, then atUs, and how many there are (k;
+-- 0: no key, or not numbers joined by ':', at least two: a full bucket). The usual value, n debts and
+-- the clock in digits, is matched in one call and its numbers left as digit strings, which Lua's
+-- arithmetic reads as tonumber does; any other is read field by field with tonumber.
+local function fields(v, n)
+  if not v then return nil, 0 end
+  local pattern = '^(%d+):(%d+)$'
+  if n == 2 then pattern = '^(%d+):(%d+):(%d+)$' elseif n ~= 1 then pattern = '^' .. string.rep('(%d+):', n) .. '(%d+)$' end
+  local s = {string.match(v, pattern)}
+  if s[1] then return s, n + 1 end
+  s = {}
+  local k, j = 0, 1
+  while true do
+    local i = string.find(v, ':', j, true)
+    local x
+    if i then x = tonumber(string.sub(v, j, i - 1)) else x = tonumber(string.sub(v, j)) end
+    if not x then return nil, 0 end
+    k = k + 1
+    s[k] = x
+    if not i then break end
+    j = i + 1
+  end
+  if k < 2 then return nil, 0 end
+  return s, k
 end
--- The value to store, and its expiry in ms: when the bucket is full again (a missing key is a full
--- bucket), but not sooner than 1 s. A key kept longer is harmless (its debt has decayed to nothing by
--- then), and the floor keeps Redis's own clock, which times expiry, from outrunning a clock sent in the
--- client-clock mode. Both formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
-local function save(key, after, now, rate)
-  redis.call('SET', key, string.format('%.0f:%.0f', after, now), 'PX', string.format('%.0f', math.max(1000, math.ceil(after / (rate * 1000)))))
+-- Stores the debts after a step, f[1 .. n], at now with an expiry of px ms, and returns the value stored;
+-- when none is above 0 (keep false), every limit is full again and the key goes (a missing key is a
+-- full bucket): returns false. The expiry is when the slowest limit is full again, but not sooner than
+-- 1 s: a key kept longer is harmless (its debts have decayed to nothing by then), and the floor keeps
+-- Redis's own clock, which times expiry, from outrunning a clock sent in the client-clock mode. All
+-- formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
+local function save(key, v, f, n, now, px, keep)
+  if not keep then
+    if v then redis.call('DEL', key) end
+    return false
+  end
+  f[n + 1] = now
+  local pattern = '%.0f:%.0f'
+  if n == 2 then pattern = '%.0f:%.0f:%.0f' elseif n ~= 1 then pattern = string.rep('%.0f:', n) .. '%.0f' end
+  local value = format(pattern, unpack(f, 1, n + 1))
+  redis.call('SET', key, value, 'PX', format('%.0f', px))
+  return value
+end
+-- A take on the key holding v, at now, of the n limits at A[b+1 ..]: all or nothing. Allowed when every
+-- charged limit (cost above 0) stays within its limitUnits; then all are charged, else nothing changes.
+-- Every cost 0 is a peek: nothing is written. Returns the verdict (1 or 0) and the key's value after.
+local function take(key, v, now, b, n)
+  local s, k = fields(v, n)
+  local elapsed = 0
+  if k > 1 then elapsed = now - s[k] end
+  local f = {0, 0}
+  local wait, peek, keep = 0, true, false
+  for i = 1, n do
+    local j = b + 3 * i
+    local c, r = A[j - 2] + 0, A[j] + 0
+    -- The debt now, as core/gcra.ts debtAt (see debt_at in the single-key script), inlined: this loop
+    -- is most of a decision's Lua.
+    local d = 0
+    if k > 1 then
+      if i < k then d = s[i] - elapsed * r else d = 0 - elapsed * r end
+      if not (d > 0) then d = 0 end
+    end
+    local a = d + c
+    if c ~= 0 then
+      peek = false
+      if c > 0 and a > A[j - 1] + 0 then return 0, v end
+    end
+    if a > 0 then
+      keep = true
+      local ms = a / (r * 1000)
+      if ms > wait then wait = ms end
+    end
+    f[i] = a
+  end
+  if peek then return 1, v end
+  return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep)
 end`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v5
--- KEYS[1]: the bucket key; its value is "<debt>:<atUs>" (see above)
--- ARGV[1]: costUnits, the debt this request adds (cost * tokenUnits); "0" means peek: read only;
---          below 0 a refund: the debt falls by that much, never below 0
--- ARGV[2]: limitUnits, the most debt allowed after the request
--- ARGV[3]: refillUnitsPerUs, the units one µs refills
--- ARGV[4]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
--- ARGV[5]: optional tokenUnits: a partial grant of as many whole tokens as fit, at most costUnits / tokenUnits
--- ARGV[6]: optional, with a refund: refundSinceUs, the server clock's reading at the grant given back; the
---          refund is then what the bucket has not refilled since: max(0, -costUnits - (now - since) * rate)
+export const GCRA_SCRIPT = `-- edge-limiter gcra v7
+-- KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
+-- KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
+--          exists the step is not run and its record is the reply, {"op", record}; otherwise the step
+--          runs and its reply material is recorded there for ARGV[#ARGV - 1] ms, as
+--          "<fingerprint>|<verdict>|<now>|<tokens>|<value read>", fields joined by a newline (the
+--          fingerprint is ARGV[#ARGV])
+-- ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+-- ARGV[2]: the kind of step: "t" a take, all or nothing (see take); "g" a partial grant (one limit) of
+--          as many whole tokens as fit under limitUnits, at most costUnits / tokenUnits; "a" an
+--          adjustment, always applied: per limit, a refund (costUnits below 0) never below no debt, a
+--          charge never above limitUnits (a debt already above it is kept)
+-- ARGV[3]: with "g", tokenUnits; with "a", refundSinceUs, the server clock's reading at the grant given
+--          back ("": none), a refund then being what the bucket has not refilled since,
+--          max(0, -costUnits - max(0, now - since) * rate); with "t", ""
+-- ARGV[3j+1], ARGV[3j+2], ARGV[3j+3]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
+--          for j = 1 to n = (#ARGV - 3) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
+--          the fingerprint). Every cost 0 is a peek, of any kind: read only
 -- Returns {allowed, seconds, microseconds, value}: the verdict, TIME's reading ("" in client-clock mode)
--- and the value the step read (nil: no key); with ARGV[5], a fifth element: the tokens taken
-${DEBT_OF}
-local now
-local t = {'', ''}
-if ARGV[4] == '' then
+-- and the value the step read (nil: no key); with "g" (not a peek), a fifth element: the tokens taken
+${SHARED}
+-- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME
+-- once; t holds TIME's two strings for the reply ("" in client-clock mode).
+local now, t = A[1], {'', ''}
+if now == '' then
   t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[4])
+  now = now + 0
 end
-local v = redis.call('GET', KEYS[1])
-local rate = tonumber(ARGV[3])
-local debt = debt_of(v, now, rate)
-local cost = tonumber(ARGV[1])
-if cost == 0 then return {1, t[1], t[2], v} end
-local after
-local tokens
-if cost < 0 then
-  if ARGV[6] and ARGV[6] ~= '' then
-    local since = tonumber(ARGV[6])
-    if now > since then cost = math.min(0, cost + (now - since) * rate) end
+local key, op = KEYS[1], KEYS[2]
+local v, n
+if op then
+  -- One read for both: a recorded operation answers without a step.
+  local got = redis.call('MGET', key, op)
+  if got[2] then return {'op', got[2]} end
+  v = got[1]
+  n = (#A - 5) / 3
+else
+  v = redis.call('GET', key)
+  n = (#A - 3) / 3
+end
+-- The reply, recording it first for an operation id: its material, from which the client redoes the
+-- step to the same result.
+local function reply(allowed, tokens)
+  if op then
+    local record = format('%s\\n%d\\n%.0f\\n%s\\n%s', A[#A], allowed, now, tokens or '', v or '')
+    redis.call('SET', op, record, 'PX', A[#A - 1])
   end
-  after = debt + cost
-  -- A refund never makes the bucket fuller than full: at no debt the key goes, which is a full bucket.
-  if after <= 0 then
-    if v then redis.call('DEL', KEYS[1]) end
-    return {1, t[1], t[2], v}
-  end
-elseif ARGV[5] and ARGV[5] ~= '' then
+  if tokens then return {allowed, t[1], t[2], v, tokens} end
+  return {allowed, t[1], t[2], v}
+end
+local kind = A[2]
+if kind == 't' then return reply((take(key, v, now, 3, n))) end
+-- Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
+-- clock that went back (a failover to a server behind) raises the debt, as in core.
+local function debt_at(s, k, i, now, r)
+  if k < 2 then return 0 end
+  local stored = 0
+  if i < k then stored = s[i] end
+  local d = stored - (now - s[k]) * r
+  if d > 0 then return d end
+  return 0
+end
+local s, k = fields(v, n)
+if kind == 'g' then
+  local cost = A[4] + 0
+  if cost == 0 then return reply(1) end
+  local debt = debt_at(s, k, 1, now, A[6])
   -- The largest k <= cost / unit with debt + k * unit <= limit: the floor, corrected by one either way.
-  local unit = tonumber(ARGV[5])
-  local room = tonumber(ARGV[2]) - debt
-  local k = math.floor(room / unit)
-  if k * unit > room then k = k - 1 elseif (k + 1) * unit <= room then k = k + 1 end
-  if k > cost / unit then k = cost / unit end
-  if k <= 0 then return {0, t[1], t[2], v, 0} end
-  tokens = k
-  after = debt + k * unit
-else
-  after = debt + cost
-  if after > tonumber(ARGV[2]) then return {0, t[1], t[2], v} end
+  local unit = A[3] + 0
+  local room = A[5] - debt
+  local q = math.floor(room / unit)
+  if q * unit > room then q = q - 1 elseif (q + 1) * unit <= room then q = q + 1 end
+  if q > cost / unit then q = cost / unit end
+  if q <= 0 then return reply(0, 0) end
+  local after = debt + q * unit
+  save(key, v, {after}, 1, now, math.max(1000, ceil(after / (A[6] * 1000))), true)
+  return reply(1, q)
 end
-save(KEYS[1], after, now, rate)
-if tokens then return {1, t[1], t[2], v, tokens} end
-return {1, t[1], t[2], v}
+local since = tonumber(A[3])
+local f = {}
+local px, peek, keep = 1000, true, false
+for i = 1, n do
+  local j = 3 + 3 * i
+  local c, r = A[j - 2] + 0, A[j] + 0
+  local d = debt_at(s, k, i, now, r)
+  local a
+  if c < 0 then
+    peek = false
+    local back = -c
+    if since then
+      back = back - math.max(0, now - since) * r
+      if not (back > 0) then back = 0 end
+    end
+    a = math.max(0, d - back)
+  else
+    if c > 0 then peek = false end
+    local limit = A[j - 1] + 0
+    if d + c > limit then a = math.max(d, limit) else a = d + c end
+  end
+  if a > 0 then
+    keep = true
+    local ms = ceil(a / (r * 1000))
+    if ms > px then px = ms end
+  end
+  f[i] = a
+end
+if not peek then save(key, v, f, n, now, px, keep) end
+return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '26b9370ab6bb60bf520964e3bcc25225c2b11b4b';
+export const GCRA_SCRIPT_SHA = '709c8c39f6ed0fff25581c3833c63b1e274d9074';
 
-// Many decisions in one script call: one TIME read and one MGET, then each key's step in order,
-// exactly as above (a key listed twice sees its earlier step). The whole script is atomic, so each
-// key's step is too.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v3
+// Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
+// as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
+// atomic, so each key's step is too. Grants and adjustments go through the single-key script.
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v4
 -- KEYS[i]: the bucket keys, decided in order
--- ARGV[3i-2]: costUnits of KEYS[i] ("0": peek); ARGV[3i-1]: its limitUnits; ARGV[3i]: its refillUnitsPerUs
--- ARGV[3n+1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+-- ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+-- Then each key's take in turn, from b = 2: ARGV[b] its number of limits n, and ARGV[b+1 .. b+3n] the
+-- limits (see above; every cost 0: a peek); the next key's count is at ARGV[b + 3n + 1]
 -- Returns {seconds, microseconds, allowed1, value1, allowed2, value2, ...}: TIME's reading ("" in
 -- client-clock mode), then each key's verdict and the value its step read (nil: no key)
-${DEBT_OF}
-local n = #KEYS
-local now
-local t = {'', ''}
-if ARGV[3 * n + 1] == '' then
+${SHARED}
+-- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME
+-- once; t holds TIME's two strings for the reply ("" in client-clock mode).
+local now, t = A[1], {'', ''}
+if now == '' then
   t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[3 * n + 1])
+  now = now + 0
 end
 local read = redis.call('MGET', unpack(KEYS))
 -- What this call wrote, by key, so that a key listed again reads its earlier step.
 local written = {}
 local out = {t[1], t[2]}
-for i = 1, n do
+local b = 2
+for i = 1, #KEYS do
   local key = KEYS[i]
   local v = written[key]
   if v == nil then v = read[i] end
-  local rate = tonumber(ARGV[3 * i])
-  local cost = tonumber(ARGV[3 * i - 2])
-  local after = debt_of(v, now, rate) + cost
-  local allowed = 1
-  if cost ~= 0 then
-    if after > tonumber(ARGV[3 * i - 1]) then
-      allowed = 0
-    else
-      save(key, after, now, rate)
-      written[key] = string.format('%.0f:%.0f', after, now)
-    end
-  end
+  local n = A[b] + 0
+  local allowed, after = take(key, v, now, b, n)
+  written[key] = after
   out[2 * i + 1] = allowed
   out[2 * i + 2] = v
+  b = b + 3 * n + 1
 end
 return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '63b1d0ae0971a3fc434f4eefd8d9e3ebd79a455d';
+export const GCRA_BATCH_SCRIPT_SHA = 'c4750da267f9e44ceb3e5ca0fc34e46bcd063656';

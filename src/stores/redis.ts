@@ -1,7 +1,7 @@
 // Redis store: one EVALSHA per decision (EVAL once after NOSCRIPT). Works with an @upstash/redis
 // client (HTTP) or a TCP client (ioredis, or the official `redis` package), taken structurally:
 // no Redis SDK is imported here.
-import { step, type BucketState } from '../core/gcra.js';
+import { repeatOf, step, type BucketState } from '../core/gcra.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
@@ -186,14 +186,24 @@ function nowOf(seconds: unknown, microseconds: unknown, sentNowUs: number | unde
   return Number(seconds) * 1_000_000 + Number(microseconds);
 }
 
-/** A stored "<debt>:<atUs>" as the script's debt_of reads it (undefined where it reads a full bucket). */
+/**
+ * A stored "<debt1>:...:<debtN>:<atUs>" as the scripts' `fields` reads it: numbers joined by ':', at
+ * least two, the last the clock reading (undefined where it reads a full bucket). Lua's tonumber reads
+ * no number in an empty or blank field, where JavaScript's Number reads 0, so those are refused here too.
+ */
 function stateOf(stored: string | number | null): BucketState | undefined {
   if (typeof stored !== 'string') return undefined;
-  const i = stored.indexOf(':');
-  if (i < 0) return undefined;
-  const debtUnits = Number(stored.slice(0, i));
-  const atUs = Number(stored.slice(i + 1));
-  return Number.isFinite(debtUnits) && Number.isFinite(atUs) ? { debtUnits, atUs } : undefined;
+  const parts = stored.split(':');
+  if (parts.length < 2) return undefined;
+  const nums = new Array<number>(parts.length);
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    const x = Number(part);
+    if (!Number.isFinite(x) || part.trim() === '') return undefined;
+    nums[i] = x;
+  }
+  const atUs = nums.pop()!;
+  return { debtUnits: nums, atUs };
 }
 
 /**
@@ -215,8 +225,48 @@ function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored: unkno
     throw badReply([verdict, nowUs, stored, tokensReply]);
   }
   const r = step(stateOf(stored), nowUs, args);
-  if (r.allowed !== (allowed === 1) || r.tokens !== tokens || !Number.isFinite(r.debtUnits)) throw badReply([verdict, nowUs, stored, tokensReply]);
+  if (r.allowed !== (allowed === 1) || r.tokens !== tokens || r.debtUnits.length !== args.limits.length || !r.debtUnits.every(Number.isFinite)) {
+    throw badReply([verdict, nowUs, stored, tokensReply]);
+  }
   return tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: nowUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens, atUs: nowUs };
+}
+
+/**
+ * The key of an operation id's record: in the bucket key's Redis Cluster hash slot, so one script can
+ * touch both. A bucket key with a hash tag lends it to the record's key; one without any `}` becomes
+ * the record key's tag (its slot is its own CRC either way); any other gets a short tag of the same slot.
+ */
+export function opKeyOf(key: string, id: string): string {
+  const open = key.indexOf('{');
+  const close = open >= 0 ? key.indexOf('}', open + 1) : -1;
+  if (close > open + 1) return `${key}\u0000op\u0000${id}`;
+  if (!key.includes('}')) return `{${key}}\u0000op\u0000${id}`;
+  return `{${tagOfSlot(keySlot(key))}}${key}\u0000op\u0000${id}`;
+}
+
+const slotTags = new Map<number, string>();
+/** The first of "0", "1", "2", ... whose slot is `slot` (about 16,384 tries at most; cached). */
+function tagOfSlot(slot: number): string {
+  let tag = slotTags.get(slot);
+  for (let i = 0; tag === undefined; i++) if (keySlot(String(i)) === slot) tag = String(i);
+  slotTags.set(slot, tag);
+  return tag;
+}
+
+/**
+ * A recorded operation's answer: the record is the step's reply material ("<fingerprint>\n<verdict>\n
+ * <now>\n<tokens>\n<value read>"), from which the same step is redone to the same result, then given as
+ * core's repeatOf does (repeated, or a conflict when the fingerprint differs).
+ */
+function repeated(args: StepArgs, record: unknown, withTokens: boolean): StepResult {
+  if (typeof record !== 'string') throw badReply(['op', record]);
+  const parts = record.split('\n');
+  if (parts.length !== 5) throw badReply(['op', record]);
+  const [fingerprint, verdict, now, tokens, value] = parts as [string, string, string, string, string];
+  // Another request's record: its step cannot be redone with these arguments, and nothing is applied.
+  if (fingerprint !== args.op!.fingerprint) return { allowed: false, debtUnits: [], atUs: Number(now), conflict: true };
+  const first = resultOf({ ...args, op: undefined }, verdict, Number(now), value === '' ? null : value, withTokens ? tokens : undefined);
+  return repeatOf({ ...first, atUs: Number(now), fingerprint }, args);
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */
@@ -272,18 +322,35 @@ export function redisStore(options: RedisStoreOptions): Store {
   const sentNow = (): number | undefined => (clientClock ? Math.round(nowMs() * 1000) : undefined);
 
   async function stepOne(key: string, args: StepArgs, signal?: AbortSignal): Promise<StepResult> {
+    const { limits } = args;
+    const grant = !args.adjust && args.tokenUnits !== undefined;
+    if (grant && limits.length !== 1) throw new StoreError('redis', `a partial grant (tokenUnits) is for one limit, got ${limits.length}`);
     const sentNowUs = sentNow();
-    const argv = [String(args.costUnits), String(args.limitUnits), String(args.refillUnitsPerUs), sentNowUs === undefined ? '' : String(sentNowUs)];
-    const withTokens = args.tokenUnits !== undefined && args.costUnits > 0;
-    if (withTokens) argv.push(String(args.tokenUnits));
-    else if (args.costUnits < 0 && args.refundSinceUs !== undefined) argv.push('', String(args.refundSinceUs));
+    // ARGV: the clock, the kind of step and its one extra number (see GCRA_SCRIPT), then each limit's three.
+    const argv = [
+      sentNowUs === undefined ? '' : String(sentNowUs),
+      args.adjust ? 'a' : grant ? 'g' : 't',
+      args.adjust ? (args.refundSinceUs === undefined ? '' : String(args.refundSinceUs)) : grant ? String(args.tokenUnits) : '',
+    ];
+    let peek = true;
+    for (const l of limits) {
+      argv.push(String(l.costUnits), String(l.limitUnits), String(l.refillUnitsPerUs));
+      if (l.costUnits !== 0) peek = false;
+    }
+    // A grant's reply carries the tokens taken, except for a peek (every cost 0), which takes none.
+    const withTokens = grant && !peek;
+    const { op } = args;
+    // An operation id: its record's key (in the bucket's hash slot), its ttl and the fingerprint.
+    const keys = op === undefined ? [key] : [key, opKeyOf(key, op.id)];
+    if (op !== undefined) argv.push(String(op.ttlMs), op.fingerprint);
     let reply: unknown;
     try {
-      reply = await run(GCRA_SCRIPT, GCRA_SCRIPT_SHA, [key], argv, signal);
+      reply = await run(GCRA_SCRIPT, GCRA_SCRIPT_SHA, keys, argv, signal);
     } catch (err) {
       throw scriptError(err, clientClock);
     }
     try {
+      if (op !== undefined && Array.isArray(reply) && reply[0] === 'op') return repeated(args, reply[1], withTokens);
       if (!Array.isArray(reply) || reply.length !== (withTokens ? 5 : 4)) throw badReply(reply);
       return resultOf(args, reply[0], nowOf(reply[1], reply[2], sentNowUs), reply[3], withTokens ? reply[4] : undefined);
     } catch (err) {
@@ -308,10 +375,14 @@ export function redisStore(options: RedisStoreOptions): Store {
       else p.signal.addEventListener('abort', onAbort, { once: true });
     }
     const keys = batch.map((p) => p.key);
-    const argv: string[] = [];
-    for (const p of batch) argv.push(String(p.args.costUnits), String(p.args.limitUnits), String(p.args.refillUnitsPerUs));
     const sentNowUs = sentNow();
-    argv.push(sentNowUs === undefined ? '' : String(sentNowUs));
+    // ARGV: the clock, then per key its number of limits and each limit's three (see GCRA_BATCH_SCRIPT).
+    const argv: string[] = [sentNowUs === undefined ? '' : String(sentNowUs)];
+    for (const p of batch) {
+      const { limits } = p.args;
+      argv.push(String(limits.length));
+      for (const l of limits) argv.push(String(l.costUnits), String(l.limitUnits), String(l.refillUnitsPerUs));
+    }
     let reply: unknown;
     try {
       reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller?.signal);
@@ -369,8 +440,9 @@ export function redisStore(options: RedisStoreOptions): Store {
     name: 'redis',
     step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
       const signal = abortable ? options?.signal : undefined;
-      // Lease grants and refunds are rare (one per lease) and take the single-key script's extra forms.
-      if (maxBatch === 1 || args.costUnits < 0 || args.tokenUnits !== undefined) return stepOne(key, args, signal);
+      // Lease grants, refunds and adjustments are rare (one per lease, per correction) and take the
+      // single-key script's other kinds of step; the batch script takes only takes (and peeks).
+      if (maxBatch === 1 || args.adjust || args.tokenUnits !== undefined || args.op !== undefined) return stepOne(key, args, signal);
       if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
         // Nothing to wait for: send it now, the cheapest way.
         inFlight++;

@@ -16,9 +16,9 @@ const unavailable = (retryAfter: string) =>
 
 /** A fetch that answers from a script, one entry per call; 'hang' waits for the abort signal. */
 function scripted(script: (Response | 'hang' | Error)[]) {
-  const calls: { at: number }[] = [];
+  const calls: { at: number; idempotencyKey: string | undefined }[] = [];
   const f = (async (_url: string, init: RequestInit) => {
-    calls.push({ at: performance.now() });
+    calls.push({ at: performance.now(), idempotencyKey: (init.headers as Record<string, string> | undefined)?.['Idempotency-Key'] });
     const next = script.shift() ?? 'hang';
     if (next instanceof Error) throw next;
     if (next === 'hang') {
@@ -31,11 +31,13 @@ function scripted(script: (Response | 'hang' | Error)[]) {
 
 describe('PermitClient', () => {
   it('bounds each call by timeoutMs alone, even when asking the server to reserve a long wait', async () => {
-    const { f } = scripted(['hang']);
+    const { f, calls } = scripted(['hang', 'hang', 'hang']);
     const client = new PermitClient({ url: 'http://permits.test', token: 't', fetch: f, timeoutMs: 100 });
     const t0 = performance.now();
     const err = await client.take('p', 'k', { maxWaitMs: 60_000 }).catch((e: unknown) => e);
-    expect(performance.now() - t0).toBeLessThan(100 + 400);
+    // Three calls (the first and 2 retries, 100 and 200 ms apart), each cut at 100 ms.
+    expect(calls).toHaveLength(3);
+    expect(performance.now() - t0).toBeLessThan(3 * 100 + 300 + 400);
     expect(err).toBeInstanceOf(PermitError);
     expect(err).toMatchObject({ status: 0, code: 'permit_timeout' });
   });
@@ -63,14 +65,29 @@ describe('PermitClient', () => {
     expect(down.calls).toHaveLength(3);
   });
 
-  it('wraps a network error in PermitError with its cause, and does not retry it (tokens may have been taken)', async () => {
+  it('retries a network error with the same Idempotency-Key (the server applies it once); without one, wraps it in PermitError and does not retry', async () => {
     const cause = new TypeError('fetch failed');
+    const retried = scripted([cause, ok()]);
+    expect(await new PermitClient({ url: 'http://p.test', token: 't', fetch: retried.f }).take('p', 'k')).toMatchObject({ allowed: true });
+    expect(retried.calls).toHaveLength(2);
+    expect(retried.calls[0]!.idempotencyKey).toMatch(/^"[0-9a-f-]{36}"$/);
+    expect(retried.calls[1]!.idempotencyKey).toBe(retried.calls[0]!.idempotencyKey);
+    // A caller's own key is sent as given (quoted), and each call without one gets a new key.
+    const own = scripted([ok(), ok(), ok()]);
+    const client = new PermitClient({ url: 'http://p.test', token: 't', fetch: own.f });
+    await client.adjust('p', 'k', -1, { idempotencyKey: 'settle-"7"' });
+    await client.take('p', 'k');
+    await client.take('p', 'k');
+    expect(own.calls[0]!.idempotencyKey).toBe('"settle-\\"7\\""');
+    expect(own.calls[1]!.idempotencyKey).not.toBe(own.calls[2]!.idempotencyKey);
+
     const { f, calls } = scripted([cause, ok()]);
-    const err = await new PermitClient({ url: 'http://p.test', token: 't', fetch: f }).take('p', 'k').catch((e: unknown) => e);
+    const err = await new PermitClient({ url: 'http://p.test', token: 't', fetch: f, idempotency: false }).take('p', 'k').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PermitError);
     expect(err).toMatchObject({ status: 0, code: 'permit_network_error', cause });
     expect((err as Error).message).toMatch(/unreachable: fetch failed/);
     expect(calls).toHaveLength(1);
+    expect(calls[0]!.idempotencyKey).toBeUndefined();
   });
 
   it("rethrows the caller's own abort unchanged, also while waiting to retry", async () => {

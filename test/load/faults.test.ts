@@ -312,8 +312,10 @@ describe('store faults under load', () => {
           expect(n.decisions, `node ${n.node} decided locally during the outage`).toBeGreaterThan(20);
           // Each node keeps to the local limit in every window of the outage, not only in total...
           expect(n.worst.excess, `node ${n.node}: ${n.worst.admitted} admitted against a bound of ${n.worst.bound.toFixed(2)}`).toBeLessThanOrEqual(0);
-          // ...and admits what it allows, less what refilled during one store timeout before the first local answer.
-          expect(n.admitted).toBeGreaterThanOrEqual(LOCAL.capacity + Math.floor((LOCAL.refillPerSecond * (n.spanMs - TIMEOUT_MS - MARGIN_MS)) / 1000));
+          // ...and admits at least what its local bucket refills over the span, less one store timeout
+          // before the first local answer (the bucket may start part-empty: local buckets are kept until
+          // the store has answered for a whole local refill window, longer than the 1.5 s between outages).
+          expect(n.admitted).toBeGreaterThanOrEqual(Math.floor((LOCAL.refillPerSecond * (n.spanMs - TIMEOUT_MS - MARGIN_MS)) / 1000));
         }
       }
       // Store decisions again within one breaker cool-down (plus one HTTP round on a loaded machine).

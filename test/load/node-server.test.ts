@@ -30,7 +30,7 @@ describe('Node server on Redis', () => {
   });
 
   it('/healthz reports the redis store', async () => {
-    expect(await (await fetch(`${a.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(await (await fetch(`${a.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
   });
 });
 

@@ -90,6 +90,6 @@ describe('Worker (workerd) with a store whose calls never settle', () => {
     expect(body).toMatchObject({ allowed: true, remaining: 4 });
     expect(body.reason).toBeUndefined();
     const health = await (await fetch(`${worker.url}/healthz`)).json();
-    expect(health).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(health).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
   });
 });

@@ -44,7 +44,7 @@ describe('Worker on Upstash (local REST server over real Redis)', () => {
     expect(upstash.stats.requests - before).toBe(3);
     // The Node server on TCP Redis sees the same bucket.
     expect(await new PermitClient({ url: node.url, token: TOKEN }).peek('api', key)).toMatchObject({ remaining: 0 });
-    expect(await (await fetch(`${worker.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+    expect(await (await fetch(`${worker.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
   });
 
   it('a Worker and a Node server sharing one Redis obey one combined limit', async () => {
@@ -72,7 +72,7 @@ describe('npm run dev -- --upstash', () => {
       expect(dev.output()).toMatch(/up on Redis redis:\/\/127\.0\.0\.1:\d+ through the local Upstash REST server/);
       const { stdout } = await promisify(execFile)('sh', ['-c', dev.curlLine()]);
       expect(stdout).toMatch(/^HTTP\/1\.1 200 OK/);
-      expect(await (await fetch(`${dev.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 } });
+      expect(await (await fetch(`${dev.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
     } finally {
       await dev.stop();
     }

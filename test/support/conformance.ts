@@ -46,6 +46,10 @@ const POLICIES = {
   fifo: { capacity: 1, refillPerSecond: 20 },
   // The largest bucket at the slowest refill it allows (2e15 units of 1 µs, under 2^51): 2e12 ms to refill.
   huge: { capacity: 1e9, refillPerSecond: 0.5 },
+  // Two limits, neither refilling within a test: a burst of 3 and a sustained 5.
+  two: { limits: { burst: { capacity: 3, refillPerSecond: 1 / 30 }, sustained: { capacity: 5, refillPerSecond: 1 / 60 } } },
+  // Requests and tokens per minute, as an LLM API limits (tokens refill 1 per ms: a debt is measured in ms).
+  llm: { limits: { requests: { capacity: 10, refillPerSecond: 1 / 60 }, tokens: { capacity: 1000, refillPerSecond: 1000 } } },
 } satisfies Record<string, PolicyConfig>;
 
 export function storeConformance(name: string, harness: StoreHarness): void {
@@ -173,17 +177,98 @@ export function storeConformance(name: string, harness: StoreHarness): void {
       expect(waits[0]).toBeGreaterThanOrEqual(50 - Math.ceil(starts[2]! - starts[0]! + res) - 1);
       expect(waits[0]).toBeLessThanOrEqual(51);
       const before = await limiter.peek('fifo', k);
-      const tooLong = await limiter.take('fifo', k, { maxWaitMs: 100 });
+      // The queue reaches ~250 ms ahead of the first take: a wait shorter than what is left of it (the
+      // peek says how much, less what passes before the take) cannot cover it, and nothing is taken.
+      const maxWaitMs = Math.max(0, Math.floor(before.retryAfterMs / 4));
+      const tooLong = await limiter.take('fifo', k, { maxWaitMs });
       expect(tooLong.allowed).toBe(false);
       expect(tooLong.waitMs).toBe(0);
-      // The queue reaches ~250 ms ahead of the first take; 100 ms of waiting cannot cover it.
-      expect(tooLong.retryAfterMs).toBeGreaterThan(100);
+      expect(tooLong.retryAfterMs).toBeGreaterThan(maxWaitMs);
       // The fourth reserver waits four intervals, less the store time since the first take (a slow
       // store under a loaded machine can spend tens of ms per call, so no fixed margin holds).
       expect(waits[3]).toBeGreaterThanOrEqual(200 - Math.ceil(end - starts[0]! + res) - 1);
       expect(waits[3]).toBeLessThanOrEqual(201);
       const after = await limiter.peek('fifo', k);
       expect(after.resetAfterMs).toBeLessThanOrEqual(before.resetAfterMs!);
+    });
+
+    describe('several limits in one step', () => {
+      it('a refusal by the second limit leaves the first untouched; allowed, both are charged', async () => {
+        await setup();
+        const k = key();
+        const d = await limiter.take('two', k, { cost: { burst: 1, sustained: 4 } });
+        expect(d).toMatchObject({ allowed: true, limit: 5, remaining: 1 });
+        expect(d.limits?.map((l) => [l.name, l.remaining])).toEqual([['burst', 2], ['sustained', 1]]);
+        const before = store.calls;
+        // sustained has 1 left: a cost of 2 there is refused, and burst keeps its 2.
+        const refused = await limiter.take('two', k, { cost: { burst: 1, sustained: 2 } });
+        expect(refused).toMatchObject({ allowed: false, limit: 5, remaining: 1 });
+        expect(refused.limits?.map((l) => [l.name, l.remaining, l.retryAfterMs > 0])).toEqual([['burst', 2, false], ['sustained', 1, true]]);
+        expect(store.calls - before).toBe(1);
+        expect((await limiter.peek('two', k)).limits?.map((l) => l.remaining)).toEqual([2, 1]);
+        // A plain number charges every limit: 1 of each.
+        expect((await limiter.take('two', k)).limits?.map((l) => l.remaining)).toEqual([1, 0]);
+        expect((await limiter.take('two', k, { cost: { burst: 1 } })).limits?.map((l) => l.remaining)).toEqual([0, 0]);
+      });
+
+      it('every limit decides together under contention: 40 concurrent takes admit exactly the smaller limit', async () => {
+        await setup();
+        const k = key();
+        const all = await Promise.all(Array.from({ length: 40 }, () => limiter.take('two', k)));
+        expect(all.filter((d) => d.allowed)).toHaveLength(3);
+        expect((await limiter.peek('two', k)).limits?.map((l) => l.remaining)).toEqual([0, 2]);
+      });
+
+      it('a refund never makes a limit fuller than full; a charge beyond empty is a debt', async () => {
+        await setup();
+        const k = key();
+        await limiter.take('two', k, { cost: { burst: 2, sustained: 2 } });
+        const refunded = await limiter.adjust('two', k, { burst: -10, sustained: -1 });
+        expect(refunded.limits?.map((l) => l.remaining)).toEqual([3, 4]);
+        const charged = await limiter.adjust('two', k, { sustained: 7 });
+        expect(charged).toMatchObject({ allowed: false, remaining: 0 });
+        expect(charged.limits?.map((l) => l.remaining)).toEqual([3, 0]);
+        // 3 tokens of debt beyond empty at 1/60 per second: 180 s until the limit is empty, not in debt.
+        expect(charged.limits![1]!.resetAfterMs).toBeGreaterThan(8 * 60_000 - 2000);
+        expect((await limiter.take('two', k, { cost: { burst: 1 } })).allowed).toBe(true);
+        expect((await limiter.take('two', k, { cost: { sustained: 1 } })).allowed).toBe(false);
+      });
+
+      it('a repeated idempotency key is applied once: the first answer again, nothing charged twice', async () => {
+        await setup();
+        const k = key();
+        const first = await limiter.take('two', k, { cost: { burst: 2, sustained: 3 }, idempotencyKey: 'op-1' });
+        expect(first).toMatchObject({ allowed: true, remaining: 1 });
+        const again = await limiter.take('two', k, { cost: { burst: 2, sustained: 3 }, idempotencyKey: 'op-1' });
+        expect(again).toMatchObject({ allowed: true, remaining: 1, repeated: true });
+        expect(again.limits).toEqual(first.limits);
+        for (let i = 0; i < 2; i++) await limiter.adjust('two', k, { sustained: -2 }, { idempotencyKey: 'settle-1' });
+        expect((await limiter.peek('two', k)).limits?.map((l) => l.remaining)).toEqual([1, 4]);
+        await expect(limiter.take('two', k, { cost: 1, idempotencyKey: 'op-1' })).rejects.toMatchObject({ name: 'IdempotencyConflictError' });
+        expect((await limiter.peek('two', k)).limits?.map((l) => l.remaining)).toEqual([1, 4]);
+      });
+
+      it('a debt delays the next take by exactly its size', async () => {
+        await setup();
+        const k = key();
+        // Tokens refill 1 per ms: after the take of 1 request and 1000 tokens, a charge of 200 more
+        // tokens is a debt of 200 ms beyond empty; a take of 1 token must wait it out, and then 1 ms more.
+        const t0 = performance.now();
+        expect((await limiter.take('llm', k, { cost: { requests: 1, tokens: 1000 } })).allowed).toBe(true);
+        await limiter.adjust('llm', k, { tokens: 200 });
+        const d = await limiter.take('llm', k, { cost: { requests: 1, tokens: 1 } });
+        const elapsed = performance.now() - t0;
+        expect(d.allowed).toBe(false);
+        expect(d.limits?.map((l) => l.name)).toEqual(['requests', 'tokens']);
+        expect(d.limits![0]!.retryAfterMs).toBe(0);
+        // 201 ms from the charge, less the store time since it (at most `elapsed`), rounded up.
+        expect(d.retryAfterMs).toBeLessThanOrEqual(201);
+        expect(d.retryAfterMs).toBeGreaterThanOrEqual(201 - Math.ceil(elapsed + res));
+        const reserved = await limiter.take('llm', k, { cost: { requests: 1, tokens: 1 }, maxWaitMs: 1000 });
+        expect(reserved.allowed).toBe(true);
+        expect(reserved.waitMs).toBeLessThanOrEqual(201);
+        expect(reserved.waitMs).toBeGreaterThanOrEqual(201 - Math.ceil(performance.now() - t0 + res));
+      });
     });
 
     it('is atomic: 60 concurrent takes on a bucket of 10 admit exactly 10', async () => {

@@ -181,3 +181,189 @@ export async function checkGrantsAgainstModel(store: Store, key: string, advance
     }
   }
 }
+
+/** One limit of the multi-limit model: an ExactBucket with the steps split so all limits decide together. */
+class ModelLimit extends ExactBucket {
+  private get perMs(): bigint {
+    return 1000n * this.p;
+  }
+  private get cap(): bigint {
+    return BigInt(this.capacity) * this.token;
+  }
+  /** Advances to tUs; whether `cost` tokens fit within a wait of maxWaitMs (a cost of 0 always does). */
+  fits(tUs: number, cost: number, maxWaitMs: number): boolean {
+    this.refund(tUs, 0);
+    return cost === 0 || this.units + BigInt(maxWaitMs) * this.perMs >= BigInt(cost) * this.token;
+  }
+  charge(cost: number): void {
+    this.units -= BigInt(cost) * this.token;
+  }
+  /** An adjustment: a refund never above full, a charge never below one hour of refill beyond empty. */
+  adjustBy(tUs: number, cost: number): void {
+    this.refund(tUs, 0);
+    if (cost < 0) {
+      this.units -= BigInt(cost) * this.token;
+      if (this.units > this.cap) this.units = this.cap;
+    } else if (cost > 0) {
+      const floor = -3_600_000n * this.perMs;
+      const after = this.units - BigInt(cost) * this.token;
+      this.units = after < floor ? (this.units < floor ? this.units : floor) : after;
+    }
+  }
+  /** This limit's numbers in a decision of `cost` that was (or was not) allowed. */
+  numbers(cost: number, allowed: boolean) {
+    const debt = this.cap - this.units;
+    const short = BigInt(cost) * this.token - this.units;
+    return {
+      remaining: Number(this.units > 0n ? this.units / this.token : 0n),
+      resetAfterMs: Number(ceilDiv(debt, this.perMs)),
+      retryAfterMs: allowed || cost === 0 || short <= 0n ? 0 : Math.max(1, Number(ceilDiv(short, this.perMs))),
+      waitMs: allowed && this.units < 0n ? Number(ceilDiv(-this.units, this.perMs)) : 0,
+    };
+  }
+}
+
+export interface ModelLimitSpec {
+  capacity: number;
+  p: number;
+  q: number;
+}
+
+/** Several limits decided together: a take is allowed only when every limit fits its cost, then all pay. */
+export class MultiBucket {
+  readonly limits: ModelLimit[];
+  constructor(specs: ModelLimitSpec[]) {
+    this.limits = specs.map((s) => new ModelLimit(s.capacity, BigInt(s.p), BigInt(s.q)));
+  }
+  take(tUs: number, costs: number[], maxWaitMs: number) {
+    const fits = this.limits.map((l, i) => l.fits(tUs, costs[i]!, maxWaitMs));
+    const allowed = fits.every(Boolean);
+    if (allowed) this.limits.forEach((l, i) => l.charge(costs[i]!));
+    return this.decision(costs, allowed);
+  }
+  adjust(tUs: number, costs: number[]) {
+    this.limits.forEach((l, i) => l.adjustBy(tUs, costs[i]!));
+    // As peek reads it: would a take of 1 on every limit pass now?
+    return this.peek(tUs);
+  }
+  peek(tUs: number) {
+    const ones = this.limits.map(() => 1);
+    // Every limit advances to tUs (no short-circuit), then all must fit.
+    const allowed = this.limits.map((l) => l.fits(tUs, 1, 0)).every(Boolean);
+    return this.decision(ones, allowed);
+  }
+  /** The public numbers: the most constraining limit's (refused: the one that admits last; allowed: the fewest left). */
+  private decision(costs: number[], allowed: boolean) {
+    const limits = this.limits.map((l, i) => l.numbers(costs[i]!, allowed));
+    let b = 0;
+    limits.forEach((d, i) => {
+      const cur = limits[b]!;
+      const tighter = allowed ? d.remaining < cur.remaining || (d.remaining === cur.remaining && d.resetAfterMs > cur.resetAfterMs) : d.retryAfterMs > cur.retryAfterMs;
+      if (tighter) b = i;
+    });
+    const bound = limits[b]!;
+    return {
+      allowed,
+      limit: this.limits[b]!.capacity,
+      remaining: bound.remaining,
+      resetAfterMs: bound.resetAfterMs,
+      retryAfterMs: allowed ? 0 : Math.max(1, bound.retryAfterMs),
+      waitMs: allowed ? Math.max(...limits.map((d) => d.waitMs)) : 0,
+      limits,
+    };
+  }
+}
+
+/** Two or three limits with their own capacities and rates across the allowed range. */
+export const multiLimitsArb = fc.array(fc.record({ capacity: fc.integer({ min: 1, max: 60 }), rate: rateArb }), { minLength: 2, maxLength: 3 }).map((ls) =>
+  ls.map((l) => ({ capacity: l.capacity, p: l.rate.p, q: l.rate.q })),
+);
+
+/** Takes (a cost per limit, some 0), adjustments (refunds and charges) and peeks, at fake-clock offsets. */
+export const multiOpsArb = (resolutionUs = 1) =>
+  fc.array(
+    fc.record({
+      dtUs: gapUsArb(resolutionUs),
+      kind: fc.constantFrom('take', 'take', 'take', 'take-all', 'adjust', 'peek'),
+      costs: fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 3, maxLength: 3 }),
+      adjust: fc.array(fc.integer({ min: -80, max: 80 }), { minLength: 3, maxLength: 3 }),
+      maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000),
+      // An idempotency key: often none, else one of a few, so that repeats (and reuses for another
+      // request) happen.
+      id: fc.option(fc.constantFrom('i1', 'i2', 'i3'), { freq: 2, nil: undefined }),
+    }),
+    { minLength: 1, maxLength: 30 },
+  );
+export type MultiOp = { dtUs: number; kind: string; costs: number[]; adjust: number[]; maxWaitMs: number; id?: string | undefined };
+
+/**
+ * Runs multi-limit takes (a cost per limit, or one number for all), adjustments and peeks through a
+ * limiter on `store` and the model side by side: the same verdict and numbers, overall and per limit,
+ * after each. A take or adjustment with an idempotency key is applied once: a repeat of the same request
+ * gets the first answer (`repeated`) and changes nothing, another request under the key is refused as
+ * a conflict and changes nothing (the window, 5 minutes, outlasts a run). `advance` moves the store's
+ * clock by dtUs.
+ */
+export async function checkMultiAgainstModel(store: Store, advance: (dtUs: number) => void, specs: ModelLimitSpec[], ops: MultiOp[]): Promise<void> {
+  const names = specs.map((_, i) => `l${i}`);
+  const limits = Object.fromEntries(specs.map((s, i) => [names[i]!, { capacity: s.capacity, refillPerSecond: s.p / s.q }]));
+  const limiter = createLimiter({ store, policies: { x: { limits } } });
+  const model = new MultiBucket(specs);
+  const smallest = Math.min(...specs.map((s) => s.capacity));
+  const view = (d: Awaited<ReturnType<typeof limiter.take>>) => ({
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    resetAfterMs: d.resetAfterMs,
+    retryAfterMs: d.retryAfterMs,
+    waitMs: d.waitMs,
+    limits: d.reason === 'store_error' ? undefined : d.limits?.map(({ remaining, resetAfterMs, retryAfterMs, waitMs }) => ({ remaining, resetAfterMs, retryAfterMs, waitMs })),
+  });
+  // What each idempotency key was first used for, and the answer it got.
+  const records = new Map<string, { request: string; want: ReturnType<MultiBucket['peek']> }>();
+  /** The model's answer to a request under `id`: the first answer again, a conflict, or `apply()`. */
+  const once = (id: string | undefined, request: string, apply: () => ReturnType<MultiBucket['peek']>) => {
+    if (id === undefined) return apply();
+    const seen = records.get(id);
+    if (seen === undefined) {
+      const want = apply();
+      records.set(id, { request, want });
+      return want;
+    }
+    return seen.request === request ? { ...seen.want, repeated: true } : 'conflict';
+  };
+  let t = 0;
+  for (const op of ops) {
+    t += op.dtUs;
+    advance(op.dtUs);
+    let want: ReturnType<MultiBucket['peek']> | 'conflict';
+    let got: Awaited<ReturnType<typeof limiter.take>> | 'conflict';
+    const conflict = (err: unknown): 'conflict' => {
+      if ((err as Error).name !== 'IdempotencyConflictError') throw err;
+      return 'conflict';
+    };
+    const idem = op.id === undefined ? {} : { idempotencyKey: op.id };
+    if (op.kind === 'take' || op.kind === 'take-all') {
+      const costs = specs.map((s, i) => Math.min(op.costs[i]!, s.capacity));
+      if (op.kind === 'take-all') costs.fill(Math.max(1, Math.min(op.costs[0]!, smallest)));
+      if (!costs.some((c) => c > 0)) costs[0] = 1;
+      const cost = op.kind === 'take-all' ? costs[0]! : Object.fromEntries(names.map((n, i) => [n, costs[i]!]));
+      want = once(op.id, JSON.stringify(['take', cost, op.maxWaitMs]), () => model.take(t, costs, op.maxWaitMs));
+      got = await limiter.take('x', 'k', { cost, maxWaitMs: op.maxWaitMs, ...idem }).catch(conflict);
+    } else if (op.kind === 'adjust') {
+      const costs = specs.map((_, i) => op.adjust[i]!);
+      if (!costs.some((c) => c !== 0)) costs[0] = -1;
+      const cost = Object.fromEntries(names.map((n, i) => [n, costs[i]!]));
+      want = once(op.id, JSON.stringify(['adjust', cost]), () => model.adjust(t, costs));
+      got = await limiter.adjust('x', 'k', cost, idem).catch(conflict);
+    } else {
+      want = model.peek(t);
+      got = await limiter.peek('x', 'k');
+    }
+    if (want === 'conflict' || got === 'conflict') {
+      expect({ t, op: op.kind, got }).toEqual({ t, op: op.kind, got: want });
+      continue;
+    }
+    expect({ t, op: op.kind, ...view(got), repeated: got.repeated }).toEqual({ t, op: op.kind, repeated: undefined, ...want });
+  }
+}

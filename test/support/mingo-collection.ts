@@ -23,15 +23,32 @@ export class MingoCollection implements MongoCollectionLike {
     if (this.fault === 'hang') await new Promise(() => {});
   }
 
-  private findOne(filter: object): Doc | undefined {
+  private match(filter: object): Doc | undefined {
     return find(this.docs, filter as never).next() as Doc | undefined;
+  }
+
+  /** As the driver's findOne: a copy of the document, or null. */
+  async findOne(filter: { _id: string }): Promise<Doc | null> {
+    this.calls.push({ method: 'findOne', args: [structuredClone(filter)] });
+    await this.gate();
+    const d = this.match(filter);
+    return d ? structuredClone(d) : null;
+  }
+
+  /** As the driver's insertOne (a duplicate _id is error 11000). */
+  async insertOne(doc: Doc): Promise<unknown> {
+    this.calls.push({ method: 'insertOne', args: [structuredClone(doc)] });
+    await this.gate();
+    if (this.match({ _id: doc._id })) throw Object.assign(new Error('E11000 duplicate key error'), { code: 11000 });
+    this.docs.push(structuredClone(doc));
+    return { insertedId: doc._id };
   }
 
   async findOneAndUpdate(filter: { _id: string }, update: object[], options: Record<string, unknown>): Promise<unknown> {
     this.calls.push({ method: 'findOneAndUpdate', args: [structuredClone(filter), structuredClone(update), structuredClone(options)] });
     await this.gate();
     if (!Array.isArray(update)) throw new Error('expected an update pipeline');
-    if (!this.findOne(filter)) {
+    if (!this.match(filter)) {
       if (!options.upsert) return null;
       // An upsert seeds the new document from the filter's equality on _id, as MongoDB does.
       const id = (filter as { _id: unknown })._id;
@@ -40,7 +57,7 @@ export class MingoCollection implements MongoCollectionLike {
     }
     const result = updateOne(this.docs, filter as never, update as never);
     if (result.matchedCount !== 1) throw new Error(`matched ${result.matchedCount}`);
-    const after = this.findOne(filter)!;
+    const after = this.match(filter)!;
     const projection = options.projection as Record<string, 0 | 1> | undefined;
     if (!projection) return structuredClone(after);
     return find([after], {}, projection as never).next();
@@ -59,7 +76,7 @@ export class MingoCollection implements MongoCollectionLike {
   async deleteOne(filter: { _id: string }): Promise<unknown> {
     this.calls.push({ method: 'deleteOne', args: [filter] });
     await this.gate();
-    const d = this.findOne(filter);
+    const d = this.match(filter);
     if (d) this.docs.splice(this.docs.indexOf(d), 1);
     return { deletedCount: d ? 1 : 0 };
   }

@@ -1,0 +1,113 @@
+// Section 12 of `npm run bench`: what several limits, and idempotency keys, cost.
+// - Redis time per decision of a policy with 1, 2 and 3 limits (one script call each, one key);
+// - throughput of a 2-limit decision against what a rate-limiter-flexible user writes today: two
+//   RateLimiterRedis limiters consumed one after the other (two round trips, and no rollback);
+// - a take carrying an idempotency key against a plain take, in Redis time.
+// Interleaved rounds; every ratio is taken per round, shown as median (min–max).
+import type { Redis as IORedis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { createLimiter } from '../src/index.js';
+import { redisStore } from '../src/stores/redis.js';
+import { scriptStats } from '../test/support/redis-stats.js';
+import { fmt, fmtSpread, measure, spread, type Throughput } from './lib.js';
+
+const HUGE = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 };
+
+interface Impl {
+  name: string;
+  run: () => Promise<Throughput>;
+}
+
+/** Runs each implementation once per round, interleaved; per round its throughput and Redis µs per decision. */
+async function rounds(io: IORedis, impls: Impl[], decisions: number, runs: number): Promise<{ ops: number[]; us: number[] }[]> {
+  const out = impls.map(() => ({ ops: [] as number[], us: [] as number[] }));
+  for (const impl of impls) await impl.run(); // warm up: compile, load the scripts
+  for (let r = 0; r < runs; r++) {
+    for (let i = 0; i < impls.length; i++) {
+      await io.config('RESETSTAT');
+      out[i]!.ops.push((await impls[i]!.run()).opsPerSec);
+      // Every Redis command an implementation sends counts: scripts, and rate-limiter-flexible's too.
+      out[i]!.us.push((await scriptStats(io)).usec / decisions);
+    }
+  }
+  return out;
+}
+
+const ratio = (a: number[], b: number[]) => spread(a.map((x, i) => x / b[i]!));
+
+export async function multiLimitSection(options: { io: IORedis; quick: boolean; runs: number; log: (...a: unknown[]) => void }): Promise<string[]> {
+  const { io, quick, runs, log } = options;
+  const n = quick ? 1500 : 15_000;
+  const c = 16;
+  const md: string[] = ['## 12. Several limits, and idempotency keys', ''];
+  md.push(
+    `One ioredis connection, concurrency ${c}, ${fmt(n)} decisions per run over 1,000 keys, all allowed (huge limits), ${runs} interleaved runs after a warm-up; median (min–max). "Redis µs" is the server's own time per decision (INFO commandstats usec of the scripts a decision runs, and of rate-limiter-flexible's commands).`,
+    '',
+  );
+  const limiter = createLimiter({
+    store: redisStore({ client: io }),
+    policies: {
+      one: HUGE,
+      two: { limits: { a: HUGE, b: HUGE } },
+      three: { limits: { a: HUGE, b: HUGE, c: HUGE } },
+    },
+    prefix: 'b12:',
+    circuitBreaker: false,
+  });
+
+  log('multi-limit: 1, 2, 3 limits');
+  const byLimits = await rounds(
+    io,
+    (['one', 'two', 'three'] as const).map((p) => ({ name: p, run: () => measure(n, c, (i) => limiter.take(p, `k${i % 1000}`)) })),
+    n,
+    runs,
+  );
+  md.push('| policy | decisions/s | Redis µs per decision | Redis time ÷ 1 limit |', '| --- | ---: | ---: | ---: |');
+  ['1 limit', '2 limits', '3 limits'].forEach((label, i) => {
+    md.push(`| ${label} | ${fmtSpread(spread(byLimits[i]!.ops))} | ${fmtSpread(spread(byLimits[i]!.us), 1)} | ${i === 0 ? '—' : fmtSpread(ratio(byLimits[i]!.us, byLimits[0]!.us), 2)} |`);
+  });
+  md.push('', 'Target: a 2-limit decision costs at most 1.3× a 1-limit one in Redis time.', '');
+
+  log('multi-limit: 2 limits vs two rate-limiter-flexible limiters');
+  const burst = new RateLimiterRedis({ storeClient: io, points: 1_000_000_000, duration: 1, keyPrefix: 'b12f1' });
+  const daily = new RateLimiterRedis({ storeClient: io, points: 1_000_000_000, duration: 86_400, keyPrefix: 'b12f2' });
+  const vsPeer = await rounds(
+    io,
+    [
+      { name: 'ours', run: () => measure(n, c, (i) => limiter.take('two', `k${i % 1000}`)) },
+      {
+        name: 'rlf',
+        run: () =>
+          measure(n, c, async (i) => {
+            await burst.consume(`k${i % 1000}`);
+            await daily.consume(`k${i % 1000}`);
+          }),
+      },
+    ],
+    n,
+    runs,
+  );
+  md.push('| 2 limits per decision | decisions/s | Redis µs per decision | ours ÷ this |', '| --- | ---: | ---: | ---: |');
+  md.push(`| edge-limiter, one policy of 2 limits (one atomic step) | ${fmtSpread(spread(vsPeer[0]!.ops))} | ${fmtSpread(spread(vsPeer[0]!.us), 1)} | — |`);
+  md.push(
+    `| rate-limiter-flexible, two \`RateLimiterRedis\` consumed one after the other (no rollback when the second refuses) | ${fmtSpread(spread(vsPeer[1]!.ops))} | ${fmtSpread(spread(vsPeer[1]!.us), 1)} | ${fmtSpread(ratio(vsPeer[0]!.ops, vsPeer[1]!.ops), 2)} |`,
+  );
+  md.push('', `Target: at least 1.5× rate-limiter-flexible's throughput at concurrency ${c}.`, '');
+
+  log('multi-limit: idempotency keys');
+  let id = 0;
+  const idem = await rounds(
+    io,
+    [
+      { name: 'plain', run: () => measure(n, c, (i) => limiter.take('one', `k${i % 1000}`)) },
+      { name: 'keyed', run: () => measure(n, c, (i) => limiter.take('one', `k${i % 1000}`, { idempotencyKey: `op-${id++}` })) },
+    ],
+    n,
+    runs,
+  );
+  md.push('| take | decisions/s | Redis µs per decision | Redis time ÷ plain |', '| --- | ---: | ---: | ---: |');
+  md.push(`| plain | ${fmtSpread(spread(idem[0]!.ops))} | ${fmtSpread(spread(idem[0]!.us), 1)} | — |`);
+  md.push(`| with an idempotency key (a new one each) | ${fmtSpread(spread(idem[1]!.ops))} | ${fmtSpread(spread(idem[1]!.us), 1)} | ${fmtSpread(ratio(idem[1]!.us, idem[0]!.us), 2)} |`);
+  md.push('', 'Target: a keyed take costs at most 1.2× a plain one in Redis time. (A keyed take always goes to the single script; a plain one may be batched.)', '');
+  return md;
+}
