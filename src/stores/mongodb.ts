@@ -7,7 +7,7 @@
 // that do not use this store never contain the driver.
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
-import { repeatOf, type LimitStep, type OpArgs, type OpRecord } from '../core/gcra.js';
+import { repeatOf, step as coreStep, type LimitStep, type OpArgs, type OpRecord } from '../core/gcra.js';
 
 /**
  * A bucket document. `debt` holds each limit's debt in its units, in the policy's order, at `atUs`, the
@@ -330,10 +330,10 @@ function readOpRecord(rec: unknown): OpRecord | undefined {
  * document: every limit full) and the clock reading `nowUs`, without writing or upserting. $facet makes
  * exactly one result document even when the key has none, and $$NOW is one reading for the whole pipeline.
  */
-export function peekPipeline(key: string, limits: readonly LimitStep[]): object[] {
+export function peekPipeline(key: string): object[] {
   return [
     { $match: { _id: { $eq: key } } },
-    { $facet: { b: [{ $project: { _id: 0, ...debtsNowFields(limits) } }] } },
+    { $facet: { b: [{ $project: { _id: 0, debt: 1, atUs: 1 } }] } },
     { $project: { b: { $arrayElemAt: ['$b', 0] }, nowUs: NOW_US } },
   ];
 }
@@ -385,11 +385,16 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
     if (limits.every((l) => l.costUnits === 0)) {
       // A peek (core/gcra.ts step: every cost 0): read only, never an upsert.
       const aggOptions = stepOptions.signal ? { maxTimeMS: opTimeMS, signal: stepOptions.signal } : { maxTimeMS: opTimeMS };
-      const docs = await collection.aggregate(peekPipeline(filter._id, limits), aggOptions).toArray();
-      const d = docs[0] as { b?: Record<string, unknown>; nowUs?: unknown } | undefined;
-      const debtUnits = readDebts(d?.b, n);
-      if (!debtUnits || typeof d?.nowUs !== 'number') throw new Error(`unexpected aggregate result ${JSON.stringify(docs)?.slice(0, 120)}`);
-      return { allowed: true, debtUnits, atUs: d.nowUs };
+      const docs = await collection.aggregate(peekPipeline(filter._id), aggOptions).toArray();
+      const d = docs[0] as { b?: { debt?: unknown; atUs?: unknown }; nowUs?: unknown } | undefined;
+      if (typeof d?.nowUs !== 'number') throw new Error(`unexpected aggregate result ${JSON.stringify(docs)?.slice(0, 120)}`);
+      // The stored debts and their reading, decayed to the one reading of $$NOW here by core's own
+      // arithmetic (the same integers the pipeline uses), so the debts and atUs reported always agree.
+      const { debt, atUs } = d.b ?? {};
+      const stored = typeof debt === 'number' ? [debt] : Array.isArray(debt) && debt.every((x) => typeof x === 'number') ? (debt as number[]) : undefined;
+      const state = stored !== undefined && typeof atUs === 'number' ? { debtUnits: stored, atUs } : undefined;
+      const r = coreStep(state, d.nowUs, args);
+      return { allowed: true, debtUnits: r.debtUnits, atUs: d.nowUs };
     }
     const callId = nextCallId();
     const update = stepPipeline(args, callId);
