@@ -4,7 +4,12 @@
 //   RateLimiterRedis limiters consumed one after the other (two round trips, and no rollback);
 // - a take carrying an idempotency key against a plain take, in Redis time.
 // Interleaved rounds; every ratio is taken per round, shown as median (min–max).
-import type { Redis as IORedis } from 'ioredis';
+// Run on its own (`node --import tsx bench/multi-limit.ts [--quick]`) it starts a redis-server and writes
+// bench/RESULTS.multi-limit.md; `npm run bench` runs it as section 12 of bench/RESULTS.md.
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Redis as IORedis } from 'ioredis';
+import { startRedis } from '../scripts/lib/redis-server.js';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
@@ -110,4 +115,24 @@ export async function multiLimitSection(options: { io: IORedis; quick: boolean; 
   md.push(`| with an idempotency key (a new one each) | ${fmtSpread(spread(idem[1]!.ops))} | ${fmtSpread(spread(idem[1]!.us), 1)} | ${fmtSpread(ratio(idem[1]!.us, idem[0]!.us), 2)} |`);
   md.push('', 'Target: a keyed take costs at most 1.2× a plain one in Redis time. (A keyed take always goes to the single script; a plain one may be batched.)', '');
   return md;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const quick = process.argv.includes('--quick');
+  const started = new Date();
+  const redis = await startRedis();
+  const io = new IORedis(redis.url);
+  const version = ((await io.info('server')).match(/redis_version:(\S+)/) ?? [])[1];
+  const md = await multiLimitSection({ io, quick, runs: quick ? 3 : 9, log: (...a) => console.error('[bench]', ...a) });
+  io.disconnect();
+  await redis.stop();
+  const out = [
+    '# Several limits and idempotency keys: benchmark',
+    '',
+    `Written by \`node --import tsx bench/multi-limit.ts${quick ? ' --quick' : ''}\` on ${started.toISOString()}; Node ${process.version}; redis-server ${version}. The same code is section 12 of \`npm run bench\`.`,
+    '',
+    ...md,
+  ].join('\n');
+  if (!quick) writeFileSync(fileURLToPath(new URL('./RESULTS.multi-limit.md', import.meta.url)), `${out}\n`);
+  console.log(out);
 }
