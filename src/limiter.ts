@@ -110,7 +110,7 @@ export interface TakeOptions {
    * same key again (a client's retry) gets the first answer, `repeated: true`, and charges nothing; the
    * same key with another cost or wait is an IdempotencyConflictError. The store records it in the same
    * atomic step (such a take always goes to the store: no lease or deny cache answers it). 1 to 256
-   * bytes. Off by default.
+   * printable ASCII characters (space to `~`), as the Idempotency-Key header carries them. Off by default.
    */
   idempotencyKey?: string;
   /**
@@ -228,7 +228,8 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   const { store } = options;
   if (!store || typeof store.step !== 'function') throw new ConfigError('store', 'must be a Store (memoryStore(), redisStore(), mongoStore())');
   const prefix = options.prefix ?? 'el:';
-  if (typeof prefix !== 'string' || prefix.length > 64) throw new ConfigError('prefix', 'must be a string of at most 64 characters');
+  // No NUL: stores name an idempotency record by a key that starts with NUL, which no bucket key may.
+  if (typeof prefix !== 'string' || prefix.length > 64 || prefix.includes('\u0000')) throw new ConfigError('prefix', 'must be a string of at most 64 characters, without NUL');
   const timeoutMs = options.timeoutMs === undefined ? 1000 : validateTimeoutMs('timeoutMs', options.timeoutMs);
   const onStoreError = options.onStoreError === undefined ? 'deny' : validateFailMode('onStoreError', options.onStoreError);
   const expectedNodes = options.expectedNodes ?? 1;

@@ -43,19 +43,25 @@ const negate = (cost: Cost): Cost => (typeof cost === 'number' ? -cost : Object.
  * AcquireTimeoutError, consuming nothing, when it cannot be had within timeoutMs), runs `work`, then
  * settles the difference between `actual(result)` and the estimate in one adjust: a refund when the
  * work cost less, a charge (possibly a debt that later takes wait out) when it cost more. When `work`
- * throws, the whole estimate is refunded and the error rethrown.
+ * throws, the whole estimate is refunded and the work's error rethrown (if that refund fails too, the
+ * estimate stays charged, and the work's error is still the one thrown).
+ *
+ * A permit the store did not decide (the store failed and the policy's fail mode admitted it: reason
+ * `store_error` or `local`) charged the store nothing, so nothing is settled against the store for it:
+ * settling would refund tokens the store never took, or charge only part of the work.
  */
 export async function settle<T>(limiter: Settles, options: SettleOptions<T>, work: () => Promise<T>): Promise<T> {
   const { policy, key, estimate } = options;
-  await limiter.acquire(policy, key, { cost: estimate, timeoutMs: options.timeoutMs ?? 30_000, ...(options.signal ? { signal: options.signal } : {}) });
+  const permit = await limiter.acquire(policy, key, { cost: estimate, timeoutMs: options.timeoutMs ?? 30_000, ...(options.signal ? { signal: options.signal } : {}) });
+  const charged = permit.reason !== 'store_error' && permit.reason !== 'local';
   let result: T;
   try {
     result = await work();
   } catch (err) {
-    await limiter.adjust(policy, key, negate(estimate));
+    if (charged) await limiter.adjust(policy, key, negate(estimate)).catch(() => {});
     throw err;
   }
-  const diff = costDifference(options.actual(result), estimate);
+  const diff = charged ? costDifference(options.actual(result), estimate) : undefined;
   if (diff !== undefined) await limiter.adjust(policy, key, diff);
   return result;
 }

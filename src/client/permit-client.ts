@@ -1,6 +1,6 @@
 // Client SDK for the permit endpoint: fetch only, so it runs on Workers, Lambda, Node and browsers.
 import type { Decision } from '../core/decision.js';
-import type { Cost } from '../core/key.js';
+import { assertIdempotencyKey, type Cost } from '../core/key.js';
 import { AcquireTimeoutError, LimiterError } from '../errors.js';
 import type { Limiter } from '../limiter.js';
 
@@ -112,7 +112,11 @@ export class PermitClient {
 
   /** The idempotency key a call sends: its own, else a fresh one, unless idempotency is off. */
   #keyOf(options: Once): string | undefined {
-    if (options.idempotencyKey !== undefined) return options.idempotencyKey;
+    if (options.idempotencyKey !== undefined) {
+      // What the server would refuse, refused here, before anything is sent (and never retried).
+      assertIdempotencyKey(options.idempotencyKey);
+      return options.idempotencyKey;
+    }
     return this.#idempotency ? crypto.randomUUID() : undefined;
   }
 
@@ -178,7 +182,7 @@ export class PermitClient {
    * One decision. 429 is not an error: it resolves with `allowed: false`. `cost` is a number (every limit)
    * or per limit, `{ requests: 1, tokens: 1200 }`.
    */
-  take(policy: string, key: string, options: { cost?: Cost; maxWaitMs?: number; signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
+  async take(policy: string, key: string, options: { cost?: Cost; maxWaitMs?: number; signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
     const maxWaitMs = options.maxWaitMs ?? 0;
     return this.#call('POST', '/v1/permits', { policy, key, cost: options.cost ?? 1, maxWaitMs }, options.signal, this.#keyOf(options));
   }
@@ -187,7 +191,7 @@ export class PermitClient {
    * Settles a cost after the fact (POST /v1/adjustments): below 0 a refund (never fuller than full),
    * above 0 a charge that may put a limit into debt. Resolves with the bucket as peek reads it after.
    */
-  adjust(policy: string, key: string, cost: Cost, options: { signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
+  async adjust(policy: string, key: string, cost: Cost, options: { signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
     return this.#call('POST', '/v1/adjustments', { policy, key, cost }, options.signal, this.#keyOf(options));
   }
 

@@ -301,7 +301,8 @@ function limitDecision(l: ResolvedLimit, cost: number, debt: number, allowed: bo
     resetAfterMs: debt > 0 ? ceilDiv(debt, unitsPerMs) : 0,
     // A limit charged nothing admits the take whatever its debt.
     retryAfterMs: allowed || cost === 0 || short <= 0 ? 0 : Math.max(1, ceilDiv(short, unitsPerMs)),
-    waitMs: allowed && debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0,
+    // A limit charged nothing does not hold the take back, whatever its own reservations.
+    waitMs: allowed && cost > 0 && debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0,
   };
 }
 

@@ -114,10 +114,14 @@ function costObject(policy: ResolvedPolicy, cost: unknown, field: string): numbe
 /** The longest operation id (Idempotency-Key), in bytes of UTF-8. */
 export const MAX_IDEMPOTENCY_KEY_BYTES = 256;
 
-/** An idempotency key: a well-formed string of 1 to 256 bytes of UTF-8, or an InvalidInputError naming `field`. */
+/**
+ * An idempotency key: 1 to 256 printable ASCII characters (space to `~`), what an HTTP Structured Field
+ * String (the Idempotency-Key header) can carry, or an InvalidInputError naming `field`.
+ */
 export function assertIdempotencyKey(value: unknown, field = 'idempotencyKey'): asserts value is string {
-  if (typeof value !== 'string' || value.length === 0 || !value.isWellFormed() || utf8Length(value) > MAX_IDEMPOTENCY_KEY_BYTES) {
-    throw new InvalidInputError(field, `must be a string of 1 to ${MAX_IDEMPOTENCY_KEY_BYTES} bytes of UTF-8, got ${typeof value === 'string' ? `${utf8Length(value)} bytes` : typeof value}`);
+  if (typeof value !== 'string' || !/^[\x20-\x7e]{1,256}$/.test(value)) {
+    const got = typeof value !== 'string' ? typeof value : value.length === 0 || value.length > MAX_IDEMPOTENCY_KEY_BYTES ? `${value.length} characters` : 'a character outside space to ~';
+    throw new InvalidInputError(field, `must be 1 to ${MAX_IDEMPOTENCY_KEY_BYTES} printable ASCII characters (space to ~), got ${got}`);
   }
 }
 

@@ -121,7 +121,8 @@ function parsePermit(body: unknown, limiter: Limiter, fields = FIELDS): Parsed {
   const keyProblem = checkKey(b.key);
   if (keyProblem) return invalid(keyProblem, 'key');
   if (UNADDRESSABLE.has(b.key as string)) return invalid('`key` must not be "." or "..": no URL path can name them, so /v1/buckets could not read or reset the bucket', 'key');
-  const cost = (b.cost ?? 1) as Cost;
+  // null is no cost: only an absent one defaults (to 1, for a take).
+  const cost = (b.cost === undefined ? 1 : b.cost) as Cost;
   if (fields === ADJUST_FIELDS) {
     if (b.cost === undefined) return invalid('`cost` is required: below 0 a refund, above 0 a charge', 'cost');
     const bad = checkCost(() => resolveAdjustment(policy, cost));

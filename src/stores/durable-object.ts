@@ -158,7 +158,9 @@ export class RateLimiterObject {
     const nowMs = Date.now();
     // An operation id's record is an entry of its own beside the bucket's, deleted by the alarm once
     // it expires (its fullAtMs is its expiry).
-    const opKey = args.op === undefined ? undefined : `op\u0000${body.key}\u0000${args.op.id}`;
+    // It starts with "op" and NUL, which no bucket key does (a bucket key starts with the limiter's prefix,
+    // which holds no NUL, or a policy name), and holds the key's length, so no two (key, id) share one.
+    const opKey = args.op === undefined ? undefined : `op\u0000${body.key.length}:${body.key}${args.op.id}`;
     if (opKey !== undefined) {
       const seen = await this.storage.get<{ record: OpRecord; fullAtMs: number }>(opKey);
       if (seen !== undefined && seen.fullAtMs > nowMs) return Response.json(repeatOf(seen.record, args));

@@ -61,7 +61,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // used ones get a second chance (flag cleared, moved to the back), and the first unused one goes.
   const buckets = new Map<string, Bucket>();
   let evictedActive = 0;
-  // Operation ids by `${key}\u0000${id}`, oldest first (they are only ever added at the end).
+  // Operation ids by key and id (see stepSync), oldest first (they are only ever added at the end).
   const maxOps = options.maxOps ?? 100_000;
   if (!Number.isInteger(maxOps) || maxOps < 1) throw new ConfigError('maxOps', `must be a positive integer, got ${String(maxOps)}`);
   const ops = new Map<string, { record: OpRecord; expiresAtUs: number }>();
@@ -109,7 +109,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     stepSync(key: string, args: StepArgs): StepResult {
       const now = nowUs();
       const { op } = args;
-      const opKey = op === undefined ? '' : `${key}\u0000${op.id}`;
+      // The key's length first, so that no two (key, id) share an entry whatever characters they hold.
+      const opKey = op === undefined ? '' : `${key.length}:${key}${op.id}`;
       if (op !== undefined) {
         const seen = ops.get(opKey);
         if (seen !== undefined && seen.expiresAtUs > now) return repeatOf(seen.record, args);

@@ -235,13 +235,17 @@ function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored: unkno
  * The key of an operation id's record: in the bucket key's Redis Cluster hash slot, so one script can
  * touch both. A bucket key with a hash tag lends it to the record's key; one without any `}` becomes
  * the record key's tag (its slot is its own CRC either way); any other gets a short tag of the same slot.
+ * It starts with NUL, which no bucket key does (a bucket key starts with the limiter's prefix, which may
+ * hold no NUL, or a policy name), and holds the bucket key's length before it, so no record key is a
+ * bucket key and no two (key, id) share one.
  */
 export function opKeyOf(key: string, id: string): string {
   const open = key.indexOf('{');
   const close = open >= 0 ? key.indexOf('}', open + 1) : -1;
-  if (close > open + 1) return `${key}\u0000op\u0000${id}`;
-  if (!key.includes('}')) return `{${key}}\u0000op\u0000${id}`;
-  return `{${tagOfSlot(keySlot(key))}}${key}\u0000op\u0000${id}`;
+  const tail = `${key.length}:${key}\u0000${id}`;
+  if (close > open + 1) return `\u0000op\u0000${tail}`;
+  if (!key.includes('}')) return `\u0000op\u0000{${key}}${tail}`;
+  return `\u0000op\u0000{${tagOfSlot(keySlot(key))}}${tail}`;
 }
 
 const slotTags = new Map<number, string>();

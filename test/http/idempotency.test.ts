@@ -123,3 +123,29 @@ describe('Idempotency-Key on the permit API', () => {
     expect(store.calls - calls).toBe(1); // only the reused key's lookup reached the store, and it changed nothing
   });
 });
+
+describe('idempotency keys: found by a hostile review', () => {
+  it('a key that holds NUL cannot reach another key\'s record, and ids are printable ASCII in the library, the client and the header alike', async () => {
+    const { limiter } = setup();
+    await limiter.take('api', 'a\u0000b', { idempotencyKey: 'c' });
+    // Before, `a\0b` + `c` and `a` + `b\0c` named one record: a take on `a` came back `repeated`, uncharged.
+    await expect(limiter.take('api', 'a', { idempotencyKey: 'b\u0000c' })).rejects.toBeInstanceOf(InvalidInputError);
+    const other = await limiter.take('api', 'a', { idempotencyKey: 'bc' });
+    expect(other.repeated).toBeUndefined();
+    expect(other.remaining).toBe(2);
+    for (const bad of ['é', 'x\ny', '\u0000', '😀']) await expect(limiter.take('api', 'k', { idempotencyKey: bad })).rejects.toMatchObject({ field: 'idempotencyKey' });
+    const { PermitClient } = await import('../../src/client/permit-client.js');
+    let sent = 0;
+    const client = new PermitClient({ url: 'http://p.test', token: 't', fetch: (async () => (sent++, new Response('{}'))) as unknown as typeof fetch });
+    await expect(client.take('api', 'k', { idempotencyKey: 'ключ' })).rejects.toBeInstanceOf(InvalidInputError);
+    expect(sent).toBe(0);
+  });
+
+  it('no record key in Redis is a bucket key: a bucket key built to look like one is just a bucket', async () => {
+    const { opKeyOf } = await import('../../src/stores/redis.js');
+    const record = opKeyOf('el:p:{t}a', 'c');
+    expect(record.startsWith('\u0000')).toBe(true);
+    expect(record).not.toBe('el:p:{t}a\u0000op\u0000c');
+    expect(() => createLimiter({ store: memoryStore(), policies: POLICIES, prefix: '\u0000op' })).toThrow(/prefix must be a string of at most 64 characters, without NUL/);
+  });
+});

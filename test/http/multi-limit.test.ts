@@ -201,3 +201,55 @@ describe('the deny cache with several limits', () => {
     expect(store.calls).toBe(calls + 1);
   });
 });
+
+describe('several limits: found by a hostile review', () => {
+  it('a limit a take does not charge never holds it back: waitMs stays within maxWaitMs, and acquire within its timeout', async () => {
+    const limiter = createLimiter({ store: memoryStore(), policies: POLICIES });
+    // A debt of 2,000 tokens beyond empty on `tokens` (2 minutes to repay)...
+    await limiter.adjust('llm', 'k', { tokens: 3000 });
+    // ...does not delay a take that charges only `requests`.
+    expect(await limiter.take('llm', 'k', { cost: { requests: 1 }, maxWaitMs: 0 })).toMatchObject({ allowed: true, waitMs: 0 });
+    const t0 = performance.now();
+    const d = await limiter.acquire('llm', 'k', { cost: { requests: 1 }, timeoutMs: 100 });
+    expect(d.waitMs).toBe(0);
+    expect(performance.now() - t0).toBeLessThan(100);
+    // A take that charges `tokens` waits its debt out, as long as maxWaitMs allows.
+    expect((await limiter.take('llm', 'k', { cost: { tokens: 1 }, maxWaitMs: 1000 })).allowed).toBe(false);
+  });
+
+  it('settle() settles nothing against the store for a permit the store did not decide (fail open, local), and keeps the work\'s error', async () => {
+    for (const onStoreError of ['allow', 'local'] as const) {
+      const store = switchableStore();
+      const limiter = createLimiter({ store, circuitBreaker: false, policies: { llm: { ...POLICIES.llm, onStoreError } } });
+      // Another caller uses the whole token budget while the store answers.
+      await limiter.take('llm', 'k', { cost: { tokens: 1000 } });
+      store.down = true;
+      const settled = settle(limiter, { policy: 'llm', key: 'k', estimate: { tokens: 500 }, actual: () => ({ tokens: 10 }) }, async () => {
+        store.down = false; // back before the work ends
+        return 'ok';
+      });
+      expect(await settled).toBe('ok');
+      // Nothing was refunded: the store never charged the 500 estimated.
+      expect((await limiter.peek('llm', 'k')).limits?.map((l) => l.remaining)).toEqual([3, 0]);
+    }
+    // The work fails, and so does the refund: the work's error is what the caller sees.
+    const store = switchableStore();
+    const limiter = createLimiter({ store, circuitBreaker: false, policies: POLICIES });
+    await expect(
+      settle(limiter, { policy: 'llm', key: 'k', estimate: { tokens: 5 }, actual: () => ({ tokens: 5 }) }, async () => {
+        store.down = true;
+        throw new Error('LLM call failed: 500');
+      }),
+    ).rejects.toThrow('LLM call failed: 500');
+  });
+
+  it('"cost": null is a 400, not a cost of 1, on both routes', async () => {
+    const { send, store } = setup();
+    for (const path of ['/v1/permits', '/v1/adjustments']) {
+      const res = await send(path, { policy: 'llm', key: 'k', cost: null });
+      expect(res.status, path).toBe(400);
+      expect(await res.json()).toMatchObject({ field: 'cost' });
+    }
+    expect(store.calls).toBe(0);
+  });
+});

@@ -218,7 +218,7 @@ class ModelLimit extends ExactBucket {
       remaining: Number(this.units > 0n ? this.units / this.token : 0n),
       resetAfterMs: Number(ceilDiv(debt, this.perMs)),
       retryAfterMs: allowed || cost === 0 || short <= 0n ? 0 : Math.max(1, Number(ceilDiv(short, this.perMs))),
-      waitMs: allowed && this.units < 0n ? Number(ceilDiv(-this.units, this.perMs)) : 0,
+      waitMs: allowed && cost > 0 && this.units < 0n ? Number(ceilDiv(-this.units, this.perMs)) : 0,
     };
   }
 }
