@@ -231,6 +231,7 @@ export function debtAt(state: BucketState | undefined, i: number, nowUs: number,
 export function step(state: BucketState | undefined, nowUs: number, args: StepArgs): StepResult & { write?: BucketState | null } {
   const { limits } = args;
   const n = limits.length;
+  if (n === 1 && !args.adjust && args.tokenUnits === undefined) return takeOne(state, nowUs, limits[0]!);
   const debts = new Array<number>(n);
   let peek = true;
   for (let i = 0; i < n; i++) {
@@ -264,6 +265,21 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
   }
   const write = after.some((d) => d > 0) ? { debtUnits: after, atUs: nowUs } : state === undefined ? undefined : null;
   return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
+}
+
+/**
+ * `step` for a take on a policy of one limit, the hot path of every store: the same arithmetic without
+ * the per-limit arrays (the property tests hold both paths to the same exact model).
+ */
+function takeOne(state: BucketState | undefined, nowUs: number, l: LimitStep): StepResult & { write?: BucketState | null } {
+  const d = debtAt(state, 0, nowUs, l.refillUnitsPerUs);
+  const c = l.costUnits;
+  if (c === 0) return { allowed: true, debtUnits: [d], atUs: nowUs };
+  const a = c < 0 ? Math.max(0, d + c) : d + c;
+  if (c > 0 && a > l.limitUnits) return { allowed: false, debtUnits: [d], atUs: nowUs };
+  const debtUnits = [a];
+  const write = a > 0 ? { debtUnits, atUs: nowUs } : state === undefined ? undefined : null;
+  return { allowed: true, debtUnits, atUs: nowUs, write };
 }
 
 /**
@@ -316,8 +332,17 @@ function limitDecision(l: ResolvedLimit, cost: number, debt: number, allowed: bo
 export function toDecision(policy: ResolvedPolicy, costs: Costs, result: StepResult): BucketDecision {
   const { allowed } = result;
   if (policy.limits.length === 1) {
-    const d = limitDecision(policy, costOf(costs, 0), result.debtUnits[0]!, allowed);
-    return { allowed, limit: d.limit, remaining: d.remaining, retryAfterMs: allowed ? 0 : Math.max(1, d.retryAfterMs), resetAfterMs: d.resetAfterMs, waitMs: d.waitMs };
+    // The hot path: limitDecision's numbers for the one limit, made into the decision directly.
+    const cost = costOf(costs, 0);
+    const debt = result.debtUnits[0]!;
+    const { capacityUnits, tokenUnits, unitsPerMs, capacity } = policy;
+    const remaining = debt >= capacityUnits ? 0 : Math.min(capacity, floorDiv(capacityUnits - debt, tokenUnits));
+    const resetAfterMs = debt > 0 ? ceilDiv(debt, unitsPerMs) : 0;
+    if (allowed) {
+      const waitMs = cost > 0 && debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0;
+      return { allowed, limit: capacity, remaining, retryAfterMs: 0, resetAfterMs, waitMs };
+    }
+    return { allowed, limit: capacity, remaining, retryAfterMs: Math.max(1, ceilDiv(debt + cost * tokenUnits - capacityUnits, unitsPerMs)), resetAfterMs, waitMs: 0 };
   }
   const limits = policy.limits.map((l, i) => limitDecision(l, costOf(costs, i), result.debtUnits[i]!, allowed));
   let bound = limits[0]!;
