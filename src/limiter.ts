@@ -1,23 +1,17 @@
-// createLimiter: validates policies once, then turns take/acquire/peek/reset into one bounded store
-// call each. Keeps no bucket state of its own (the optional deny cache only remembers refusals).
+// createLimiter: validates policies once (./limiter/options.ts), then turns take/acquire/peek/adjust/reset
+// into one bounded store call each. Keeps no bucket state of its own (the optional deny cache only remembers refusals).
 // The guarded store call, the circuit breaker and the deny cache live in ./limiter/.
 import { adjustArgs, stepArgs, toDecision, toPeekDecision, type Costs, type OpArgs } from './core/gcra.js';
 import type { BucketDecision, Decision, StoreErrorDecision } from './core/decision.js';
 import { assertIdempotencyKey, assertKey, assertWaitMs, MAX_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from './core/key.js';
-import {
-  resolvePolicy,
-  validateFailMode,
-  validateTimeoutMs,
-  type FailMode,
-  type PolicyConfig,
-  type ResolvedPolicy,
-} from './core/policy.js';
+import type { FailMode, PolicyConfig, ResolvedPolicy } from './core/policy.js';
 import { AcquireTimeoutError, ConfigError, IdempotencyConflictError, StoreError, UnknownPolicyError } from './errors.js';
 import type { StepArgs, Store } from './store.js';
 import { createBreaker, type CircuitBreakerOptions, type CircuitState } from './limiter/breaker.js';
 import { createDenyCache } from './limiter/deny-cache.js';
 import { createLeases, type WaitUntil } from './limiter/lease.js';
 import { createLocalFallback } from './limiter/local-fallback.js';
+import { resolveSettings, type PolicyEntry } from './limiter/options.js';
 import { createStoreCaller, type CallOutcome, type StoreStatusEvent } from './limiter/store-call.js';
 
 export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil };
@@ -214,53 +208,14 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): P
   }
 }
 
-/** What a decision needs of its policy, built once per policy. */
-interface PolicyEntry {
-  policy: ResolvedPolicy;
-  /** `{prefix}{policy}:` */
-  keyPrefix: string;
-  /** stepArgs(policy, 1, 0): the arguments of a take of one token (on every limit) with no wait. */
-  takeOne: StepArgs;
-}
 
 export function createLimiter<P extends string>(options: LimiterOptions<P>): Limiter<P> {
   if (!options || typeof options !== 'object') throw new ConfigError('options', 'must be an object');
   const { store } = options;
   if (!store || typeof store.step !== 'function') throw new ConfigError('store', 'must be a Store (memoryStore(), redisStore(), mongoStore())');
-  const prefix = options.prefix ?? 'el:';
-  // No NUL: stores name an idempotency record by a key that starts with NUL, which no bucket key may.
-  if (typeof prefix !== 'string' || prefix.length > 64 || prefix.includes('\u0000')) throw new ConfigError('prefix', 'must be a string of at most 64 characters, without NUL');
-  const timeoutMs = options.timeoutMs === undefined ? 1000 : validateTimeoutMs('timeoutMs', options.timeoutMs);
-  const onStoreError = options.onStoreError === undefined ? 'deny' : validateFailMode('onStoreError', options.onStoreError);
-  const expectedNodes = options.expectedNodes ?? 1;
-  if (!Number.isInteger(expectedNodes) || expectedNodes < 1 || expectedNodes > 100_000) {
-    throw new ConfigError('expectedNodes', `must be an integer from 1 to 100000, got ${String(expectedNodes)}`);
-  }
-  if (!options.policies || typeof options.policies !== 'object') throw new ConfigError('policies', 'must be an object of named policies');
-  const policies = new Map<string, ResolvedPolicy>();
-  /**
-   * Per policy, what every decision needs, built once so that a decision makes one lookup: the policy,
-   * `{prefix}{policy}:` (a storage key is then one concatenation) and the step arguments of the common
-   * take (cost 1, no wait), which stores only read.
-   */
-  const entries = new Map<string, PolicyEntry>();
-  for (const [name, config] of Object.entries(options.policies)) {
-    const policy = resolvePolicy(name, config, { onStoreError, timeoutMs, expectedNodes });
-    policies.set(name, policy);
-    entries.set(name, { policy, keyPrefix: `${prefix}${name}:`, takeOne: stepArgs(policy, 1, 0) });
-  }
-  if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
+  const { policies, entries, idempotencyWindowMs, maxPending, denyCacheMax, leaseMaxKeys } = resolveSettings(options);
   const onDecision = options.onDecision;
-  const idempotencyWindowMs = options.idempotencyWindowMs ?? 300_000;
-  if (!Number.isInteger(idempotencyWindowMs) || idempotencyWindowMs < 1000 || idempotencyWindowMs > 86_400_000) {
-    throw new ConfigError('idempotencyWindowMs', `must be an integer from 1000 to 86400000 (ms), got ${String(idempotencyWindowMs)}`);
-  }
-
   const monotonicMs = options.monotonicMs ?? (() => performance.now());
-  const maxPending = options.maxPendingStoreCalls ?? 1024;
-  if (!Number.isInteger(maxPending) || maxPending < 1) {
-    throw new ConfigError('maxPendingStoreCalls', `must be a positive integer, got ${String(maxPending)}`);
-  }
   const caller = createStoreCaller({
     store,
     breaker: createBreaker(options.circuitBreaker, monotonicMs),
@@ -268,15 +223,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     monotonicMs,
     onStatus: options.onStoreStatus,
   });
-  const denyCacheMax = options.denyCache ? (typeof options.denyCache === 'object' ? options.denyCache.maxKeys ?? 10_000 : 10_000) : 0;
-  if (!Number.isInteger(denyCacheMax) || denyCacheMax < 0) {
-    throw new ConfigError('denyCache.maxKeys', `must be a positive integer, got ${String(denyCacheMax)}`);
-  }
   const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax) : undefined;
-  const leaseMaxKeys = options.leases?.maxKeys ?? 10_000;
-  if (!Number.isInteger(leaseMaxKeys) || leaseMaxKeys < 1) {
-    throw new ConfigError('leases.maxKeys', `must be a positive integer, got ${String(leaseMaxKeys)}`);
-  }
   const leases = [...policies.values()].some((p) => p.lease)
     ? createLeases({
         call: (storageKey, args, policy, background) => storeCall(policy, storageKey, args, background),
