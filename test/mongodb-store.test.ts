@@ -13,6 +13,18 @@ import { checkGrantsAgainstModel, checkMultiAgainstModel, checkTakesAgainstModel
 
 const policies = { p: { capacity: 3, refillPerSecond: 1 } };
 
+
+/** Date.now (mingo's $$NOW) on a fake clock from 1_790_000_000_000 ms, for the length of `body`. */
+async function withFakeNow(body: (clock: { now: () => number; advanceMs: (ms: number) => void }) => Promise<void>): Promise<void> {
+  let now = 1_790_000_000_000;
+  const spy = vi.spyOn(Date, 'now').mockImplementation(() => now);
+  try {
+    await body({ now: () => now, advanceMs: (ms) => void (now += ms) });
+  } finally {
+    spy.mockRestore();
+  }
+}
+
 describe('mongodb store operations (evaluated by mingo)', () => {
   it('the first decision on a new bucket is one findOneAndUpdate upsert with the update pipeline', async () => {
     const collection = new MingoCollection();
@@ -124,81 +136,61 @@ describe('mongodb store operations (evaluated by mingo)', () => {
   it('the exact pipeline against the exact reference model, with $$NOW on a fake clock', async () => {
     // mingo evaluates $$NOW from Date.now() once per operation: stubbing it injects the store's clock,
     // whose resolution is 1 ms (so the gaps are whole ms).
-    let now = 1_790_000_000_000;
-    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
-    try {
+    await withFakeNow(async (clock) => {
       await fc.assert(
         fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, takeOpsArb(40, 1000), async (capacity, { p, q }, ops) => {
-          await checkTakesAgainstModel(mongoStore({ collection: new MingoCollection() }), (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
+          await checkTakesAgainstModel(mongoStore({ collection: new MingoCollection() }), (dtUs) => clock.advanceMs(dtUs / 1000), capacity, p, q, ops);
         }),
         { numRuns: 150 },
       );
-    } finally {
-      clock.mockRestore();
-    }
+    });
   });
 
   it('lease grants and refunds in the pipeline against the exact model, with $$NOW on a fake clock', async () => {
-    let now = 1_790_000_000_000;
-    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
-    try {
+    await withFakeNow(async (clock) => {
       await fc.assert(
         fc.asyncProperty(fc.integer({ min: 1, max: 50 }), rateArb, leaseOpsArb(1000), async (capacity, { p, q }, ops) => {
-          await checkGrantsAgainstModel(mongoStore({ collection: new MingoCollection() }), 'k', (dtUs) => (now += dtUs / 1000), capacity, p, q, ops);
+          await checkGrantsAgainstModel(mongoStore({ collection: new MingoCollection() }), 'k', (dtUs) => clock.advanceMs(dtUs / 1000), capacity, p, q, ops);
         }),
         { numRuns: 150 },
       );
-    } finally {
-      clock.mockRestore();
-    }
+    });
   });
 
   it('multi-limit steps in the pipeline against core step on the same clock readings (takes, reservations, adjustments, refunds, peeks)', async () => {
     // Every step runs through the store (mingo, $$NOW on a fake clock) and through core/gcra.ts `step`
     // at the same reading: the same verdict, debts and atUs after each, the document holding exactly the
     // debts reported, expiresAt when the slowest limit is full again, and a denial changing no byte.
-    let now = 1_790_000_000_000;
-    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
-    try {
+    await withFakeNow(async (clock) => {
       await fc.assert(
         fc.asyncProperty(fc.array(limitArb, { minLength: 2, maxLength: 3 }), seedArb, multiOpsArb, async (limits, seed, ops) => {
-          await checkMultiAgainstCore(limits, seed, ops, () => now, (dtMs) => (now += dtMs));
+          await checkMultiAgainstCore(limits, seed, ops, clock.now, (dtMs) => clock.advanceMs(dtMs));
         }),
         { numRuns: 300 },
       );
-    } finally {
-      clock.mockRestore();
-    }
+    });
   });
 
   it('several limits through the limiter against the independent exact multi-limit model, with $$NOW on a fake clock', async () => {
-    let now = 1_790_000_000_000;
-    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
-    try {
+    await withFakeNow(async (clock) => {
       await fc.assert(
         fc.asyncProperty(multiLimitsArb, exactMultiOpsArb(1000), async (specs, ops) => {
-          await checkMultiAgainstModel(mongoStore({ collection: new MingoCollection() }), (dtUs) => (now += dtUs / 1000), specs, ops);
+          await checkMultiAgainstModel(mongoStore({ collection: new MingoCollection() }), (dtUs) => clock.advanceMs(dtUs / 1000), specs, ops);
         }),
         { numRuns: 200 },
       );
-    } finally {
-      clock.mockRestore();
-    }
+    });
   });
 
   it('one-limit steps, lease grants included, in the pipeline against core step on the same clock readings', async () => {
-    let now = 1_790_000_000_000;
-    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
-    try {
+    await withFakeNow(async (clock) => {
       await fc.assert(
         fc.asyncProperty(fc.array(limitArb, { minLength: 1, maxLength: 1 }), seedArb, multiOpsArb, async (limits, seed, ops) => {
-          await checkMultiAgainstCore(limits, seed, ops, () => now, (dtMs) => (now += dtMs));
+          await checkMultiAgainstCore(limits, seed, ops, clock.now, (dtMs) => clock.advanceMs(dtMs));
         }),
         { numRuns: 150 },
       );
-    } finally {
-      clock.mockRestore();
-    }
+    });
   });
 
   it('a document of the one-limit format (debt a number) reads as the first limit, the others full, and is rewritten as an array', async () => {
