@@ -6,12 +6,14 @@ import { describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../functions/app/app.js';
 import { loadConfig } from '../functions/app/env.js';
 import { ConfigError, createLimiter, memoryStore } from '../src/index.js';
+import { checked } from './support/openapi-contract.js';
 import { checkStatsContract, expectUnauthorized, STATS_POLICIES } from './support/stats-contract.js';
 
 const TOKEN = 'stats-token';
 
 function app(env: Record<string, string> = {}) {
-  return buildApp(loadConfig({ LIMITER_POLICIES: STATS_POLICIES, PERMIT_TOKENS: TOKEN, ...env }), memoryStore(), { log: () => {} });
+  const built = buildApp(loadConfig({ LIMITER_POLICIES: STATS_POLICIES, PERMIT_TOKENS: TOKEN, ...env }), memoryStore(), { log: () => {} });
+  return { ...built, app: checked(built.app) };
 }
 
 describe('GET /v1/stats', () => {

@@ -10,10 +10,11 @@ import { tokenChecker } from './auth.js';
 import { readJsonBody } from './body.js';
 import { cachedPing } from './health-ping.js';
 import { rateLimitHeaders, refusingLimits } from './headers.js';
+import { MAX_PERMIT_WAIT_MS, openApiJson } from './openapi.js';
 import { problemResponse } from './problem.js';
 import { waitUntilOf } from './wait-until.js';
 
-export const MAX_PERMIT_WAIT_MS = 300_000;
+export { MAX_PERMIT_WAIT_MS };
 const HEALTH_TIMEOUT_MS = 1000;
 /** How long one store ping answers /healthz: each ping is a billed command on Upstash. */
 export const HEALTH_CACHE_MS = 1000;
@@ -38,8 +39,9 @@ export type PermitBody = Decision & {
   repeated?: boolean;
 };
 
-const FIELDS = new Set(['policy', 'key', 'cost', 'maxWaitMs']);
-const ADJUST_FIELDS = new Set(['policy', 'key', 'cost']);
+/** The fields a permit request and an adjustment may carry (test/http/openapi.test.ts holds the document to them). */
+export const FIELDS: ReadonlySet<string> = new Set(['policy', 'key', 'cost', 'maxWaitMs']);
+export const ADJUST_FIELDS: ReadonlySet<string> = new Set(['policy', 'key', 'cost']);
 
 type Parsed = { ok: true; policy: ResolvedPolicy; key: string; cost: Cost; maxWaitMs: number } | { ok: false; response: Response };
 
@@ -189,6 +191,9 @@ export function permitApp(options: PermitAppOptions): Hono {
     return Response.json({ ok, store: limiter.store.name, ...stats }, { status: ok ? 200 : 503 });
   });
 
+  // The API's description (src/http/openapi.ts): public, before the bearer check, and names no policy.
+  app.get('/v1/openapi.json', () => new Response(openApiJson, { headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=300' } }));
+
   app.use('/v1/*', async (c, next) => {
     if (!auth.configured) {
       if (!warnedNoTokens) {
@@ -270,6 +275,7 @@ export function permitApp(options: PermitAppOptions): Hono {
     return c.body(null, 204);
   });
 
+  app.all('/v1/openapi.json', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
   app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all('/v1/adjustments', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all(BUCKET, () => problemResponse('method-not-allowed', 'use GET or DELETE', {}, { Allow: 'GET, DELETE' }));

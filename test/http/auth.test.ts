@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { tokenChecker } from '../../src/http/auth.js';
 import { createLimiter, memoryStore } from '../../src/index.js';
 import { permitApp } from '../../src/http/permit-app.js';
+import { checked } from '../support/openapi-contract.js';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -38,8 +39,8 @@ describe('logs', () => {
     for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) vi.spyOn(console, level).mockImplementation((...a) => void lines.push(a.map(String).join(' ')));
     const secret = 'sk_live_do_not_log_me_42';
     const limiter = createLimiter({ store: memoryStore(), policies: { p: { capacity: 1, refillPerSecond: 1 } }, onDecision: (e) => console.log(JSON.stringify(e)) });
-    const app = permitApp({ limiter, tokens: [secret] });
-    const empty = permitApp({ limiter, tokens: [] });
+    const app = checked(permitApp({ limiter, tokens: [secret] }));
+    const empty = checked(permitApp({ limiter, tokens: [] }));
     const send = (a: typeof app, auth: string, body = '{"policy":"p","key":"k"}') =>
       a.request('/v1/permits', { method: 'POST', headers: { Authorization: auth, 'Content-Type': 'application/json' }, body });
     await send(app, `Bearer ${secret}`);

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { createLimiter, IdempotencyConflictError, InvalidInputError, memoryStore, type Store } from '../../src/index.js';
 import { permitApp } from '../../src/http/permit-app.js';
+import { checked } from '../support/openapi-contract.js';
 
 const TOKEN = 'tok-idem-0123456789';
 const POLICIES = {
@@ -85,7 +86,7 @@ describe('idempotency keys in the library', () => {
 describe('Idempotency-Key on the permit API', () => {
   const app = () => {
     const s = setup();
-    const a = permitApp({ limiter: s.limiter, tokens: [TOKEN], log: () => {} });
+    const a = checked(permitApp({ limiter: s.limiter, tokens: [TOKEN], log: () => {} }));
     const send = (path: string, body: unknown, key?: string) =>
       a.request(path, {
         method: 'POST',

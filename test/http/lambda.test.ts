@@ -48,6 +48,30 @@ describe('Lambda entry', () => {
     });
   }
 
+  it('serves GET /v1/openapi.json without a token in each event shape', async () => {
+    const { openApiJson } = await import('../../src/http/openapi.js');
+    const handler = await loadHandler(ENV);
+    for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb']) {
+      const event = fixture(name);
+      const path = '/v1/openapi.json';
+      if (event.requestContext?.http) Object.assign(event.requestContext.http, { method: 'GET', path });
+      else event.httpMethod = 'GET';
+      if (event.rawPath) event.rawPath = path;
+      else event.path = path;
+      if (event.requestContext?.path) event.requestContext.path = `/prod${path}`;
+      if (event.requestContext?.httpMethod) event.requestContext.httpMethod = 'GET';
+      for (const headers of [event.headers, event.multiValueHeaders]) {
+        for (const k of Object.keys(headers ?? {})) if (/^(authorization|content-type|content-length)$/i.test(k)) delete headers[k];
+      }
+      delete event.body;
+      event.isBase64Encoded = false;
+      const res = await handler(event, context);
+      expect(res.statusCode, name).toBe(200);
+      expect(header(res, 'content-type'), name).toBe('application/json');
+      expect(res.isBase64Encoded ? Buffer.from(res.body, 'base64').toString() : res.body, name).toBe(openApiJson);
+    }
+  });
+
   it('answers 401 problem+json without a token, from a v2 event', async () => {
     const handler = await loadHandler(ENV);
     const event = fixture('apigw-v2');

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, createLimiter, InvalidInputError, memoryStore, settle } from '../../src/index.js';
 import { rateLimit } from '../../src/hono.js';
 import { permitApp } from '../../src/http/permit-app.js';
+import { checked } from '../support/openapi-contract.js';
 import { PermitClient } from '../../src/client/permit-client.js';
 import { switchableStore } from '../support/switchable-store.js';
 
@@ -22,7 +23,7 @@ const POLICIES = {
 function setup() {
   const store = switchableStore();
   const limiter = createLimiter({ store, policies: POLICIES, circuitBreaker: false, timeoutMs: 200 });
-  const app = permitApp({ limiter, tokens: [TOKEN], log: () => {} });
+  const app = checked(permitApp({ limiter, tokens: [TOKEN], log: () => {} }));
   const send = (path: string, body: unknown) =>
     app.request(path, { method: 'POST', headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   const client = new PermitClient({ url: 'http://permits.test', token: TOKEN, fetch: (input, init) => app.request(String(input), init as RequestInit) as Promise<Response> });

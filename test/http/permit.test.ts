@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { createLimiter, memoryStore, type Store } from '../../src/index.js';
 import { permitApp } from '../../src/http/permit-app.js';
+import { checked } from '../support/openapi-contract.js';
 
 const TOKEN = 'tok-0123456789abcdef';
 const policies = { api: { capacity: 3, refillPerSecond: 1 }, open: { capacity: 1, refillPerSecond: 1, onStoreError: 'allow' as const } };
@@ -10,7 +11,7 @@ const policies = { api: { capacity: 3, refillPerSecond: 1 }, open: { capacity: 1
 function setup(opts: { store?: Store; tokens?: string[] } = {}) {
   const limiter = createLimiter({ store: opts.store ?? memoryStore(), policies, circuitBreaker: false, timeoutMs: 100 });
   const logs: unknown[] = [];
-  const app = permitApp({ limiter, tokens: opts.tokens ?? [TOKEN], log: (level, line) => logs.push({ level, ...line }) });
+  const app = checked(permitApp({ limiter, tokens: opts.tokens ?? [TOKEN], log: (level, line) => logs.push({ level, ...line }) }));
   const post = (body: unknown, headers: Record<string, string> = {}) =>
     app.request('/v1/permits', {
       method: 'POST',

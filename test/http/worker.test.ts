@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { buildWorker, startDevWorker, type DevWorker, type WorkerBuild } from '../support/worker.js';
 import { freePort } from '../../scripts/lib/redis-server.js';
+import { openApiJson } from '../../src/http/openapi.js';
 
 const TOKEN = 'worker-token';
 const POLICIES = JSON.stringify({ api: { capacity: 2, refillPerSecond: 1 }, gate: { capacity: 1, refillPerSecond: 0.5 } });
@@ -88,6 +89,13 @@ describe('Worker in workerd (memory store)', () => {
     expect((await fetch(dev.url + '/v1/buckets/api/w2', { method: 'DELETE', headers: auth })).status).toBe(204);
     expect(await (await fetch(dev.url + '/v1/buckets/api/w2', { headers: auth })).json()).toMatchObject({ remaining: 2 });
     expect(await (await fetch(dev.url + '/healthz')).json()).toEqual({ ok: true, store: 'memory', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
+  });
+
+  it('serves the OpenAPI document at GET /v1/openapi.json without a token', async () => {
+    const res = await fetch(dev.url + '/v1/openapi.json');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(await res.text()).toBe(openApiJson);
   });
 
   it('keys with line terminators can be charged, read and reset in workerd too; "." and ".." are refused', async () => {

@@ -6,6 +6,7 @@ import { AcquireTimeoutError } from '../../src/index.js';
 import { limitedFetch, PermitClient, PermitError } from '../../src/client/permit-client.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { combinedRun } from '../support/combined.js';
+import { openApiJson } from '../../src/http/openapi.js';
 
 const TOKEN = 'node-token';
 const POLICIES = { shared: { capacity: 10, refillPerSecond: 20 }, paced: { capacity: 1, refillPerSecond: 10 }, slow: { capacity: 1, refillPerSecond: 0.1 } };
@@ -31,6 +32,13 @@ describe('Node server on Redis', () => {
 
   it('/healthz reports the redis store', async () => {
     expect(await (await fetch(`${a.url}/healthz`)).json()).toEqual({ ok: true, store: 'redis', pendingStoreCalls: 0, maxPendingStoreCalls: 1024, circuit: 'closed', leases: { keys: 0, tokens: 0 }, localKeys: 0 });
+  });
+
+  it('serves the OpenAPI document at GET /v1/openapi.json without a token', async () => {
+    const res = await fetch(`${a.url}/v1/openapi.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(await res.text()).toBe(openApiJson);
   });
 });
 

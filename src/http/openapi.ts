@@ -1,0 +1,364 @@
+// The permit API's contract as an OpenAPI 3.1 document, served at GET /v1/openapi.json (public: it
+// names no configured policy) and kept in the repository as openapi.json for client generators.
+// test/http/openapi.test.ts holds it to the server: every route on one side exists on the other, every
+// request field the server reads is described, every response the contract tests receive validates
+// against its schema (additionalProperties: false, so a field the server adds and the document lacks
+// fails), and every documented response field is seen in a real response. The linter runs there too.
+import { MAX_ADJUST_TOKENS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_KEY_BYTES } from '../core/key.js';
+import { MAX_BODY_BYTES } from './body.js';
+import { PROBLEMS, problemType, type ProblemType } from './problem.js';
+
+/** The longest wait a permit request may reserve, in ms (permit-app.ts checks against the same). */
+export const MAX_PERMIT_WAIT_MS = 300_000;
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
+const json = (schema: object) => ({ 'application/json': { schema } });
+const problemJson = { 'application/problem+json': { schema: ref('Problem') } };
+
+/** A problem response listing the `type`s this status can carry on this route. */
+function problem(description: string, types: ProblemType[], headers: Record<string, object> = {}) {
+  return {
+    description: `${description} Problem types: ${types.map((t) => `\`${problemType(t)}\``).join(', ')}.`,
+    ...(Object.keys(headers).length ? { headers } : {}),
+    content: problemJson,
+  };
+}
+
+const unauthorized = problem('No or a wrong bearer token (or none configured on the server).', ['unauthorized'], { 'WWW-Authenticate': header('WWW-Authenticate') });
+const unknownPolicy = problem('No policy of that name is configured.', ['unknown-policy']);
+const badJsonBody = (extra: ProblemType[] = []) => ({
+  '400': problem('The body is not valid JSON, or a field is invalid (`field` names it); nothing reached the store.', ['invalid-json', 'invalid-request', ...extra]),
+  '401': unauthorized,
+  '404': unknownPolicy,
+  '413': problem(`The body is over ${MAX_BODY_BYTES} bytes.`, ['payload-too-large']),
+  '415': problem('The Content-Type is not application/json.', ['unsupported-media-type']),
+  '422': problem('This Idempotency-Key was used before for another request (another cost, wait or route); nothing was applied.', ['idempotency-key-reused']),
+});
+const rateLimitHeaders = {
+  RateLimit: header('RateLimit'),
+  'RateLimit-Policy': header('RateLimit-Policy'),
+  'X-RateLimit-Limit': header('X-RateLimit-Limit'),
+  'X-RateLimit-Remaining': header('X-RateLimit-Remaining'),
+  'X-RateLimit-Reset': header('X-RateLimit-Reset'),
+  'X-RateLimit-Reason': header('X-RateLimit-Reason'),
+};
+const internalError = problem('An unexpected error (a bug: it is logged).', ['internal-error']);
+
+const int = (description: string, extra: object = {}) => ({ type: 'integer', description, ...extra });
+const nonNegative = (description: string) => int(description, { minimum: 0 });
+
+export const openApiDocument = {
+  openapi: '3.1.0',
+  info: {
+    title: 'edge-limiter permit API',
+    version: '1',
+    description:
+      'Other services ask for a permit and get 200 or 429: one atomic step of a token bucket (or of several limits at once) in the server\'s store, on the store\'s clock. ' +
+      'A reservation (`maxWaitMs`) is decided in the same round trip: the answer says how long to sleep (`waitMs`) before acting; nobody polls. ' +
+      'Costs settle after the fact with `POST /v1/adjustments`. A take or an adjustment that carries an `Idempotency-Key` is applied at most once within the server\'s idempotency window (5 minutes by default): a repeat gets the first answer with `repeated: true`. ' +
+      'Every error is `application/problem+json` (RFC 9457) with a stable `type` URN.',
+    license: { name: 'MIT', identifier: 'MIT' },
+  },
+  servers: [{ url: '/', description: 'The permit service itself (Worker, Lambda or Node).' }],
+  security: [{ bearer: [] }],
+  tags: [
+    { name: 'permits', description: 'Taking, reserving and settling tokens.' },
+    { name: 'buckets', description: 'Reading and resetting one bucket.' },
+    { name: 'operations', description: 'Health, statistics and this document.' },
+  ],
+  paths: {
+    '/v1/permits': {
+      post: {
+        tags: ['permits'],
+        operationId: 'takePermit',
+        summary: 'Take tokens, or reserve them for a wait of at most maxWaitMs',
+        description:
+          'All or nothing over every limit of the policy. With `maxWaitMs` above 0 a refusal that would pass within that wait becomes a reservation: 200 with `waitMs`, the time to sleep before acting (the tokens are taken at once; nobody polls). ' +
+          'Only `200` and `429` carry a decision; with a policy that fails open, a store outage answers 200 with `reason: store_error` and no `remaining`.',
+        parameters: [{ $ref: '#/components/parameters/IdempotencyKey' }],
+        requestBody: { required: true, content: json(ref('PermitRequest')) },
+        responses: {
+          '200': { description: 'Allowed (act now, or after `waitMs`).', headers: rateLimitHeaders, content: json(ref('Decision')) },
+          '429': {
+            description: 'Refused: nothing was taken from any limit. `retryAfterMs` is the time until every limit admits the cost; `refusedBy` names the limits that refused.',
+            headers: { ...rateLimitHeaders, 'Retry-After': header('Retry-After') },
+            content: json(ref('Decision')),
+          },
+          ...badJsonBody(),
+          '503': problem('The store is unavailable and the policy fails closed: nothing was taken. Retry after Retry-After.', ['store-unavailable'], {
+            'Retry-After': header('Retry-After'),
+            'RateLimit-Policy': header('RateLimit-Policy'),
+          }),
+          default: internalError,
+        },
+      },
+    },
+    '/v1/adjustments': {
+      post: {
+        tags: ['permits'],
+        operationId: 'adjust',
+        summary: 'Settle a cost after the fact: refund (below 0) or charge more (above 0)',
+        description:
+          'One atomic step on the store\'s clock, always applied. A refund never makes a limit fuller than full; a charge may put a limit into debt (up to its capacity beyond empty), which later takes wait out. ' +
+          'Answers 200 with the bucket after the adjustment (`allowed`: a take of 1 would pass now).',
+        parameters: [{ $ref: '#/components/parameters/IdempotencyKey' }],
+        requestBody: { required: true, content: json(ref('AdjustmentRequest')) },
+        responses: {
+          '200': { description: 'Applied; the bucket as it is now.', headers: rateLimitHeaders, content: json(ref('Decision')) },
+          ...badJsonBody(),
+          '503': problem('The store is unavailable: the adjustment was not applied. Retry after Retry-After.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
+          default: internalError,
+        },
+      },
+    },
+    '/v1/buckets/{policy}/{key}': {
+      parameters: [
+        { name: 'policy', in: 'path', required: true, schema: { type: 'string', minLength: 1 } },
+        { name: 'key', in: 'path', required: true, description: 'The bucket\'s key, percent-encoded (any characters; `/` as `%2F`).', schema: { type: 'string', minLength: 1 } },
+      ],
+      get: {
+        tags: ['buckets'],
+        operationId: 'peekBucket',
+        summary: 'Read a bucket without taking from it',
+        description: 'Always 200 (this request was not limited): `allowed` says whether a take of 1 would pass now.',
+        responses: {
+          '200': { description: 'The bucket now.', headers: rateLimitHeaders, content: json(ref('Decision')) },
+          '400': problem('The key is invalid.', ['invalid-request']),
+          '401': unauthorized,
+          '404': unknownPolicy,
+          default: internalError,
+        },
+      },
+      delete: {
+        tags: ['buckets'],
+        operationId: 'resetBucket',
+        summary: 'Reset a bucket to full',
+        responses: {
+          '204': { description: 'Reset.' },
+          '400': problem('The key is invalid.', ['invalid-request']),
+          '401': unauthorized,
+          '404': unknownPolicy,
+          '503': problem('The store is unavailable: nothing was reset.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
+          default: internalError,
+        },
+      },
+    },
+    '/v1/stats': {
+      get: {
+        tags: ['operations'],
+        operationId: 'stats',
+        summary: "This node's decision counts and most refused keys",
+        description: 'Each node (Node process, Lambda container, Workers isolate) reports what it decided itself, since it started.',
+        responses: {
+          '200': { description: 'The counts.', headers: { 'Cache-Control': header('Cache-Control') }, content: json(ref('Stats')) },
+          '401': unauthorized,
+          default: internalError,
+        },
+      },
+    },
+    '/v1/openapi.json': {
+      get: {
+        tags: ['operations'],
+        operationId: 'openApiDocument',
+        summary: 'This document',
+        security: [],
+        responses: {
+          '200': { description: 'The OpenAPI 3.1 document.', headers: { 'Cache-Control': header('Cache-Control') }, content: json({ type: 'object' }) },
+          default: internalError,
+        },
+      },
+    },
+    '/healthz': {
+      get: {
+        tags: ['operations'],
+        operationId: 'health',
+        summary: 'Whether the store answers and decisions can reach it',
+        description: 'One store ping at most a second, shared by the probes that arrive meanwhile.',
+        security: [],
+        responses: {
+          '200': { description: 'Healthy.', content: json(ref('Health')) },
+          '503': { description: 'The store did not answer, or the in-flight cap of store calls is reached.', content: json(ref('Health')) },
+          default: internalError,
+        },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', description: 'One of the server\'s PERMIT_TOKENS.' },
+    },
+    parameters: {
+      IdempotencyKey: {
+        name: 'Idempotency-Key',
+        in: 'header',
+        required: false,
+        description:
+          'draft-ietf-httpapi-idempotency-key-header: an operation id, as a Structured Field String (`"…"`) or the same text unquoted. ' +
+          `1 to ${MAX_IDEMPOTENCY_KEY_BYTES} printable ASCII characters. A repeat within the server's window gets the first answer (\`repeated: true\`) and changes nothing; the same id with another request is a 422. ` +
+          'With it, a client may retry a request that got no answer.',
+        schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_BYTES + 2 },
+      },
+    },
+    headers: {
+      RateLimit: {
+        description: 'draft-ietf-httpapi-ratelimit-headers-11: per limit, `"<name>";r=<remaining>;t=<seconds until full>` (a policy of several limits lists each as `"<policy>.<limit>"`). Absent when the store did not answer.',
+        schema: { type: 'string' },
+      },
+      'RateLimit-Policy': {
+        description: 'draft-ietf-httpapi-ratelimit-headers-11: per limit, `"<name>";q=<capacity>;w=<seconds to refill from empty>`.',
+        required: true,
+        schema: { type: 'string' },
+      },
+      'Retry-After': { description: 'RFC 9110: whole seconds until a retry can pass (at least 1).', required: true, schema: { type: 'string', pattern: '^[0-9]+$' } },
+      'X-RateLimit-Limit': { description: 'The most constraining limit\'s capacity.', required: true, schema: { type: 'string' } },
+      'X-RateLimit-Remaining': { description: 'Its tokens left (absent when the store did not answer).', schema: { type: 'string' } },
+      'X-RateLimit-Reset': { description: 'Seconds until it is full again (absent when the store did not answer).', schema: { type: 'string' } },
+      'X-RateLimit-Reason': { description: 'Present when the bucket in the store did not decide alone: `store_error`, `deny_cache`, `lease` or `local`.', schema: { type: 'string' } },
+      'WWW-Authenticate': { description: '`Bearer`.', required: true, schema: { type: 'string' } },
+      'Cache-Control': { description: 'How the answer may be cached.', required: true, schema: { type: 'string' } },
+    },
+    schemas: {
+      PermitRequest: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['policy', 'key'],
+        properties: {
+          policy: { type: 'string', minLength: 1, description: 'A configured policy\'s name.' },
+          key: { $ref: '#/components/schemas/Key' },
+          cost: {
+            description: 'Tokens to take: a number charges every limit that many; an object charges each named limit its own (limits left out: 0). Default 1. At most the (smallest) capacity.',
+            oneOf: [
+              { type: 'integer', minimum: 1 },
+              { type: 'object', minProperties: 1, additionalProperties: { type: 'integer', minimum: 0 } },
+            ],
+          },
+          maxWaitMs: { type: 'integer', minimum: 0, maximum: MAX_PERMIT_WAIT_MS, description: 'Longest reservation to accept, in ms (default 0: a plain take).' },
+        },
+      },
+      AdjustmentRequest: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['policy', 'key', 'cost'],
+        properties: {
+          policy: { type: 'string', minLength: 1, description: 'A configured policy\'s name.' },
+          key: { $ref: '#/components/schemas/Key' },
+          cost: {
+            description: 'Below 0 a refund, above 0 a charge; a number applies to every limit, an object per named limit (left out: 0). Not 0 (on every limit).',
+            oneOf: [
+              { type: 'integer', minimum: -MAX_ADJUST_TOKENS, maximum: MAX_ADJUST_TOKENS, not: { const: 0 } },
+              { type: 'object', minProperties: 1, additionalProperties: { type: 'integer', minimum: -MAX_ADJUST_TOKENS, maximum: MAX_ADJUST_TOKENS } },
+            ],
+          },
+        },
+      },
+      Key: {
+        type: 'string',
+        minLength: 1,
+        maxLength: MAX_KEY_BYTES,
+        description: `The bucket's key: well-formed Unicode, at most ${MAX_KEY_BYTES} bytes of UTF-8, not "." or "..".`,
+      },
+      Decision: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['allowed', 'policy', 'key', 'limit', 'retryAfterMs', 'waitMs'],
+        properties: {
+          allowed: { type: 'boolean', description: 'Whether the request may proceed (after `waitMs`).' },
+          policy: { type: 'string' },
+          key: { type: 'string' },
+          limit: { type: 'number', description: 'Capacity of the most constraining limit.' },
+          remaining: nonNegative('Whole tokens left in the most constraining limit (absent when the store did not answer).'),
+          retryAfterMs: nonNegative('0 when allowed; otherwise ms until every limit admits the cost.'),
+          resetAfterMs: nonNegative('Ms until the most constraining limit is full again (absent when the store did not answer).'),
+          waitMs: nonNegative('Ms to sleep before acting on an allowed reservation; 0 for an immediate permit.'),
+          reason: { type: 'string', enum: ['store_error', 'deny_cache', 'lease', 'local'], description: 'Why the bucket in the store did not decide alone; absent when it did.' },
+          repeated: { const: true, description: 'The Idempotency-Key was applied before: this is the first answer, and nothing was charged again.' },
+          limits: { type: 'array', items: ref('LimitDecision'), description: 'A policy of several limits: each limit\'s numbers, in the policy\'s order.' },
+          refusedBy: { type: 'array', items: { type: 'string' }, minItems: 1, description: 'A 429 of a policy of several limits: the limits that refused.' },
+        },
+      },
+      LimitDecision: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'limit', 'remaining', 'resetAfterMs', 'retryAfterMs', 'waitMs'],
+        properties: {
+          name: { type: 'string' },
+          limit: { type: 'number', description: 'Its capacity.' },
+          remaining: nonNegative('Whole tokens left in it.'),
+          resetAfterMs: nonNegative('Ms until it is full again.'),
+          retryAfterMs: nonNegative('On a refusal, ms until it admits its cost (0: another limit refused).'),
+          waitMs: nonNegative('On a reservation, ms until its part is due.'),
+        },
+      },
+      Problem: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['type', 'title', 'status', 'detail'],
+        properties: {
+          type: { type: 'string', enum: (Object.keys(PROBLEMS) as ProblemType[]).map(problemType), description: 'Stable: branch on it.' },
+          title: { type: 'string' },
+          status: { type: 'integer' },
+          detail: { type: 'string', description: 'For people; may change.' },
+          field: { type: 'string', description: 'invalid-request, unknown-policy, idempotency-key-reused: the request field at fault (a body field, `cost.<limit>`, or `Idempotency-Key`).' },
+          policy: { type: 'string', description: 'store-unavailable: the policy.' },
+          retryAfterMs: nonNegative('store-unavailable on a take: ms until a retry may pass.'),
+        },
+      },
+      Health: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['ok', 'store', 'pendingStoreCalls', 'maxPendingStoreCalls', 'circuit', 'leases', 'localKeys'],
+        properties: {
+          ok: { type: 'boolean' },
+          store: { type: 'string', description: "The store's name: memory, redis (also through Upstash), mongodb or durable-object." },
+          pendingStoreCalls: nonNegative('Store calls in flight.'),
+          maxPendingStoreCalls: nonNegative('The cap: at it, decisions fail without calling the store.'),
+          circuit: { type: 'string', enum: ['closed', 'open', 'half-open'] },
+          leases: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['keys', 'tokens'],
+            properties: { keys: nonNegative('Keys holding a token lease on this node.'), tokens: nonNegative('Tokens they hold.') },
+          },
+          localKeys: nonNegative('Keys with a local fallback bucket on this node.'),
+        },
+      },
+      Stats: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['since', 'topKeys', 'policies'],
+        properties: {
+          since: { type: 'string', format: 'date-time' },
+          topKeys: nonNegative('Refused keys kept per policy (0: counters only).'),
+          policies: { type: 'object', additionalProperties: ref('PolicyStats') },
+        },
+      },
+      PolicyStats: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['decisions', 'peeks', 'refused', 'topRefused'],
+        properties: {
+          decisions: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 }, description: 'By outcome: allowed, denied, or the decision\'s reason.' },
+          peeks: nonNegative('Bucket reads.'),
+          refused: nonNegative('Refusals other than store_error.'),
+          topRefused: { type: 'array', items: ref('RefusedKey') },
+        },
+      },
+      RefusedKey: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['key', 'count', 'error', 'firstSeen', 'lastSeen'],
+        properties: {
+          key: { type: 'string' },
+          count: nonNegative('Refusals, at most.'),
+          error: nonNegative('`count - error` is the least it can be.'),
+          firstSeen: { type: 'string', format: 'date-time' },
+          lastSeen: { type: 'string', format: 'date-time' },
+        },
+      },
+    },
+  },
+} as const;
+
+/** The document's JSON as served and as kept in openapi.json (2-space indent, a final newline). */
+export const openApiJson = `${JSON.stringify(openApiDocument, null, 2)}\n`;
