@@ -6,7 +6,8 @@ export class LimiterError extends Error {
   readonly code: string;
   constructor(code: string, message: string, options?: { cause?: unknown }) {
     super(`[edge-limiter] ${message}`, options);
-    this.name = new.target.name;
+    // Each class names itself in a string: a minified bundle (the Worker's) renames classes.
+    this.name = 'LimiterError';
     this.code = code;
   }
 }
@@ -17,6 +18,7 @@ export class ConfigError extends LimiterError {
   readonly field: string;
   constructor(field: string, message: string) {
     super('invalid_config', `invalid config: ${field} ${message}`);
+    this.name = 'ConfigError';
     this.field = field;
   }
 }
@@ -51,6 +53,7 @@ export class UnknownPolicyError extends LimiterError {
   readonly policy: string;
   constructor(policy: string) {
     super('unknown_policy', `unknown policy ${JSON.stringify(policy.slice(0, 64))}`);
+    this.name = 'UnknownPolicyError';
     this.policy = policy;
   }
 }
@@ -60,6 +63,7 @@ export class StoreError extends LimiterError {
   readonly store: string;
   constructor(store: string, message: string, options?: { cause?: unknown }) {
     super('store_error', `[${store}] ${message}`, options);
+    this.name = 'StoreError';
     this.store = store;
   }
 }
@@ -70,6 +74,7 @@ export class AcquireTimeoutError extends LimiterError {
   readonly retryAfterMs: number;
   constructor(message: string, retryAfterMs: number) {
     super('acquire_timeout', message);
+    this.name = 'AcquireTimeoutError';
     this.retryAfterMs = retryAfterMs;
   }
 }

@@ -64,6 +64,7 @@ export class PermitError extends LimiterError {
       failure?.message ?? `permit API answered ${status}: ${String(problem?.detail ?? problem?.title ?? 'no detail')}`,
       failure ? { cause: failure.cause } : undefined,
     );
+    this.name = 'PermitError';
     this.status = status;
     this.problem = problem;
   }

@@ -3,7 +3,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { freePort } from '../../scripts/lib/redis-server.js';
@@ -13,17 +13,22 @@ const wranglerBin = join(root, 'node_modules/wrangler/bin/wrangler.js');
 
 export interface WorkerBuild {
   dir: string;
+  /** The bundle as deployed (minified per the config). */
   source: string;
+  /** The modules in it, relative to the checkout (from its source map: names survive minifying). */
+  modules: string[];
 }
 
-/** `wrangler deploy --dry-run --outdir <tmp>` with the given config file. */
+/** `wrangler deploy --dry-run --outdir <tmp>` with the given config file, and the source map. */
 export async function buildWorker(config = 'wrangler.toml'): Promise<WorkerBuild> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-worker-'));
-  await promisify(execFile)(process.execPath, [wranglerBin, 'deploy', '--dry-run', '--outdir', dir, '--config', config], {
+  await promisify(execFile)(process.execPath, [wranglerBin, 'deploy', '--dry-run', '--outdir', dir, '--config', config, '--upload-source-maps'], {
     cwd: root,
     env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
   });
-  return { dir, source: readFileSync(join(dir, 'worker.js'), 'utf8') };
+  const map = JSON.parse(readFileSync(join(dir, 'worker.js.map'), 'utf8')) as { sources: string[] };
+  const modules = map.sources.map((s) => relative(root, resolve(dir, s)).split('\\').join('/'));
+  return { dir, source: readFileSync(join(dir, 'worker.js'), 'utf8'), modules };
 }
 
 export interface DevWorker {
