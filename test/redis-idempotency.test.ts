@@ -2,7 +2,8 @@
 // script call as the step (one atomic step), lives in the bucket key's hash slot, expires with the
 // window by Redis's own clock, and a repeat (over TCP, and through the Upstash REST protocol with its
 // auto-pipelining) answers the first decision.
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisProcess } from '../scripts/lib/redis-server.js';
 import { Redis as IORedis } from 'ioredis';
 import { Redis as UpstashRedis } from '@upstash/redis';
 import { createLimiter, IdempotencyConflictError } from '../src/index.js';
@@ -11,15 +12,20 @@ import { keySlot } from '../src/stores/redis-slot.js';
 import { startUpstashLocal, type UpstashLocal } from '../scripts/upstash-local/server.js';
 import { commandStats } from './support/redis-stats.js';
 
+// A server of its own: the tests count script calls at Redis, which other files' traffic on the shared
+// server would add to.
+let redis: RedisProcess;
 let io: IORedis;
 let rest: UpstashLocal;
 beforeAll(async () => {
-  io = new IORedis(inject('redisUrl'));
-  rest = await startUpstashLocal({ redisUrl: inject('redisUrl'), token: 'idem-rest' });
+  redis = await startRedis();
+  io = new IORedis(redis.url);
+  rest = await startUpstashLocal({ redisUrl: redis.url, token: 'idem-rest' });
 });
 afterAll(async () => {
   io.disconnect();
   await rest.close();
+  await redis.stop();
 });
 
 const POLICIES = {

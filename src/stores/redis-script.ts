@@ -5,9 +5,10 @@
 // "<debt>:<atUs>", as every earlier version wrote it. The step only adds, subtracts and multiplies
 // integers (and divides with an exact floor correction), in the order core/gcra.ts does, so the script
 // and the client compute the same numbers. The reply formats no number: it carries the verdict, the
-// TIME reading and the stored value the step read, as Redis gave them, and the client redoes the step
-// from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`). Formatting a debt cost ~1 µs of
-// Redis time per key.
+// clock reading and the stored value the step read, all as integers where they are (see `read`), and
+// the client redoes the step from those (core/gcra.ts `step`, in stores/redis.ts `resultOf`). Formatting
+// a debt cost ~1 µs of Redis time per key; bulk strings cost the client ~4 µs per reply to decode
+// (bench/PROFILES.md), integers almost nothing.
 //
 // Both scripts take a step's limits as ARGV triples from a base index b: limit j (1 to n) is
 // ARGV[b+3j-2] costUnits (the debt it adds, cost * tokenUnits; 0: not charged, and not checked; below
@@ -26,7 +27,7 @@ local function fields(v, n)
   local pattern = '^(%d+):(%d+)$'
   if n == 2 then pattern = '^(%d+):(%d+):(%d+)$' elseif n ~= 1 then pattern = '^' .. string.rep('(%d+):', n) .. '(%d+)$' end
   local s = {string.match(v, pattern)}
-  if s[1] then return s, n + 1 end
+  if s[1] then return s, n + 1, true end
   s = {}
   local k, j = 0, 1
   while true do
@@ -40,7 +41,30 @@ local function fields(v, n)
     j = i + 1
   end
   if k < 2 then return nil, 0 end
-  return s, k
+  return s, k, false
+end
+-- Appends the stored value v to the reply out, after its count: 0 (no key); k and the usual value's k
+-- numbers as integers, when each is below 2^53 (so that Redis replies them exactly: digit strings of at
+-- most 15 digits, or a reading below 2^53); else -1 and v itself, which the client parses as the
+-- script does. No table per key: a flat reply of integers is the cheapest for both sides to build and read.
+local function read(out, v, s, k, fast)
+  local j = #out
+  if not v then
+    out[j + 1] = 0
+    return
+  end
+  if fast then
+    out[j + 1] = k
+    for i = 1, k do
+      local x = s[i] + 0
+      if #s[i] > 15 and not (x < 9007199254740992) then break end
+      out[j + 1 + i] = x
+      if i == k then return end
+    end
+    for i = j + 2, j + 1 + k do out[i] = nil end
+  end
+  out[j + 1] = -1
+  out[j + 2] = v
 end
 -- Stores the debts after a step, f[1 .. n], at now with an expiry of px ms, and returns the value stored;
 -- when none is above 0 (keep false), every limit is full again and the key goes (a missing key is a
@@ -60,11 +84,11 @@ local function save(key, v, f, n, now, px, keep)
   redis.call('SET', key, value, 'PX', format('%.0f', px))
   return value
 end
--- A take on the key holding v, at now, of the n limits at A[b+1 ..]: all or nothing. Allowed when every
--- charged limit (cost above 0) stays within its limitUnits; then all are charged, else nothing changes.
--- Every cost 0 is a peek: nothing is written. Returns the verdict (1 or 0) and the key's value after.
-local function take(key, v, now, b, n)
-  local s, k = fields(v, n)
+-- A take on the key holding v (its fields s, k), at now, of the n limits at A[b+1 ..]: all or nothing.
+-- Allowed when every charged limit (cost above 0) stays within its limitUnits; then all are charged, else
+-- nothing changes. Every cost 0 is a peek: nothing is written. Returns the verdict (1 or 0) and the
+-- key's value after.
+local function take(key, v, s, k, now, b, n)
   local elapsed = 0
   if k > 1 then elapsed = now - s[k] end
   local f = {0, 0}
@@ -95,7 +119,7 @@ local function take(key, v, now, b, n)
   return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep)
 end`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v7
+export const GCRA_SCRIPT = `-- edge-limiter gcra v8
 -- KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
 -- KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
 --          exists the step is not run and its record is the reply, {"op", record}; otherwise the step
@@ -113,14 +137,14 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v7
 -- ARGV[3j+1], ARGV[3j+2], ARGV[3j+3]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
 --          for j = 1 to n = (#ARGV - 3) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
 --          the fingerprint). Every cost 0 is a peek, of any kind: read only
--- Returns {allowed, seconds, microseconds, value}: the verdict, TIME's reading ("" in client-clock mode)
--- and the value the step read (nil: no key); with "g" (not a peek), a fifth element: the tokens taken
+-- Returns {allowed, nowUs, tokens, count, ...}: the verdict, the clock reading in whole µs (TIME's, or
+-- ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
+-- read: 0; k and k integers; or -1 and the value)
 ${SHARED}
--- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME
--- once; t holds TIME's two strings for the reply ("" in client-clock mode).
-local now, t = A[1], {'', ''}
+-- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME once.
+local now = A[1]
 if now == '' then
-  t = redis.call('TIME')
+  local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 else
   now = now + 0
@@ -137,6 +161,7 @@ else
   v = redis.call('GET', key)
   n = (#A - 3) / 3
 end
+local s, k, fast = fields(v, n)
 -- The reply, recording it first for an operation id: its material, from which the client redoes the
 -- step to the same result.
 local function reply(allowed, tokens)
@@ -144,11 +169,12 @@ local function reply(allowed, tokens)
     local record = format('%s\\n%d\\n%.0f\\n%s\\n%s', A[#A], allowed, now, tokens or '', v or '')
     redis.call('SET', op, record, 'PX', A[#A - 1])
   end
-  if tokens then return {allowed, t[1], t[2], v, tokens} end
-  return {allowed, t[1], t[2], v}
+  local out = {allowed, now, tokens or -1}
+  read(out, v, s, k, fast)
+  return out
 end
 local kind = A[2]
-if kind == 't' then return reply((take(key, v, now, 3, n))) end
+if kind == 't' then return reply((take(key, v, s, k, now, 3, n))) end
 -- Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
 -- clock that went back (a failover to a server behind) raises the debt, as in core.
 local function debt_at(s, k, i, now, r)
@@ -159,7 +185,6 @@ local function debt_at(s, k, i, now, r)
   if d > 0 then return d end
   return 0
 end
-local s, k = fields(v, n)
 if kind == 'g' then
   local cost = A[4] + 0
   if cost == 0 then return reply(1) end
@@ -208,46 +233,47 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '709c8c39f6ed0fff25581c3833c63b1e274d9074';
+export const GCRA_SCRIPT_SHA = 'cdbf132752d1b8080949e93e508baa17b3956874';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v4
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v5
 -- KEYS[i]: the bucket keys, decided in order
 -- ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
 -- Then each key's take in turn, from b = 2: ARGV[b] its number of limits n, and ARGV[b+1 .. b+3n] the
 -- limits (see above; every cost 0: a peek); the next key's count is at ARGV[b + 3n + 1]
--- Returns {seconds, microseconds, allowed1, value1, allowed2, value2, ...}: TIME's reading ("" in
--- client-clock mode), then each key's verdict and the value its step read (nil: no key)
+-- Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
+-- or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
+-- and the value)
 ${SHARED}
--- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME
--- once; t holds TIME's two strings for the reply ("" in client-clock mode).
-local now, t = A[1], {'', ''}
+-- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME once.
+local now = A[1]
 if now == '' then
-  t = redis.call('TIME')
+  local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 else
   now = now + 0
 end
-local read = redis.call('MGET', unpack(KEYS))
+local got = redis.call('MGET', unpack(KEYS))
 -- What this call wrote, by key, so that a key listed again reads its earlier step.
 local written = {}
-local out = {t[1], t[2]}
+local out = {now}
 local b = 2
 for i = 1, #KEYS do
   local key = KEYS[i]
   local v = written[key]
-  if v == nil then v = read[i] end
+  if v == nil then v = got[i] end
   local n = A[b] + 0
-  local allowed, after = take(key, v, now, b, n)
+  local s, k, fast = fields(v, n)
+  local allowed, after = take(key, v, s, k, now, b, n)
   written[key] = after
-  out[2 * i + 1] = allowed
-  out[2 * i + 2] = v
+  out[#out + 1] = allowed
+  read(out, v, s, k, fast)
   b = b + 3 * n + 1
 end
 return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'c4750da267f9e44ceb3e5ca0fc34e46bcd063656';
+export const GCRA_BATCH_SCRIPT_SHA = '84c5db184a10d0425c0342840548a4bd6d5c12b5';

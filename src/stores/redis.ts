@@ -176,14 +176,25 @@ function badReply(reply: unknown): Error {
 }
 
 /**
- * The store clock's reading in whole µs, from TIME's seconds and microseconds as the script returned
- * them, by the script's own operations (exact: below 2^53); in client-clock mode, the time sent.
- * @upstash/redis may already have turned "1790000000" into 1790000000: Number() takes both.
+ * The store clock's reading in whole µs as the script replied it (an integer: TIME's seconds × 10^6 plus
+ * its microseconds, below 2^53); in client-clock mode, the time sent. NaN for anything else.
  */
-function nowOf(seconds: unknown, microseconds: unknown, sentNowUs: number | undefined): number {
+function nowOf(replied: unknown, sentNowUs: number | undefined): number {
   if (sentNowUs !== undefined) return sentNowUs;
-  if ((typeof seconds !== 'string' && typeof seconds !== 'number') || (typeof microseconds !== 'string' && typeof microseconds !== 'number')) return NaN;
-  return Number(seconds) * 1_000_000 + Number(microseconds);
+  return Number.isSafeInteger(replied) ? (replied as number) : NaN;
+}
+
+/**
+ * The stored value a reply gives from index i on (the scripts' `read`): a count, then that many integers
+ * (the usual value's numbers), 0 for no key, or -1 and the value as stored. Returns it (null: no key;
+ * undefined: not a reply the scripts make) and the index after it.
+ */
+function storedAt(reply: readonly unknown[], i: number): { stored: number[] | string | null | undefined; next: number } {
+  const count = reply[i];
+  if (count === 0) return { stored: null, next: i + 1 };
+  if (count === -1) return { stored: typeof reply[i + 1] === 'string' ? (reply[i + 1] as string) : undefined, next: i + 2 };
+  if (!Number.isSafeInteger(count) || (count as number) < 2 || i + 1 + (count as number) > reply.length) return { stored: undefined, next: reply.length + 1 };
+  return { stored: reply.slice(i + 1, i + 1 + (count as number)) as number[], next: i + 1 + (count as number) };
 }
 
 /**
@@ -191,7 +202,12 @@ function nowOf(seconds: unknown, microseconds: unknown, sentNowUs: number | unde
  * least two, the last the clock reading (undefined where it reads a full bucket). Lua's tonumber reads
  * no number in an empty or blank field, where JavaScript's Number reads 0, so those are refused here too.
  */
-function stateOf(stored: string | number | null): BucketState | undefined {
+function stateOf(stored: string | number | readonly unknown[] | null): BucketState | undefined {
+  // The usual value, as the scripts' `read` replies it: its numbers as integers (each below 2^53).
+  if (Array.isArray(stored)) {
+    if (stored.length < 2 || !stored.every((x) => Number.isSafeInteger(x) && (x as number) >= 0)) return undefined;
+    return { debtUnits: stored.slice(0, -1) as number[], atUs: stored[stored.length - 1] as number };
+  }
   if (typeof stored !== 'string') return undefined;
   const parts = stored.split(':');
   if (parts.length < 2) return undefined;
@@ -208,7 +224,7 @@ function stateOf(stored: string | number | null): BucketState | undefined {
 
 /**
  * Reads one key's part of a reply: the verdict (1 or 0), the clock, the stored value the step read (null:
- * no key) and, for a partial grant, the tokens. The script decided and wrote; the client redoes the same
+ * no key; its numbers as integers, or the value as stored) and, for a partial grant, the tokens. The script decided and wrote; the client redoes the same
  * step (core/gcra.ts `step`, the script's arithmetic on the same integers) for the debt, so no Redis time
  * goes into formatting it. A step that does not reach the script's verdict means a stored value the two
  * sides read differently (something written by hand): not a bucket this store wrote, so a bad reply.
@@ -216,15 +232,16 @@ function stateOf(stored: string | number | null): BucketState | undefined {
 function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored: unknown, tokensReply?: unknown): StepResult {
   const allowed = Number(verdict);
   const tokens = tokensReply === undefined ? undefined : Number(tokensReply);
+  const state = Array.isArray(stored) || typeof stored === 'string' || typeof stored === 'number' ? stateOf(stored) : undefined;
   if (
     (allowed !== 0 && allowed !== 1) ||
     !Number.isFinite(nowUs) ||
-    (stored !== null && typeof stored !== 'string' && typeof stored !== 'number') ||
+    (stored !== null && typeof stored !== 'string' && typeof stored !== 'number' && !(Array.isArray(stored) && state !== undefined)) ||
     (tokens !== undefined && !(Number.isInteger(tokens) && tokens >= 0))
   ) {
     throw badReply([verdict, nowUs, stored, tokensReply]);
   }
-  const r = step(stateOf(stored), nowUs, args);
+  const r = step(state, nowUs, args);
   if (r.allowed !== (allowed === 1) || r.tokens !== tokens || r.debtUnits.length !== args.limits.length || !r.debtUnits.every(Number.isFinite)) {
     throw badReply([verdict, nowUs, stored, tokensReply]);
   }
@@ -355,8 +372,10 @@ export function redisStore(options: RedisStoreOptions): Store {
     }
     try {
       if (op !== undefined && Array.isArray(reply) && reply[0] === 'op') return repeated(args, reply[1], withTokens);
-      if (!Array.isArray(reply) || reply.length !== (withTokens ? 5 : 4)) throw badReply(reply);
-      return resultOf(args, reply[0], nowOf(reply[1], reply[2], sentNowUs), reply[3], withTokens ? reply[4] : undefined);
+      if (!Array.isArray(reply) || reply.length < 4 || (reply[2] === -1) === withTokens) throw badReply(reply);
+      const { stored, next } = storedAt(reply, 3);
+      if (stored === undefined || next !== reply.length) throw badReply(reply);
+      return resultOf(args, reply[0], nowOf(reply[1], sentNowUs), stored, withTokens ? reply[2] : undefined);
     } catch (err) {
       throw new StoreError('redis', message(err), { cause: err });
     }
@@ -395,15 +414,25 @@ export function redisStore(options: RedisStoreOptions): Store {
       for (const p of batch) p.reject(e);
       return;
     }
-    if (!Array.isArray(reply) || reply.length !== 2 + batch.length * 2) {
+    // Each key's part: its verdict, then its stored value (see storedAt).
+    const parts: { verdict: unknown; stored: number[] | string | null | undefined }[] = [];
+    if (Array.isArray(reply)) {
+      for (let i = 1; i < reply.length && parts.length < batch.length; ) {
+        const { stored, next } = storedAt(reply, i + 1);
+        parts.push({ verdict: reply[i], stored });
+        i = next;
+        if (parts.length === batch.length && i !== reply.length) parts.push({ verdict: undefined, stored: undefined });
+      }
+    }
+    if (!Array.isArray(reply) || parts.length !== batch.length || parts.some((p) => p.stored === undefined)) {
       const e = new StoreError('redis', `unexpected batch reply of ${Array.isArray(reply) ? reply.length : typeof reply} items for ${batch.length} keys`);
       for (const p of batch) p.reject(e);
       return;
     }
-    const now = nowOf(reply[0], reply[1], sentNowUs);
+    const now = nowOf(reply[0], sentNowUs);
     batch.forEach((p, i) => {
       try {
-        p.resolve(resultOf(p.args, reply[2 * i + 2], now, reply[2 * i + 3]));
+        p.resolve(resultOf(p.args, parts[i]!.verdict, now, parts[i]!.stored));
       } catch (err) {
         p.reject(new StoreError('redis', message(err), { cause: err }));
       }
