@@ -43,7 +43,10 @@ const rateLimitHeaders = {
   'X-RateLimit-Reset': header('X-RateLimit-Reset'),
   'X-RateLimit-Reason': header('X-RateLimit-Reason'),
 };
-const internalError = problem('An unexpected error (a bug: it is logged).', ['internal-error']);
+const internalError = problem(
+  'Another error, as problem+json: an unexpected one (a bug: it is logged); from the Node server, a request it could not read (408 request-timeout, 431 headers-too-large, 501 method-not-implemented, 400 invalid-request for a missing Host), and from the Lambda entry 501 method-not-implemented for a method it cannot carry.',
+  ['internal-error', 'request-timeout', 'headers-too-large', 'method-not-implemented', 'invalid-request'],
+);
 
 const int = (description: string, extra: object = {}) => ({ type: 'integer', description, ...extra });
 const nonNegative = (description: string) => int(description, { minimum: 0 });
