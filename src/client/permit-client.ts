@@ -174,6 +174,8 @@ export class PermitClient {
       json = undefined;
     }
     if ((res.status === 200 || res.status === 429) && json && typeof json.allowed === 'boolean') return json as unknown as PermitDecision;
+    // A reset's answer: no body (reset() resolves with nothing).
+    if (method === 'DELETE' && res.status === 204) return undefined as unknown as PermitDecision;
     const error = new PermitError(res.status, json);
     error.retryAfterHeader = res.headers.get('retry-after') ?? undefined;
     throw error;
@@ -199,6 +201,11 @@ export class PermitClient {
   /** The bucket's state; consumes nothing. */
   peek(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<PermitDecision> {
     return this.#call('GET', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
+  }
+
+  /** Resets the bucket to full (DELETE /v1/buckets/:policy/:key). Not retried when no answer came. */
+  async reset(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.#call('DELETE', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
   }
 
   /**

@@ -55,19 +55,20 @@ function smallestCapacity(policy: ResolvedPolicy): number {
  */
 export function resolveCost(policy: ResolvedPolicy, cost: unknown): number | number[] {
   if (typeof cost === 'number') {
+    // Below 1 is said without the capacity, so that a client (clients/python) can say it word for word.
+    if (!Number.isInteger(cost) || cost < 1) throw new InvalidInputError('cost', `must be an integer of at least 1, got ${String(cost)}`);
     const most = smallestCapacity(policy);
-    if (!Number.isInteger(cost) || cost < 1 || cost > most) {
+    if (cost > most) {
       const what = policy.limits.length === 1 ? 'the policy capacity' : 'the smallest capacity of the policy\'s limits,';
-      throw new InvalidInputError('cost', `must be an integer from 1 to ${what} ${most}, got ${String(cost)}`);
+      throw new InvalidInputError('cost', `must be at most ${what} ${most}, got ${String(cost)}`);
     }
     return cost;
   }
   const costs = costObject(policy, cost, 'cost');
   policy.limits.forEach((l, i) => {
     const c = costs[i]!;
-    if (!Number.isInteger(c) || c < 0 || c > l.capacity) {
-      throw new InvalidInputError(`cost.${l.name}`, `must be an integer from 0 to the limit's capacity ${l.capacity}, got ${String(c)}`);
-    }
+    if (!Number.isInteger(c) || c < 0) throw new InvalidInputError(`cost.${l.name}`, `must be an integer of at least 0, got ${String(c)}`);
+    if (c > l.capacity) throw new InvalidInputError(`cost.${l.name}`, `must be at most the limit's capacity ${l.capacity}, got ${String(c)}`);
   });
   if (costs.every((c) => c === 0)) throw new InvalidInputError('cost', 'must charge at least one limit at least 1 token');
   return costs;

@@ -130,7 +130,7 @@ describe('several limits over HTTP', () => {
     const { limiter, store } = setup();
     await expect(limiter.take('llm', 'k', { cost: { tokens: 1, bogus: 1 } })).rejects.toMatchObject({ field: 'cost.bogus' });
     await expect(limiter.take('llm', 'k', { cost: { tokens: -5 } })).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(limiter.take('llm', 'k', { cost: 4 })).rejects.toThrow(/invalid cost: must be an integer from 1 to the smallest capacity of the policy's limits, 3, got 4/);
+    await expect(limiter.take('llm', 'k', { cost: 4 })).rejects.toThrow(/invalid cost: must be at most the smallest capacity of the policy's limits, 3, got 4/);
     await expect(limiter.adjust('llm', 'k', 0)).rejects.toMatchObject({ field: 'cost' });
     await expect(limiter.acquire('llm', 'k', { cost: { requests: 4 } })).rejects.toMatchObject({ field: 'cost.requests' });
     expect(store.calls).toBe(0);

@@ -53,6 +53,10 @@ describe('PermitClient against the real server', () => {
     expect(denied.allowed).toBe(false);
     expect(denied.retryAfterMs).toBeGreaterThan(0);
     expect((await client().peek('paced', key)).remaining).toBe(0);
+    // reset refills the bucket; one of an unknown policy is a PermitError carrying the problem.
+    await expect(client().reset('paced', key)).resolves.toBeUndefined();
+    expect((await client().peek('paced', key)).remaining).toBe(1);
+    await expect(client().reset('nope', key)).rejects.toMatchObject({ status: 404, problem: { type: 'urn:edge-limiter:problem:unknown-policy' } });
   });
 
   it('acquire reserves in one request, then sleeps: callers start 100 ms apart', async () => {
