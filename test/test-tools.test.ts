@@ -1,7 +1,8 @@
 // The first step of `npm test` (scripts/test-tools.ts, scripts/lib/tools.ts): it says which test files
 // need which program; when one is missing it installs it with apt-get as root on a Debian-like system,
 // and anywhere else stops at once with one line naming the apt-get and Homebrew commands. Programs on
-// PATH are stand-ins here (shell scripts in a temporary directory), apt-get too: nothing is installed.
+// PATH are stand-ins here (shell scripts in a temporary directory), apt-get and python3 too: nothing is
+// installed (a Python module is a file of its name beside the stand-in python3, which finds those).
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,13 +17,21 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-/** A directory for PATH holding stand-ins for `bins`. */
+/**
+ * A directory for PATH holding stand-ins for `bins`, and a stand-in python3 (EDGE_LIMITER_PYTHON in
+ * envOf) that finds a module when a file of its name is beside it (tools.ts asks `python3 -c <program>
+ * <module>...` and reads the missing ones from its output).
+ */
 function binDir(bins: string[]): string {
   const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-path-'));
   dirs.push(dir);
   for (const b of bins) writeFileSync(join(dir, b), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  writeFileSync(join(dir, 'python3-stand-in'), '#!/bin/sh\nhere="${0%/*}"\nshift 2\nfor m in "$@"; do [ -e "$here/$m" ] || printf \'%s \' "$m"; done\necho\n', { mode: 0o755 });
   return dir;
 }
+
+/** The environment of a run with `dir` as PATH and its stand-in python3. */
+const envOf = (dir: string) => ({ PATH: dir, EDGE_LIMITER_PYTHON: join(dir, 'python3-stand-in') });
 
 /**
  * A stand-in apt-get: logs its arguments to apt-get.log beside it; `install` puts a stand-in for each
@@ -58,7 +67,7 @@ done
 function runCli(path: string): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
   const started = performance.now();
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'scripts/test-tools.ts'], { cwd: root, env: { PATH: path, HOME: tmpdir() } }, (err, stdout, stderr) =>
+    execFile(process.execPath, ['--import', 'tsx', 'scripts/test-tools.ts'], { cwd: root, env: { ...envOf(path), HOME: tmpdir() } }, (err, stdout, stderr) =>
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr, ms: performance.now() - started }),
     );
   });
@@ -95,7 +104,8 @@ describe('npm test: the programs the tests need', () => {
     const { code, stderr } = await runCli(binDir([]));
     expect(code).toBe(1);
     expect(stderr.trim().split('\n')).toEqual([`[test-tools] ${installLine(TOOLS)}`]);
-    expect(stderr).toContain('`sudo apt-get install -y redis-server redis-tools faketime curl procps chromium`');
+    expect(stderr).toContain('`sudo apt-get install -y redis-server redis-tools faketime curl procps chromium python3-aiohttp python3-celery python3-fastapi python3-httpx mypy python3-pip`');
+    expect(stderr).toContain('the tests need redis-server, redis-cli, faketime, curl, ps, chromium, not found on PATH, and the Python modules aiohttp, celery, fastapi, httpx, mypy, pip, not found by /usr/bin/python3: ');
     expect(stderr).toContain('`brew install redis libfaketime curl`');
   });
 
@@ -110,7 +120,7 @@ describe('npm test: the programs the tests need', () => {
   it('not root, on Debian with apt-get: the one line, apt-get not run', () => {
     const dir = binDir(others);
     const aptCalls = fakeAptGet(dir);
-    const result = ensureTools({ root, env: { PATH: dir }, uid: 1000, osRelease: DEBIAN, log: () => {} });
+    const result = ensureTools({ root, env: envOf(dir), uid: 1000, osRelease: DEBIAN, log: () => {} });
     expect(result).toEqual({ ok: false, line: installLine(TOOLS.filter((t) => t.bin === 'redis-server')) });
     expect(aptCalls()).toEqual([]);
   });
@@ -123,7 +133,7 @@ describe('npm test: the programs the tests need', () => {
       const dir = binDir(others.filter((b) => b !== 'faketime'));
       const aptCalls = fakeAptGet(dir);
       const log: string[] = [];
-      const result = ensureTools({ root, env: { PATH: dir }, uid: 0, osRelease, log: (l) => log.push(l) });
+      const result = ensureTools({ root, env: envOf(dir), uid: 0, osRelease, log: (l) => log.push(l) });
       expect(result).toEqual({ ok: true, installed: ['redis-server', 'faketime'] });
       expect(aptCalls()).toEqual(['update -qq', 'install -y -qq --no-install-recommends redis-server faketime']);
       expect(log.at(-2)).toBe('[test-tools] redis-server, faketime not on PATH: apt-get install -y redis-server faketime (root on a Debian-like system)');
@@ -131,10 +141,26 @@ describe('npm test: the programs the tests need', () => {
     });
   }
 
+  it("as root on Debian: a Python module the tests' python3 does not find is installed with apt-get, then found", () => {
+    const dir = binDir(TOOLS.map((t) => t.bin).filter((b) => b !== 'celery'));
+    const aptCalls = fakeAptGet(dir);
+    const result = ensureTools({ root, env: envOf(dir), uid: 0, osRelease: DEBIAN, log: () => {} });
+    expect(result).toEqual({ ok: true, installed: ['python3-celery'] });
+    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq --no-install-recommends python3-celery']);
+  });
+
+  it('a python3 that does not run finds no module: the one line names them all', () => {
+    const dir = binDir(TOOLS.filter((t) => !t.python).map((t) => t.bin));
+    const result = ensureTools({ root, env: { PATH: dir, EDGE_LIMITER_PYTHON: join(dir, 'no-such-python') }, uid: 1000, osRelease: DEBIAN, log: () => {} });
+    const modules = TOOLS.filter((t) => t.python);
+    expect(result).toEqual({ ok: false, line: installLine(modules) });
+    expect(!result.ok && result.line).toMatch(/^the tests need the Python modules aiohttp, celery, fastapi, httpx, mypy, pip, not found by \/usr\/bin\/python3: install them with `sudo apt-get install -y python3-aiohttp /);
+  });
+
   it('as root on a system that is not Debian-like: the one line, apt-get not run', () => {
     const dir = binDir(others);
     const aptCalls = fakeAptGet(dir);
-    const result = ensureTools({ root, env: { PATH: dir }, uid: 0, osRelease: FEDORA, log: () => {} });
+    const result = ensureTools({ root, env: envOf(dir), uid: 0, osRelease: FEDORA, log: () => {} });
     expect(result).toEqual({ ok: false, line: installLine(TOOLS.filter((t) => t.bin === 'redis-server')) });
     expect(aptCalls()).toEqual([]);
   });
@@ -142,7 +168,7 @@ describe('npm test: the programs the tests need', () => {
   it('as root on Debian when apt-get fails: the one line, saying so', () => {
     const dir = binDir(others);
     const aptCalls = fakeAptGet(dir, 100);
-    const result = ensureTools({ root, env: { PATH: dir }, uid: 0, osRelease: DEBIAN, log: () => {} });
+    const result = ensureTools({ root, env: envOf(dir), uid: 0, osRelease: DEBIAN, log: () => {} });
     expect(result.ok).toBe(false);
     expect(!result.ok && result.line).toBe(
       'apt-get failed (exit 100: E: Unable to locate package); the tests need redis-server, not found on PATH: install it with `sudo apt-get install -y redis-server` (Debian/Ubuntu; npm test runs this itself when run as root) or `brew install redis` (macOS), then run npm test again',

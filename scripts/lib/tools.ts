@@ -1,8 +1,9 @@
-// The programs the tests (and the benchmark CI runs after them) need besides Node: which test files use
-// each, whether each is on PATH, and what to do when one is not. Used by scripts/test-tools.ts, the
-// first step of `npm test`: as root on Debian or Ubuntu it installs what is missing with apt-get;
-// anywhere else it stops with one line that names the apt-get and Homebrew commands.
-import { execFileSync } from 'node:child_process';
+// The programs the tests (and the benchmark CI runs after them) need besides Node, and the Python modules
+// the Python client's tests import: which test files use each, whether each is there, and what to do
+// when one is not. Used by scripts/test-tools.ts, the first step of `npm test`: as root on Debian or
+// Ubuntu it installs what is missing with apt-get; anywhere else it stops with one line that names the
+// apt-get and Homebrew commands.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { accessSync, constants, readdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -19,6 +20,29 @@ export interface Tool {
   also?: string;
   /** An environment variable that, when set, names the program instead (it is then not looked up on PATH). */
   env?: string;
+  /**
+   * `bin` is a Python module, not a program: it is there when the tests' python3 (pythonPath) finds it.
+   * Debian's python3, not the first on PATH (a pyenv shim, say), since apt-get installs into its modules.
+   */
+  python?: true;
+}
+
+/** The python3 the Python client's tests run on: Debian's, whose modules apt-get installs. */
+export const DEBIAN_PYTHON = '/usr/bin/python3';
+
+/** That python3, or the one EDGE_LIMITER_PYTHON names. */
+export function pythonPath(env: NodeJS.ProcessEnv = process.env): string {
+  return env.EDGE_LIMITER_PYTHON || DEBIAN_PYTHON;
+}
+
+/** The modules `python` cannot find (without importing them); every one of them when it does not run. */
+export function missingPythonModules(modules: readonly string[], python: string): Set<string> {
+  const found = spawnSync(python, ['-c', 'import importlib.util, sys\nprint(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))', ...modules], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  if (found.status !== 0) return new Set(modules);
+  return new Set(found.stdout.split(/\s+/).filter(Boolean));
 }
 
 export const TOOLS: readonly Tool[] = [
@@ -41,6 +65,13 @@ export const TOOLS: readonly Tool[] = [
   { bin: 'ps', apt: 'procps', usedBy: (t) => /\(\s*'ps'\s*,/.test(t) },
   // Debian's chromium, driven by playwright-core (no browser download); elsewhere CHROMIUM_PATH.
   { bin: 'chromium', apt: 'chromium', usedBy: (t) => /launchChromium\(/.test(t), env: 'CHROMIUM_PATH' },
+  // The Python client (clients/python): its examples' frameworks, mypy, and pip (which brings setuptools) for its install test.
+  { bin: 'aiohttp', apt: 'python3-aiohttp', python: true, usedBy: (t) => /aiohttp_session\.py/.test(t) },
+  { bin: 'celery', apt: 'python3-celery', python: true, usedBy: (t) => /celery_task\.py/.test(t) },
+  { bin: 'fastapi', apt: 'python3-fastapi', python: true, usedBy: (t) => /fastapi_dependency\.py/.test(t) },
+  { bin: 'httpx', apt: 'python3-httpx', python: true, usedBy: (t) => /fastapi_dependency\.py/.test(t), also: "FastAPI's TestClient" },
+  { bin: 'mypy', apt: 'mypy', python: true, usedBy: (t) => /'mypy'/.test(t) },
+  { bin: 'pip', apt: 'python3-pip', python: true, usedBy: (t) => /test_package/.test(t) },
 ];
 
 /** The absolute path of `bin` on `path` (a PATH value), if an executable file is there. */
@@ -81,9 +112,16 @@ export function installLine(missing: readonly Tool[], why = ''): string {
   const uniq = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))];
   const apt = uniq(missing.map((t) => t.apt));
   const brew = uniq(missing.map((t) => t.brew));
-  const names = missing.map((t) => t.bin).join(', ');
+  const programs = missing.filter((t) => !t.python).map((t) => t.bin);
+  const modules = missing.filter((t) => t.python).map((t) => t.bin);
+  const names = [
+    programs.length ? `${programs.join(', ')}, not found on PATH` : '',
+    modules.length ? `the Python module${modules.length === 1 ? '' : 's'} ${modules.join(', ')}, not found by ${DEBIAN_PYTHON}` : '',
+  ]
+    .filter(Boolean)
+    .join(', and ');
   return (
-    `${why}the tests need ${names}, not found on PATH: install ${missing.length === 1 ? 'it' : 'them'} with ` +
+    `${why}the tests need ${names}: install ${missing.length === 1 ? 'it' : 'them'} with ` +
     `\`sudo apt-get install -y ${apt.join(' ')}\` (Debian/Ubuntu; npm test runs this itself when run as root)` +
     (brew.length ? ` or \`brew install ${brew.join(' ')}\` (macOS)` : '') +
     ', then run npm test again'
@@ -133,7 +171,11 @@ export function ensureTools(options: EnsureOptions): EnsureResult {
   const tools = options.tools ?? TOOLS;
   const log = options.log ?? ((line) => console.log(line));
   for (const line of listing(options.root, tools)) log(`[test-tools] ${line}`);
-  const missingNow = () => tools.filter((t) => !(t.env && env[t.env]) && !which(t.bin, env.PATH));
+  const missingNow = () => {
+    const modules = tools.filter((t) => t.python).map((t) => t.bin);
+    const absent = modules.length ? missingPythonModules(modules, pythonPath(env)) : new Set<string>();
+    return tools.filter((t) => (t.python ? absent.has(t.bin) : !(t.env && env[t.env]) && !which(t.bin, env.PATH)));
+  };
   const missing = missingNow();
   if (missing.length === 0) return { ok: true, installed: [] };
 

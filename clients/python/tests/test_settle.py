@@ -1,0 +1,109 @@
+"""settle: reserve an estimate, run the work, settle by the actual cost in one adjustment (src/settle.ts)."""
+from __future__ import annotations
+
+import unittest
+from typing import List
+
+from edge_limiter import AcquireTimeoutError, AsyncPermitClient, PermitClient, asettle, cost_difference, settle
+
+from support import DOWN_URL, TOKEN, URL, Proxy, unique
+
+
+class Boom(Exception):
+    pass
+
+
+def remaining(client: PermitClient, key: str) -> List[int]:
+    return [l.remaining for l in client.peek("llm", key).limits or ()]
+
+
+class Settle(unittest.TestCase):
+    def setUp(self) -> None:
+        self.client = PermitClient(URL, TOKEN)
+        self.key = unique("settle")
+
+    def tearDown(self) -> None:
+        self.client.close()
+
+    def test_work_that_cost_less_is_refunded(self) -> None:
+        with self.client.settle("llm", self.key, {"requests": 1, "tokens": 500}) as s:
+            self.assertEqual(remaining(self.client, self.key), [9, 500])  # the estimate is reserved during the work
+            s.actual = {"requests": 1, "tokens": 200}
+        self.assertEqual(remaining(self.client, self.key), [9, 800])
+        self.assertIsNotNone(s.adjustment)
+        self.assertEqual(s.difference(), {"tokens": -300})
+
+    def test_work_that_cost_more_is_charged(self) -> None:
+        with settle(self.client, "llm", self.key, {"requests": 1, "tokens": 100}) as s:
+            s.actual = {"requests": 1, "tokens": 350}
+        self.assertEqual(remaining(self.client, self.key), [9, 650])
+
+    def test_work_that_raises_is_refunded_in_full(self) -> None:
+        with self.assertRaises(Boom):
+            with self.client.settle("llm", self.key, {"requests": 1, "tokens": 500}):
+                raise Boom()
+        self.assertEqual(remaining(self.client, self.key), [10, 1000])
+
+    def test_without_actual_the_estimate_stands(self) -> None:
+        with Proxy(URL) as proxy:
+            client = PermitClient(proxy.url, TOKEN)
+            with client.settle("api", self.key, 3) as s:
+                pass
+            client.close()
+            self.assertIsNone(s.adjustment)
+            self.assertEqual(proxy.requests, 1)
+        self.assertEqual(self.client.peek("api", self.key).remaining, 7)
+
+    def test_no_permit_in_time_runs_no_work(self) -> None:
+        self.client.take("api", self.key, cost=10)
+        ran = []
+        with self.assertRaises(AcquireTimeoutError):
+            with self.client.settle("api", self.key, 1, timeout_ms=10):
+                ran.append(True)
+        self.assertEqual(ran, [])
+
+    def test_a_permit_the_store_did_not_charge_is_not_settled(self) -> None:
+        with Proxy(DOWN_URL) as proxy:
+            client = PermitClient(proxy.url, TOKEN)
+            with client.settle("open", self.key, 5) as s:
+                s.actual = 1
+            client.close()
+            self.assertEqual((s.permit.reason, s.charged, s.adjustment, proxy.requests), ("store_error", False, None, 1))
+
+    def test_cost_difference(self) -> None:
+        self.assertEqual(cost_difference(5, 3), 2)
+        self.assertIsNone(cost_difference(3, 3))
+        self.assertEqual(cost_difference({"tokens": 10}, {"requests": 1, "tokens": 20}), {"tokens": -10, "requests": -1})
+        self.assertIsNone(cost_difference({"a": 1}, {"a": 1, "b": 0}))
+        with self.assertRaises(TypeError):
+            cost_difference(1, {"a": 1})
+
+
+class AsyncSettle(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self) -> None:
+        self.client = AsyncPermitClient(URL, TOKEN)
+        self.key = unique("asettle")
+
+    async def asyncTearDown(self) -> None:
+        await self.client.aclose()
+
+    async def limits(self) -> List[int]:
+        return [l.remaining for l in (await self.client.peek("llm", self.key)).limits or ()]
+
+    async def test_refund_and_charge(self) -> None:
+        async with self.client.settle("llm", self.key, {"requests": 1, "tokens": 500}) as s:
+            s.actual = {"requests": 1, "tokens": 50}
+        self.assertEqual(await self.limits(), [9, 950])
+        async with asettle(self.client, "llm", self.key, {"requests": 1, "tokens": 10}) as s:
+            s.actual = {"requests": 2, "tokens": 60}
+        self.assertEqual(await self.limits(), [7, 890])
+
+    async def test_work_that_raises_is_refunded_in_full(self) -> None:
+        with self.assertRaises(Boom):
+            async with self.client.settle("llm", self.key, {"requests": 1, "tokens": 500}):
+                raise Boom()
+        self.assertEqual(await self.limits(), [10, 1000])
+
+
+if __name__ == "__main__":
+    unittest.main()
