@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
 import { permitApp } from '../src/http/permit-app.js';
+import { checked } from './support/openapi-contract.js';
 import { rateLimit } from '../src/http/middleware.js';
 import { headerKey } from '../src/http/key.js';
 
@@ -106,7 +107,7 @@ describe('fuzz', () => {
   it('permit endpoint: 9,000 hostile requests, no 5xx, problem+json on every 4xx, no bucket change on refusals', async () => {
     const store = countingStore();
     const limiter = createLimiter({ store, policies: { api: { capacity: 1_000_000, refillPerSecond: 1e-3 } } });
-    const app = permitApp({ limiter, tokens: [TOKEN], log: () => {} });
+    const app = checked(permitApp({ limiter, tokens: [TOKEN], log: () => {} }));
     let victimConsumed = 0;
     let requests = 0;
     const statuses = new Map<number, number>();
@@ -147,7 +148,7 @@ describe('fuzz', () => {
   it('middleware and bucket routes: 3,000 hostile requests, no 5xx', async () => {
     const store = countingStore();
     const limiter = createLimiter({ store, policies: { api: { capacity: 5, refillPerSecond: 1e-6 } } });
-    const app = permitApp({ limiter, tokens: [TOKEN], log: () => {} });
+    const app = checked(permitApp({ limiter, tokens: [TOKEN], log: () => {} }));
     app.use(
       '/gated/*',
       rateLimit({

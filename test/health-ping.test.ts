@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
 import { permitApp } from '../src/http/permit-app.js';
+import { checked } from './support/openapi-contract.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
@@ -36,7 +37,7 @@ function setup() {
   const clock = { now: 0 };
   const s = pingStore();
   const limiter = createLimiter({ store: s.store, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
-  const app = permitApp({ limiter, tokens: ['t'], monotonicMs: () => clock.now });
+  const app = checked(permitApp({ limiter, tokens: ['t'], monotonicMs: () => clock.now }));
   const probe = async () => (await app.request('/healthz')).status;
   const advance = async (ms: number) => {
     clock.now += ms;

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { createLimiter, memoryStore, type Decision, type Store, type StoreStatusEvent } from '../src/index.js';
 import { createBreaker } from '../src/limiter/breaker.js';
 import { permitApp } from '../src/http/permit-app.js';
+import { checked } from './support/openapi-contract.js';
 
 /** A store whose calls hang forever (they never settle, even when aborted) until `answering` is set. */
 function blackHoleStore() {
@@ -49,7 +50,7 @@ describe('store calls that never settle', () => {
   it('counts calls in flight up to maxPendingStoreCalls, fails fast beyond it, and /healthz says not ok meanwhile', async () => {
     const store = blackHoleStore();
     const limiter = createLimiter({ store, timeoutMs: 300, circuitBreaker: false, maxPendingStoreCalls: 4, policies: { p: { capacity: 10, refillPerSecond: 1 } } });
-    const app = permitApp({ limiter, tokens: ['t'] });
+    const app = checked(permitApp({ limiter, tokens: ['t'] }));
     const inFlight = Array.from({ length: 4 }, () => limiter.take('p', 'k'));
     expect(limiter.stats().pendingStoreCalls).toBe(4);
     const t0 = performance.now();

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
 import { permitApp } from '../src/http/permit-app.js';
+import { checked } from './support/openapi-contract.js';
 import { createMetrics } from '../functions/app/metrics.js';
 import { sample } from './support/prometheus.js';
 import { metricsTable } from './support/readme.js';
@@ -61,7 +62,7 @@ describe('metrics', () => {
   it('through the permit endpoint: a 200 with a wait is op="acquire", a read of an empty bucket is op="peek" outcome="read"', async () => {
     const metrics = createMetrics({ store: 'memory', defaultMetrics: false });
     const limiter = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
-    const app = permitApp({ limiter, tokens: ['t'], log: () => {} });
+    const app = checked(permitApp({ limiter, tokens: ['t'], log: () => {} }));
     const auth = { Authorization: 'Bearer t' };
     const permit = async (maxWaitMs: number) => {
       const res = await app.request('/v1/permits', { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify({ policy: 'p', key: 'k', maxWaitMs }) });

@@ -126,6 +126,12 @@ export function serveNode(options: { fetch: FetchCallback; port: number; hostnam
     writeRawProblem(socket, type, detail);
   });
   server.on('connect', (_req, socket: Duplex) => writeRawProblem(socket, 'method-not-implemented', 'CONNECT is not served: this server is not a forward proxy'));
+  // An Expect other than 100-continue: Node would answer a bare 417 (no body, no type).
+  server.on('checkExpectation', (req, res) => {
+    const { status, body } = problemBody('expectation-failed', `this server meets no Expect but 100-continue, got ${JSON.stringify(String(req.headers.expect).slice(0, 64))}`);
+    res.writeHead(status, { 'Content-Type': 'application/problem+json', 'Content-Length': String(Buffer.byteLength(body)), Connection: 'close' });
+    res.end(body);
+  });
   server.listen(options.port, options.hostname, () => listening?.(server.address() as AddressInfo));
   return server;
 }

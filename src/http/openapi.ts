@@ -11,29 +11,56 @@ import { PROBLEMS, problemType, type ProblemType } from './problem.js';
 /** The longest wait a permit request may reserve, in ms (permit-app.ts checks against the same). */
 export const MAX_PERMIT_WAIT_MS = 300_000;
 
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
-const json = (schema: object) => ({ 'application/json': { schema } });
-const problemJson = { 'application/problem+json': { schema: ref('Problem') } };
+/**
+ * The response headers, inlined where used (a generator such as openapi-typescript types a header
+ * reached through $ref as always present; most of these are not).
+ */
+const HEADERS = {
+  RateLimit: {
+    description: 'draft-ietf-httpapi-ratelimit-headers-11: per limit, `"<name>";r=<remaining>;t=<seconds until full>` (a policy of several limits lists each as `"<policy>.<limit>"`). Absent when the store did not answer.',
+    schema: { type: 'string' },
+  },
+  'RateLimit-Policy': {
+    description: 'draft-ietf-httpapi-ratelimit-headers-11: per limit, `"<name>";q=<capacity>;w=<seconds to refill from empty>`.',
+    required: true,
+    schema: { type: 'string' },
+  },
+  'Retry-After': { description: 'RFC 9110: whole seconds until a retry can pass (at least 1).', required: true, schema: { type: 'string', pattern: '^[0-9]+$' } },
+  'X-RateLimit-Limit': { description: 'The most constraining limit\'s capacity.', required: true, schema: { type: 'string' } },
+  'X-RateLimit-Remaining': { description: 'Its tokens left (absent when the store did not answer).', schema: { type: 'string' } },
+  'X-RateLimit-Reset': { description: 'Seconds until it is full again (absent when the store did not answer).', schema: { type: 'string' } },
+  'X-RateLimit-Reason': { description: 'Present when the bucket in the store did not decide alone: `store_error`, `deny_cache`, `lease` or `local`.', schema: { type: 'string' } },
+  'WWW-Authenticate': { description: '`Bearer`.', required: true, schema: { type: 'string' } },
+  'Cache-Control': { description: 'How the answer may be cached.', required: true, schema: { type: 'string' } },
+} as const;
 
-/** A problem response listing the `type`s this status can carry on this route. */
-function problem(description: string, types: ProblemType[], headers: Record<string, object> = {}) {
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const header = (name: keyof typeof HEADERS) => HEADERS[name];
+const json = (schema: object) => ({ 'application/json': { schema } });
+
+/**
+ * A problem response: the `type`s this status can carry on this route, in its schema too (so a
+ * generated client and the contract test both know them), and its `status` when the response has one.
+ */
+function problem(status: number | undefined, description: string, types: ProblemType[], headers: Record<string, object> = {}) {
+  for (const t of types) if (status !== undefined && PROBLEMS[t].status !== status) throw new Error(`openapi: ${t} is not a ${status}`);
+  const narrowed = { type: { enum: types.map(problemType) }, ...(status === undefined ? {} : { status: { const: status } }) };
   return {
     description: `${description} Problem types: ${types.map((t) => `\`${problemType(t)}\``).join(', ')}.`,
     ...(Object.keys(headers).length ? { headers } : {}),
-    content: problemJson,
+    content: { 'application/problem+json': { schema: { allOf: [ref('Problem')], properties: narrowed } } },
   };
 }
 
-const unauthorized = problem('No or a wrong bearer token (or none configured on the server).', ['unauthorized'], { 'WWW-Authenticate': header('WWW-Authenticate') });
-const unknownPolicy = problem('No policy of that name is configured.', ['unknown-policy']);
+const unauthorized = problem(401, 'No or a wrong bearer token (or none configured on the server).', ['unauthorized'], { 'WWW-Authenticate': header('WWW-Authenticate') });
+const unknownPolicy = problem(404, 'No policy of that name is configured.', ['unknown-policy']);
 const badJsonBody = (extra: ProblemType[] = []) => ({
-  '400': problem('The body is not valid JSON, or a field is invalid (`field` names it); nothing reached the store.', ['invalid-json', 'invalid-request', ...extra]),
+  '400': problem(400, 'The body is not valid JSON, or a field is invalid (`field` names it); nothing reached the store.', ['invalid-json', 'invalid-request', ...extra]),
   '401': unauthorized,
   '404': unknownPolicy,
-  '413': problem(`The body is over ${MAX_BODY_BYTES} bytes.`, ['payload-too-large']),
-  '415': problem('The Content-Type is not application/json.', ['unsupported-media-type']),
-  '422': problem('This Idempotency-Key was used before for another request (another cost, wait or route); nothing was applied.', ['idempotency-key-reused']),
+  '413': problem(413, `The body is over ${MAX_BODY_BYTES} bytes.`, ['payload-too-large']),
+  '415': problem(415, 'The Content-Type is not application/json.', ['unsupported-media-type']),
+  '422': problem(422, 'This Idempotency-Key was used before for another request (another cost, wait or route); nothing was applied.', ['idempotency-key-reused']),
 });
 const rateLimitHeaders = {
   RateLimit: header('RateLimit'),
@@ -44,8 +71,9 @@ const rateLimitHeaders = {
   'X-RateLimit-Reason': header('X-RateLimit-Reason'),
 };
 const internalError = problem(
-  'Another error, as problem+json: an unexpected one (a bug: it is logged); from the Node server, a request it could not read (408 request-timeout, 431 headers-too-large, 501 method-not-implemented, 400 invalid-request for a missing Host), and from the Lambda entry 501 method-not-implemented for a method it cannot carry.',
-  ['internal-error', 'request-timeout', 'headers-too-large', 'method-not-implemented', 'invalid-request'],
+  undefined,
+  'Another error, as problem+json: an unexpected one (a bug: it is logged); from the Node server, a request it could not read (408 request-timeout, 417 expectation-failed, 431 headers-too-large, 501 method-not-implemented, 400 invalid-request for a missing Host), and from the Lambda entry 501 method-not-implemented for a method it cannot carry.',
+  ['internal-error', 'request-timeout', 'expectation-failed', 'headers-too-large', 'method-not-implemented', 'invalid-request'],
 );
 
 const int = (description: string, extra: object = {}) => ({ type: 'integer', description, ...extra });
@@ -63,7 +91,9 @@ export const openApiDocument = {
       'Every error is `application/problem+json` (RFC 9457) with a stable `type` URN.',
     license: { name: 'MIT', identifier: 'MIT' },
   },
-  servers: [{ url: '/', description: 'The permit service itself (Worker, Lambda or Node).' }],
+  // Relative to where the document is read (/v1/openapi.json is one level below the service's base), so
+  // a path prefix in front of the service (an API Gateway stage, a proxy) carries over.
+  servers: [{ url: '..', description: 'The permit service this document was fetched from (Worker, Lambda or Node).' }],
   security: [{ bearer: [] }],
   tags: [
     { name: 'permits', description: 'Taking, reserving and settling tokens.' },
@@ -89,7 +119,7 @@ export const openApiDocument = {
             content: json(ref('Decision')),
           },
           ...badJsonBody(),
-          '503': problem('The store is unavailable and the policy fails closed: nothing was taken. Retry after Retry-After.', ['store-unavailable'], {
+          '503': problem(503, 'The store is unavailable and the policy fails closed: nothing was taken. Retry after Retry-After.', ['store-unavailable'], {
             'Retry-After': header('Retry-After'),
             'RateLimit-Policy': header('RateLimit-Policy'),
           }),
@@ -110,7 +140,7 @@ export const openApiDocument = {
         responses: {
           '200': { description: 'Applied; the bucket as it is now.', headers: rateLimitHeaders, content: json(ref('Decision')) },
           ...badJsonBody(),
-          '503': problem('The store is unavailable: the adjustment was not applied. Retry after Retry-After.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
+          '503': problem(503, 'The store is unavailable: the adjustment was not applied. Retry after Retry-After.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
           default: internalError,
         },
       },
@@ -124,12 +154,16 @@ export const openApiDocument = {
         tags: ['buckets'],
         operationId: 'peekBucket',
         summary: 'Read a bucket without taking from it',
-        description: 'Always 200 (this request was not limited): `allowed` says whether a take of 1 would pass now.',
+        description: '200 whatever the bucket holds (this request was not limited): `allowed` says whether a take of 1 would pass now. 503 when the store does not answer and the policy fails closed.',
         responses: {
           '200': { description: 'The bucket now.', headers: rateLimitHeaders, content: json(ref('Decision')) },
-          '400': problem('The key is invalid.', ['invalid-request']),
+          '400': problem(400, 'The key is invalid.', ['invalid-request']),
           '401': unauthorized,
           '404': unknownPolicy,
+          '503': problem(503, 'The store is unavailable and the policy fails closed.', ['store-unavailable'], {
+            'Retry-After': header('Retry-After'),
+            'RateLimit-Policy': header('RateLimit-Policy'),
+          }),
           default: internalError,
         },
       },
@@ -139,10 +173,10 @@ export const openApiDocument = {
         summary: 'Reset a bucket to full',
         responses: {
           '204': { description: 'Reset.' },
-          '400': problem('The key is invalid.', ['invalid-request']),
+          '400': problem(400, 'The key is invalid.', ['invalid-request']),
           '401': unauthorized,
           '404': unknownPolicy,
-          '503': problem('The store is unavailable: nothing was reset.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
+          '503': problem(503, 'The store is unavailable: nothing was reset.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
           default: internalError,
         },
       },
@@ -200,26 +234,9 @@ export const openApiDocument = {
           'draft-ietf-httpapi-idempotency-key-header: an operation id, as a Structured Field String (`"…"`) or the same text unquoted. ' +
           `1 to ${MAX_IDEMPOTENCY_KEY_BYTES} printable ASCII characters. A repeat within the server's window gets the first answer (\`repeated: true\`) and changes nothing; the same id with another request is a 422. ` +
           'With it, a client may retry a request that got no answer.',
-        schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_BYTES + 2 },
+        // Quoted, each `"` and `\\` escaped: at most twice the characters, and the quotes.
+        schema: { type: 'string', minLength: 1, maxLength: 2 * MAX_IDEMPOTENCY_KEY_BYTES + 2 },
       },
-    },
-    headers: {
-      RateLimit: {
-        description: 'draft-ietf-httpapi-ratelimit-headers-11: per limit, `"<name>";r=<remaining>;t=<seconds until full>` (a policy of several limits lists each as `"<policy>.<limit>"`). Absent when the store did not answer.',
-        schema: { type: 'string' },
-      },
-      'RateLimit-Policy': {
-        description: 'draft-ietf-httpapi-ratelimit-headers-11: per limit, `"<name>";q=<capacity>;w=<seconds to refill from empty>`.',
-        required: true,
-        schema: { type: 'string' },
-      },
-      'Retry-After': { description: 'RFC 9110: whole seconds until a retry can pass (at least 1).', required: true, schema: { type: 'string', pattern: '^[0-9]+$' } },
-      'X-RateLimit-Limit': { description: 'The most constraining limit\'s capacity.', required: true, schema: { type: 'string' } },
-      'X-RateLimit-Remaining': { description: 'Its tokens left (absent when the store did not answer).', schema: { type: 'string' } },
-      'X-RateLimit-Reset': { description: 'Seconds until it is full again (absent when the store did not answer).', schema: { type: 'string' } },
-      'X-RateLimit-Reason': { description: 'Present when the bucket in the store did not decide alone: `store_error`, `deny_cache`, `lease` or `local`.', schema: { type: 'string' } },
-      'WWW-Authenticate': { description: '`Bearer`.', required: true, schema: { type: 'string' } },
-      'Cache-Control': { description: 'How the answer may be cached.', required: true, schema: { type: 'string' } },
     },
     schemas: {
       PermitRequest: {
@@ -259,6 +276,7 @@ export const openApiDocument = {
         type: 'string',
         minLength: 1,
         maxLength: MAX_KEY_BYTES,
+        not: { enum: ['.', '..'] },
         description: `The bucket's key: well-formed Unicode, at most ${MAX_KEY_BYTES} bytes of UTF-8, not "." or "..".`,
       },
       Decision: {

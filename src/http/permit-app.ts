@@ -132,7 +132,8 @@ function parsePermit(body: unknown, limiter: Limiter, fields = FIELDS): Parsed {
   }
   const bad = checkCost(() => resolveCost(policy, cost));
   if (bad) return bad;
-  const maxWaitMs = b.maxWaitMs ?? 0;
+  // As with cost, null is not absent: only an absent maxWaitMs defaults (to 0, a plain take).
+  const maxWaitMs = b.maxWaitMs === undefined ? 0 : b.maxWaitMs;
   if (!isInt(maxWaitMs) || maxWaitMs < 0 || maxWaitMs > MAX_PERMIT_WAIT_MS) return invalid(`\`maxWaitMs\` must be an integer from 0 to ${MAX_PERMIT_WAIT_MS}`, 'maxWaitMs');
   return { ok: true, policy, key: b.key as string, cost, maxWaitMs };
 }
@@ -190,9 +191,11 @@ export function permitApp(options: PermitAppOptions): Hono {
     const ok = pinged && stats.pendingStoreCalls < stats.maxPendingStoreCalls;
     return Response.json({ ok, store: limiter.store.name, ...stats }, { status: ok ? 200 : 503 });
   });
+  app.all('/healthz', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
 
   // The API's description (src/http/openapi.ts): public, before the bearer check, and names no policy.
   app.get('/v1/openapi.json', () => new Response(openApiJson, { headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=300' } }));
+  app.all('/v1/openapi.json', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
 
   app.use('/v1/*', async (c, next) => {
     if (!auth.configured) {
@@ -275,7 +278,6 @@ export function permitApp(options: PermitAppOptions): Hono {
     return c.body(null, 204);
   });
 
-  app.all('/v1/openapi.json', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
   app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all('/v1/adjustments', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all(BUCKET, () => problemResponse('method-not-allowed', 'use GET or DELETE', {}, { Allow: 'GET, DELETE' }));

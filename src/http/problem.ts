@@ -9,6 +9,7 @@ export const PROBLEMS = {
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
   'request-timeout': { status: 408, title: 'Request not received in time' },
   'payload-too-large': { status: 413, title: 'Body too large' },
+  'expectation-failed': { status: 417, title: 'Expectation not met' },
   'unsupported-media-type': { status: 415, title: 'Body must be application/json' },
   'idempotency-key-reused': { status: 422, title: 'Idempotency key already used for another request' },
   'rate-limited': { status: 429, title: 'Too many requests' },

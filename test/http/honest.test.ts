@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createLimiter, memoryStore, type Store } from '../../src/index.js';
 import { permitApp, rateLimit, ipKey, clientIp } from '../../src/hono.js';
 import { formatIp, inCidr, ipv6Subnet, parseCidr, parseIp } from '../../src/http/ip.js';
+import { checked } from '../support/openapi-contract.js';
 
 const down: Store = { name: 'redis', step: async () => Promise.reject(new Error('ECONNREFUSED')), reset: async () => {}, ping: async () => {} };
 const policies = { open: { capacity: 5, refillPerSecond: 1, onStoreError: 'allow' as const }, closed: { capacity: 5, refillPerSecond: 1 } };
@@ -25,7 +26,7 @@ describe('a fail-open answer advertises no numbers the store did not give', () =
 
   it('permit endpoint: the 200 body has no remaining or resetAfterMs; the fail-closed 503 has Retry-After', async () => {
     const limiter = createLimiter({ store: down, circuitBreaker: false, policies });
-    const app = permitApp({ limiter, tokens: ['t'], log: () => {} });
+    const app = checked(permitApp({ limiter, tokens: ['t'], log: () => {} }));
     const post = (policy: string) =>
       app.request('/v1/permits', { method: 'POST', headers: { Authorization: 'Bearer t', 'Content-Type': 'application/json' }, body: JSON.stringify({ policy, key: 'k' }) });
     const open = await post('open');
@@ -42,7 +43,7 @@ describe('a fail-open answer advertises no numbers the store did not give', () =
 describe('GET /v1/buckets/:policy/:key', () => {
   it('answers 200 and says allowed only when a take of 1 would pass now', async () => {
     const limiter = createLimiter({ store: memoryStore(), policies: { p: { capacity: 1, refillPerSecond: 1 } } });
-    const app = permitApp({ limiter, tokens: ['t'], log: () => {} });
+    const app = checked(permitApp({ limiter, tokens: ['t'], log: () => {} }));
     const get = async () => {
       const r = await app.request('/v1/buckets/p/k', { headers: { Authorization: 'Bearer t' } });
       return { status: r.status, body: (await r.json()) as Record<string, unknown> };
@@ -74,7 +75,7 @@ describe('/healthz', () => {
       },
     };
     const limiter = createLimiter({ store, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
-    const app = permitApp({ limiter, tokens: ['t'], monotonicMs: () => now });
+    const app = checked(permitApp({ limiter, tokens: ['t'], monotonicMs: () => now }));
     for (let i = 0; i < 50; i++, now += 10) expect((await app.request('/healthz')).status).toBe(200);
     expect(pings).toBe(1);
     healthy = false;

@@ -100,6 +100,8 @@ describe('Node entry: raw request lines', () => {
     expectProblem(await raw(`GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'headers-too-large');
     expectProblem(await raw('HELLO\r\n\r\n'), 400, 'invalid-request');
     expectProblem(await raw('GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n'), 400, 'invalid-request');
+    // An Expect this server cannot meet: Node's own answer was a bare 417.
+    expectProblem(await raw('POST /v1/permits HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: foo\r\nContent-Length: 0\r\n\r\n'), 417, 'expectation-failed');
     expect(originHits).toBe(hits);
   });
 

@@ -147,6 +147,9 @@ describe('the OpenAPI document', () => {
     await expectStatus(200, '/healthz');
     await expectStatus(404, '/v1/nothing-here', { headers: auth });
     await expectStatus(405, '/v1/permits', { method: 'GET', headers: auth });
+    await expectStatus(405, '/v1/openapi.json', { method: 'POST' });
+    await expectStatus(405, '/healthz', { method: 'POST' });
+    await expectStatus(400, ...post('/v1/permits', { policy: 'api', key: 'k', maxWaitMs: null }));
 
     // The store down: a policy failing closed answers 503, one failing open 200 without remaining.
     s.down = true;
@@ -156,6 +159,7 @@ describe('the OpenAPI document', () => {
     expect(open.remaining).toBeUndefined();
     await expectStatus(503, ...post('/v1/adjustments', { policy: 'api', key: 'k', cost: 1 }));
     await expectStatus(503, '/v1/buckets/api/k', { method: 'DELETE', headers: auth });
+    await expectStatus(503, '/v1/buckets/api/k', { headers: auth });
     // /healthz remembers its ping for a second: a fresh app asks the store again.
     const fresh = checked(app(s), rec);
     expect((await fresh.request('/healthz')).status).toBe(503);
@@ -190,5 +194,10 @@ describe('the OpenAPI document', () => {
     await expect(rec.check('POST', '/v1/permits', new Response(null, { status: 202 }))).rejects.toThrow(/not documented/);
     const noRetryAfter = Response.json({ allowed: false, policy: 'api', key: 'k', limit: 1, remaining: 0, retryAfterMs: 5, resetAfterMs: 1, waitMs: 0 }, { status: 429, headers });
     await expect(rec.check('POST', '/v1/permits', noRetryAfter)).rejects.toThrow(/Retry-After/);
+    const problem = (status: number, type: string) => new Response(JSON.stringify({ type: `urn:edge-limiter:problem:${type}`, title: 't', status, detail: 'd' }), { status, headers: { 'Content-Type': 'application/problem+json' } });
+    // A type this status does not carry on this route; a 5xx whose type is not a listed one; a body whose status disagrees.
+    await expect(rec.check('POST', '/v1/permits', problem(400, 'unauthorized'))).rejects.toThrow(/type/);
+    await expect(rec.check('POST', '/v1/permits', problem(599, 'invalid-json'))).rejects.toThrow(/type/);
+    await expect(rec.check('POST', '/v1/permits', new Response(JSON.stringify({ type: 'urn:edge-limiter:problem:invalid-json', title: 't', status: 401, detail: 'd' }), { status: 400, headers: { 'Content-Type': 'application/problem+json' } }))).rejects.toThrow(/status 401/);
   });
 });

@@ -16,7 +16,8 @@ const compiled = new Map<object, ValidateFunction>();
 function validatorOf(schema: Json): ValidateFunction {
   let v = compiled.get(schema);
   if (!v) {
-    v = ajv.compile(schema.$ref ? { $ref: `openapi${schema.$ref}` } : schema);
+    // Its references are the document's: point them at the schema added as "openapi".
+    v = ajv.compile(JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"openapi#/components/')) as Json);
     compiled.set(schema, v);
   }
   return v;
@@ -53,6 +54,7 @@ export function recorder(): Recorder {
   // Records the fields of `data` under `name`, following the schema into refs, arrays, maps and nested objects.
   const observe = (name: string, schema: Json, data: unknown) => {
     if (schema.$ref) return observe((schema.$ref as string).split('/').pop()!, deref(schema), data);
+    for (const part of (schema.allOf ?? []) as Json[]) observe(name, part, data);
     if (Array.isArray(data) && schema.items) return data.forEach((x) => observe(name, schema.items, x));
     if (typeof data !== 'object' || data === null) return;
     for (const [k, v] of Object.entries(data)) {
@@ -78,7 +80,9 @@ export function recorder(): Recorder {
         // Not a documented operation (an unknown route, another method): a problem, always.
         if (type !== 'application/problem+json') throw new Error(`${where}: an undocumented operation must answer problem+json, got ${type || 'no type'}`);
         const v = validatorOf({ $ref: '#/components/schemas/Problem' });
-        if (!v(JSON.parse(text))) throw new Error(`${where}: ${ajv.errorsText(v.errors)}`);
+        const body = JSON.parse(text) as Json;
+        if (!v(body)) throw new Error(`${where}: ${ajv.errorsText(v.errors)}`);
+        if (body.status !== res.status) throw new Error(`${where}: the problem says status ${body.status}`);
         return;
       }
       const status = String(res.status);
@@ -101,6 +105,7 @@ export function recorder(): Recorder {
       const media = documented.content[type];
       if (!media) throw new Error(`${where}: Content-Type ${type || 'none'} is not documented (${Object.keys(documented.content).join(', ')})`);
       const body = JSON.parse(text);
+      if (type === 'application/problem+json' && body.status !== res.status) throw new Error(`${where}: the problem says status ${body.status}`);
       const v = validatorOf(media.schema);
       if (!v(body)) throw new Error(`${where}: the body does not match the document: ${ajv.errorsText(v.errors)}\n${text.slice(0, 500)}`);
       observe('', media.schema, body);
