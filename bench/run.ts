@@ -82,7 +82,9 @@ async function compare(impls: { name: string; run: () => Promise<Throughput> }[]
   const results: Throughput[][] = impls.map(() => []);
   const us: number[][] = impls.map(() => []);
   for (let r = 0; r < runs; r++) {
-    for (let i = 0; i < impls.length; i++) {
+    // Rotated each round: no row always runs right after the same one (and inherits its cache state).
+    for (let j = 0; j < impls.length; j++) {
+      const i = (j + r) % impls.length;
       if (decisions) await io.config('RESETSTAT');
       results[i]!.push(await impls[i]!.run());
       if (decisions) us[i]!.push((await scriptStats(io)).usec / decisions);

@@ -1,0 +1,133 @@
+// What the memory store's key bound costs, and an A/B of the memory store against another revision:
+// `node --import tsx bench/memory-keys.ts [--keys 1,100000] [--rounds 15] [--n 300000] [--against HEAD]`.
+// Interleaved in every round (in a rotated order, so that no row always runs after the same one), through
+// the same `measure()` loop as RESULTS.md section 3 (concurrency 1, every decision allowed, key k{i % keys}):
+// - ours: `createLimiter` on `memoryStore()` (maxKeys 100,000, as in `npm run bench`);
+// - rate-limiter-flexible's `RateLimiterMemory`, which keeps no bound on keys;
+// - ours on an unbounded store: `memoryStore`'s slot layout and the same core step, without the bound
+//   (no refill rate kept for eviction, no used bit, no maxKeys check): ours minus it is what the bound costs;
+// - with --against REV: ours on the memory store of that git revision (src/stores/memory.ts at REV, run
+//   against this tree's core), the before/after of a change to the store;
+// - the loop alone (an already-resolved promise).
+// Prints, per key count and row, the median over rounds of ours ÷ RateLimiterMemory as run.ts computes
+// it (this row's rate ÷ the peer's, per round) with its min–max, and ns per iteration beyond the loop.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { createLimiter, memoryStore, type Store } from '../src/index.js';
+import { step, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { measure, spread } from './lib.js';
+
+const { values: opt } = parseArgs({
+  options: { keys: { type: 'string', default: '1,100000' }, rounds: { type: 'string', default: '15' }, n: { type: 'string', default: '300000' }, against: { type: 'string' } },
+});
+const keyCounts = opt.keys.split(',').map(Number);
+const rounds = Number(opt.rounds);
+const n = Number(opt.n);
+const HUGE = { capacity: 1_000_000_000, refillPerSecond: 1_000_000 };
+
+/** memoryStore without its bound: the same slots and step, nothing kept or checked for eviction. */
+function unboundedStore(): Store {
+  const perf = performance;
+  const originUs = Math.round(perf.timeOrigin * 1000);
+  const slots = new Map<string, number>();
+  let nums = new Float64Array(2 * 64);
+  let next = 0;
+  const several = new Map<number, readonly number[]>();
+  const oneDebt = [0];
+  const view: BucketState = { debtUnits: oneDebt, atUs: 0 };
+  function stepSync(key: string, args: StepArgs): StepResult {
+    const now = originUs + Math.floor(perf.now() * 1000);
+    const flat = key.trim();
+    if (flat.length === key.length) key = flat;
+    const at = slots.get(key);
+    let state: BucketState | undefined;
+    if (at !== undefined) {
+      const more = several.size === 0 ? undefined : several.get(at);
+      if (more === undefined) {
+        oneDebt[0] = nums[at + 1]!;
+        view.debtUnits = oneDebt;
+      } else view.debtUnits = more;
+      view.atUs = nums[at]!;
+      state = view;
+    }
+    const r = step(state, now, args);
+    const { write } = r;
+    if (write) {
+      let to = at;
+      if (to === undefined) {
+        to = next;
+        next += 2;
+        if (next > nums.length) {
+          const grown = new Float64Array(nums.length * 2);
+          grown.set(nums);
+          nums = grown;
+        }
+        slots.set(key, to);
+      }
+      nums[to] = now;
+      if (write.debtUnits.length > 1) several.set(to, write.debtUnits);
+      else {
+        nums[to + 1] = write.debtUnits[0]!;
+        if (several.size !== 0) several.delete(to);
+      }
+    } else if (write === null) forget(key);
+    return r;
+  }
+  function forget(key: string): void {
+    const at = slots.get(key);
+    if (at === undefined) return;
+    slots.delete(key);
+    several.delete(at);
+  }
+  // A dropped bucket's slot is not reused: this store is only for measuring.
+  return { name: 'memory-unbounded', inProcess: true, stepSync, step: async (k, a) => stepSync(k, a), reset: async (k) => forget(k), ping: async () => {} };
+}
+
+/** The memory store of git revision `rev`, its imports pointed at this tree's src/. */
+async function storeAt(rev: string): Promise<() => Store> {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const source = execFileSync('git', ['show', `${rev}:src/stores/memory.ts`], { cwd: root, encoding: 'utf8' });
+  const file = join(mkdtempSync(join(tmpdir(), 'memory-ab-')), 'memory.ts');
+  writeFileSync(file, source.replace(/from '\.\.\/([^']+)'/g, (_, p: string) => `from '${pathToFileURL(join(root, 'src', p)).href}'`));
+  const mod = (await import(pathToFileURL(file).href)) as { memoryStore?: () => Store };
+  if (typeof mod.memoryStore !== 'function') throw new Error(`no memoryStore in src/stores/memory.ts at ${rev}`);
+  return mod.memoryStore;
+}
+
+const previous = opt.against ? await storeAt(opt.against) : undefined;
+for (const keys of keyCounts) {
+  const rlf = new RateLimiterMemory({ points: HUGE.capacity, duration: 60 });
+  const limiterOn = (store: Store) => createLimiter({ store, policies: { bench: HUGE } });
+  const ours = limiterOn(memoryStore());
+  const unbounded = limiterOn(unboundedStore());
+  const impls: Record<string, (i: number) => Promise<unknown>> = {
+    'edge-limiter memoryStore': (i) => ours.take('bench', `k${i % keys}`),
+    'rate-limiter-flexible RateLimiterMemory': (i) => rlf.consume(`k${i % keys}`),
+    'ours on an unbounded store (no maxKeys)': (i) => unbounded.take('bench', `k${i % keys}`),
+  };
+  if (previous) {
+    const before = limiterOn(previous());
+    impls[`ours with memory.ts at ${opt.against}`] = (i) => before.take('bench', `k${i % keys}`);
+  }
+  impls['the loop alone'] = () => Promise.resolve();
+  const names = Object.keys(impls);
+  for (const name of names) await measure(n, 1, impls[name]!); // warm up: compile, and fill the buckets
+  const perSec: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = names.map((_, j) => names[(j + r) % names.length]!);
+    for (const name of order) perSec[name]!.push((await measure(n, 1, impls[name]!)).opsPerSec);
+  }
+  const peer = perSec['rate-limiter-flexible RateLimiterMemory']!;
+  const loopNs = 1e9 / spread(perSec['the loop alone']!).median;
+  console.log(`\n${keys} key(s): ${n} decisions per run, ${rounds} interleaved rounds after a warm-up run; medians (min–max over rounds)`);
+  for (const name of names) {
+    const ratio = spread(perSec[name]!.map((x, r) => x / peer[r]!));
+    const ns = 1e9 / spread(perSec[name]!).median;
+    console.log(`${name}: ÷ RateLimiterMemory ${ratio.median.toFixed(2)} (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}), ${(ns - loopNs).toFixed(0)} ns beyond the loop (${ns.toFixed(0)} per iteration)`);
+  }
+}

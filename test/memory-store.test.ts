@@ -1,0 +1,135 @@
+// The memory store's own bookkeeping: buckets in slots of one Float64Array (a slot per key, reused once
+// its bucket is dropped), buckets of several limits beside them, keys flattened before the lookup, and
+// the maxKeys bound over all of it. The conformance suite (stores.test.ts) covers the step itself.
+import { describe, expect, it } from 'vitest';
+import { createLimiter, memoryStore } from '../src/index.js';
+
+const ONE = { capacity: 10, refillPerSecond: 1 };
+const TWO = { limits: { fast: { capacity: 10, refillPerSecond: 1 }, slow: { capacity: 100, refillPerSecond: 0.01 } } };
+
+describe('memory store: keys', () => {
+  it('keys that differ only by whitespace at either end are different buckets', async () => {
+    const store = memoryStore({ nowMs: () => 0 });
+    const limiter = createLimiter({ store, policies: { p: ONE } });
+    const base = 'a-key-long-enough-to-be-a-rope';
+    const keys = [base, ` ${base}`, `${base} `, `\u00a0${base}`, `${base}\n`, `\ufeff${base}`, `${base}\u2028`, 'x', ' x', 'x '];
+    for (const [i, key] of keys.entries()) {
+      for (let j = 0; j <= i; j++) await limiter.take('p', key);
+    }
+    expect(store.size).toBe(keys.length);
+    for (const [i, key] of keys.entries()) expect((await limiter.peek('p', key)).remaining).toBe(10 - (i + 1));
+    await limiter.reset('p', ` ${base}`);
+    expect((await limiter.peek('p', ` ${base}`)).remaining).toBe(10);
+    expect((await limiter.peek('p', base)).remaining).toBe(9);
+  });
+
+  it('a step result is the caller’s: later steps on the same bucket do not change it', async () => {
+    const store = memoryStore({ nowMs: () => 0 });
+    const args = { limits: [{ costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }] };
+    const first = store.stepSync('k', args);
+    const second = store.stepSync('k', args);
+    store.stepSync('k', { limits: [{ costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }, { costUnits: 1, limitUnits: 10, refillUnitsPerUs: 1 }] });
+    expect(first.debtUnits).toEqual([1]);
+    expect(second.debtUnits).toEqual([2]);
+  });
+});
+
+describe('memory store: slots', () => {
+  it('a dropped bucket’s slot goes to the next new key, which starts full', async () => {
+    let now = 0;
+    const store = memoryStore({ nowMs: () => now });
+    const limiter = createLimiter({ store, policies: { p: ONE } });
+    for (let i = 0; i < 5; i++) await limiter.take('p', 'a', { cost: 2 });
+    await limiter.reset('p', 'a');
+    await limiter.take('p', 'b');
+    expect((await limiter.peek('p', 'b')).remaining).toBe(9);
+    expect((await limiter.peek('p', 'a')).remaining).toBe(10);
+    // Refunded to full: the bucket is dropped, and its slot reused.
+    await limiter.take('p', 'c', { cost: 3 });
+    await limiter.adjust('p', 'c', -3);
+    expect(store.size).toBe(1);
+    await limiter.take('p', 'd', { cost: 4 });
+    expect((await limiter.peek('p', 'd')).remaining).toBe(6);
+    expect((await limiter.peek('p', 'b')).remaining).toBe(9);
+    now += 1000;
+    expect((await limiter.peek('p', 'd')).remaining).toBe(7);
+  });
+
+  it('keeps every bucket exact while its storage grows', async () => {
+    let now = 0;
+    const store = memoryStore({ maxKeys: 10_000, nowMs: () => now });
+    const limiter = createLimiter({ store, policies: { p: { capacity: 1000, refillPerSecond: 1 } } });
+    for (let i = 0; i < 3000; i++) await limiter.take('p', `user-${i}`, { cost: 1 + (i % 7) });
+    expect(store.size).toBe(3000);
+    now += 2000;
+    for (let i = 0; i < 3000; i += 97) {
+      expect((await limiter.peek('p', `user-${i}`)).remaining).toBe(Math.min(1000, 1000 - (1 + (i % 7)) + 2));
+    }
+  });
+
+  it('a key moves between one limit and several (two policies sharing a name and a store)', async () => {
+    let now = 0;
+    const store = memoryStore({ nowMs: () => now });
+    const one = createLimiter({ store, policies: { p: ONE } });
+    const two = createLimiter({ store, policies: { p: TWO } });
+    await one.take('p', 'k', { cost: 4 });
+    // The policy gained a limit: the stored debt is the first limit's, the new one starts full.
+    const d = await two.take('p', 'k');
+    expect(d.limits!.map((l) => l.remaining)).toEqual([5, 99]);
+    // And lost it again: one limit, whose debt carried over.
+    expect((await one.take('p', 'k')).remaining).toBe(4);
+    expect((await two.peek('p', 'k')).limits!.map((l) => l.remaining)).toEqual([4, 100]);
+    await two.take('p', 'k', { cost: 2 });
+    await one.reset('p', 'k');
+    expect(store.size).toBe(0);
+    await one.take('p', 'other');
+    expect((await two.peek('p', 'other')).limits!.map((l) => l.remaining)).toEqual([9, 100]);
+    now += 1000;
+    expect((await one.peek('p', 'other')).remaining).toBe(10);
+  });
+});
+
+describe('memory store: maxKeys', () => {
+  it('bounds buckets of one limit and of several together, dropping full ones first', async () => {
+    let now = 0;
+    const store = memoryStore({ maxKeys: 20, nowMs: () => now });
+    const limiter = createLimiter({ store, policies: { one: ONE, two: TWO } });
+    for (let i = 0; i < 10; i++) {
+      await limiter.take('one', `a${i}`);
+      await limiter.take('two', `b${i}`);
+    }
+    expect(store.size).toBe(20);
+    // 1 s later the buckets of one limit are full; those of two limits are not (the slow one needs 100 s).
+    now += 1000;
+    for (let i = 0; i < 10; i++) await limiter.take('two', `c${i}`);
+    expect(store.size).toBeLessThanOrEqual(20);
+    expect(store.evictedActive).toBe(0);
+    for (let i = 0; i < 10; i++) expect((await limiter.peek('two', `b${i}`)).limits![1]!.remaining).toBe(99);
+    // Now nothing is full: new keys evict buckets that are not full.
+    for (let i = 0; i < 50; i++) await limiter.take('one', `d${i}`);
+    expect(store.size).toBeLessThanOrEqual(20);
+    expect(store.evictedActive).toBeGreaterThan(0);
+  });
+
+  it('a bucket of several limits is full only when every limit is', async () => {
+    let now = 0;
+    const store = memoryStore({ maxKeys: 2, nowMs: () => now });
+    const limiter = createLimiter({ store, policies: { two: TWO } });
+    await limiter.take('two', 'x', { cost: 1 });
+    await limiter.take('two', 'y', { cost: 1 });
+    // The fast limit is full again after 1 s, the slow one after 100 s: neither bucket is full, so a
+    // third key must evict one that is not (counted), the oldest unused: x.
+    now += 1000;
+    await limiter.take('two', 'z');
+    expect(store.size).toBe(2);
+    expect(store.evictedActive).toBe(1);
+    expect((await limiter.peek('two', 'x')).limits![1]!.remaining).toBe(100);
+    expect((await limiter.peek('two', 'y')).limits![1]!.remaining).toBe(99);
+    // After 100 s every limit of y and z is full: the next new key drops the full buckets it finds (both),
+    // and none of them counts as evicted.
+    now += 100_000;
+    await limiter.take('two', 'w');
+    expect(store.size).toBe(1);
+    expect(store.evictedActive).toBe(1);
+  });
+});
