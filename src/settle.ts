@@ -3,6 +3,7 @@
 // permit endpoint's PermitClient alike (both can acquire and adjust).
 import type { Decision } from './core/decision.js';
 import type { Cost } from './core/key.js';
+import { StoreError } from './errors.js';
 
 /** What settle needs: a limiter (createLimiter) or a PermitClient. */
 export interface Settles {
@@ -44,7 +45,8 @@ const negate = (cost: Cost): Cost => (typeof cost === 'number' ? -cost : Object.
  * settles the difference between `actual(result)` and the estimate in one adjust: a refund when the
  * work cost less, a charge (possibly a debt that later takes wait out) when it cost more. When `work`
  * throws, the whole estimate is refunded and the work's error rethrown (if that refund fails too, the
- * estimate stays charged, and the work's error is still the one thrown).
+ * estimate stays charged, and the work's error is still the one thrown). So is it when `actual` throws
+ * or gives a cost that cannot be settled (another form than the estimate's, or one the limiter refuses).
  *
  * A permit the store did not decide (the store failed and the policy's fail mode admitted it: reason
  * `store_error` or `local`) charged the store nothing, so nothing is settled against the store for it:
@@ -61,7 +63,17 @@ export async function settle<T>(limiter: Settles, options: SettleOptions<T>, wor
     if (charged) await limiter.adjust(policy, key, negate(estimate)).catch(() => {});
     throw err;
   }
-  const diff = charged ? costDifference(options.actual(result), estimate) : undefined;
-  if (diff !== undefined) await limiter.adjust(policy, key, diff);
+  if (!charged) return result;
+  let diff: Cost | undefined;
+  try {
+    diff = costDifference(options.actual(result), estimate);
+    if (diff !== undefined) await limiter.adjust(policy, key, diff);
+  } catch (err) {
+    // An actual cost that cannot be settled (its form is not the estimate's, or the limiter refuses it as
+    // input) must not leave the estimate charged for work it does not describe: refund it, as when the
+    // work fails. A store that failed the adjustment is not asked again.
+    if (!(err instanceof StoreError)) await limiter.adjust(policy, key, negate(estimate)).catch(() => {});
+    throw err;
+  }
   return result;
 }

@@ -153,6 +153,11 @@ describe('several limits over HTTP', () => {
       }),
     ).rejects.toThrow('upstream 500');
     expect((await limiter.peek('llm', 'c')).limits?.map((l) => l.remaining)).toEqual([1, 330]);
+    // An actual cost that cannot be settled (a number for an object estimate, a fraction) gives the
+    // estimate back too, and the error is the caller's.
+    await expect(settle(limiter, { policy: 'llm', key: 'c', estimate: { tokens: 100 }, actual: () => 100 }, async () => 'done')).rejects.toThrow(TypeError);
+    await expect(settle(limiter, { policy: 'llm', key: 'c', estimate: { tokens: 100 }, actual: () => ({ tokens: 1.5 }) }, async () => 'done')).rejects.toBeInstanceOf(InvalidInputError);
+    expect((await limiter.peek('llm', 'c')).limits?.map((l) => l.remaining)).toEqual([1, 330]);
   });
 
   it('configuration: limits are validated by name, and leases on several limits are refused', () => {
