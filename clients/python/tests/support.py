@@ -267,6 +267,93 @@ class ScriptedServer:
         self.close()
 
 
+#: A RawServer's handler: (the connection, the request head, its body, the request's number from 1); it
+#: writes what it likes, and returns "close" to close the connection.
+RawHandler = Callable[[socket.socket, str, bytes, int], Optional[str]]
+
+
+class RawServer:
+    """A local server that reads HTTP/1.1 requests (head, then a Content-Length body) and lets a handler
+    write any bytes at all in answer: what ScriptedServer cannot (interim 1xx answers, an answer dripped
+    a byte at a time, a body of any size or framing). Records each request as (head, body)."""
+
+    def __init__(self, handler: RawHandler) -> None:
+        self.handler = handler
+        self.requests: List[Tuple[str, bytes]] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._sockets: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.close()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            _shut(s)
+
+    def __enter__(self) -> "RawServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                self._sockets.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                while len(rest) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    rest += data
+                body, buf = rest[:length], rest[length:]
+                with self._lock:
+                    self.requests.append((head.decode("latin-1"), body))
+                    n = len(self.requests)
+                if self.handler(conn, head.decode("latin-1"), body, n) == "close":
+                    _shut(conn)
+                    return
+        except OSError:
+            return
+
+
+def http_answer(status: int, body: bytes = b"", headers: Optional[Dict[str, Optional[str]]] = None, reason: str = "X") -> bytes:
+    """An answer's bytes: status line, Content-Type (JSON) and Content-Length unless given (None: left out), body."""
+    h: Dict[str, Optional[str]] = {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})}
+    return (f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items() if v is not None) + "\r\n").encode("latin-1") + body
+
+
+def echo_decision(body: bytes, **over: Any) -> bytes:
+    """A decision's JSON for the request whose body (a take's or an adjustment's) is ``body``."""
+    request = json.loads(body)
+    return json.dumps(decision_json(policy=request["policy"], key=request["key"], **over)).encode()
+
+
 def decision_json(**over: Any) -> Dict[str, Any]:
     body = {"allowed": True, "policy": "p", "key": "k", "limit": 1, "remaining": 0, "retryAfterMs": 0, "resetAfterMs": 1000, "waitMs": 0}
     body.update(over)

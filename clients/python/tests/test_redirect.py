@@ -2,6 +2,7 @@
 another origin or its own, and says so with RedirectError."""
 from __future__ import annotations
 
+import re
 import unittest
 
 from edge_limiter import AsyncPermitClient, PermitClient, RedirectError
@@ -54,6 +55,40 @@ class NoRedirects(unittest.TestCase):
         # Nor does the token show in a repr.
         client = PermitClient("https://limits.internal", TOKEN)
         self.assertNotIn(TOKEN, repr(client) + repr(vars(client)))
+
+
+    def test_base_urls_that_would_make_malformed_requests_are_refused(self) -> None:
+        make = PermitClient if self.kind == "sync" else AsyncPermitClient
+        for url, says in (
+            ("http://127.0.0.1:8799/a b", "whitespace or control characters"),
+            ("http://127.0.0.1:8799/a\tb", "whitespace or control characters"),
+            ("http://127.0.0.1:8799/limits\r\nX-Evil: 1", "whitespace or control characters"),
+            ("http://127.0.0.1:8799/a\x7fb", "whitespace or control characters"),
+            (" http://127.0.0.1:8799", "whitespace or control characters"),
+            ("http://127.0.0.1:8799/a\u00a0b", "whitespace or control characters"),
+            ("http://127.0.0.1:8799/a\"b", "percent-encode '\"'"),
+            ("http://127.0.0.1:8799/a<b>", "percent-encode '<'"),
+            ("http://127.0.0.1:8799/a%zz", "not a %XX escape"),
+            ("http://127.0.0.1:8799/a%2", "not a %XX escape"),
+            ("http://127.0.0.1:0", "port must be from 1 to 65535, got 0"),
+            ("https://127.0.0.1:00/", "port must be from 1 to 65535, got 0"),
+            ("http://127.0.0.1:65536", "port must be a number from 1 to 65535"),
+            ("http://127.0.0.1:http", "port must be a number from 1 to 65535"),
+            ("http://limits..internal", "not a host name"),
+            ("http://127.0.0.1:8799/?", "query or fragment"),
+        ):
+            with self.subTest(url=url):
+                with self.assertRaisesRegex(ValueError, re.escape(says)):
+                    make(url, TOKEN)
+        # What a URL may hold: escapes, a path's punctuation, the highest port, an IPv6 literal.
+        for url, shown in (
+            ("http://127.0.0.1:8799/a%20b/", "http://127.0.0.1:8799/a%20b"),
+            ("http://127.0.0.1:65535/a-b_c.d~e!$&'()*+,;=:@", "http://127.0.0.1:65535/a-b_c.d~e!$&'()*+,;=:@"),
+            ("https://[::1]:443/limits", "https://[::1]/limits"),
+            ("http://limits.internal:80", "http://limits.internal"),
+        ):
+            with self.subTest(url=url):
+                self.assertEqual(make(url, TOKEN).url, shown)
 
 
 class AsyncNoRedirects(NoRedirects):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import unittest
 from typing import List
 
-from edge_limiter import AcquireTimeoutError, AsyncPermitClient, PermitClient, asettle, cost_difference, settle
+from edge_limiter import AcquireTimeoutError, AsyncPermitClient, InvalidInputError, PermitClient, asettle, cost_difference, settle
 
 from support import DOWN_URL, TOKEN, URL, Proxy, unique
 
@@ -70,6 +70,34 @@ class Settle(unittest.TestCase):
             client.close()
             self.assertEqual((s.permit.reason, s.charged, s.adjustment, proxy.requests), ("store_error", False, None, 1))
 
+    def test_an_actual_of_another_form_than_the_estimate_refunds_the_estimate(self) -> None:
+        """settle.ts throws a TypeError for a number against an object (and leaves the estimate charged);
+        here nothing can be settled either, so the estimate is refunded, as when the block fails, and the
+        error is an InvalidInputError naming `actual`."""
+        cases = [
+            ("number estimate, object actual", 2, {"requests": 1, "tokens": 5}),
+            ("object estimate, number actual", {"requests": 1, "tokens": 300}, 5),
+            ("an actual that is no cost", {"requests": 1, "tokens": 300}, "lots"),
+            ("a negative actual", 3, -1),
+            ("an actual limit's part that is no integer", {"requests": 1, "tokens": 300}, {"tokens": 2.5}),
+        ]
+        for name, estimate, actual in cases:
+            with self.subTest(name):
+                key = unique("settle-form")
+                with self.assertRaises(InvalidInputError) as caught:
+                    with self.client.settle("llm", key, estimate) as s:
+                        self.assertLess(remaining(self.client, key), [10, 1000])  # the estimate is charged
+                        s.actual = actual
+                self.assertTrue(caught.exception.field.startswith("actual"), caught.exception.field)
+                self.assertIn(f"`{caught.exception.field}`", str(caught.exception))
+                self.assertEqual(remaining(self.client, key), [10, 1000])  # and refunded
+                self.assertIsNone(s.adjustment)
+
+    def test_integral_actuals_of_other_types_are_settled(self) -> None:
+        with self.client.settle("llm", self.key, {"requests": 1, "tokens": 500}) as s:
+            s.actual = {"requests": 1.0, "tokens": 120.0}  # type: ignore[dict-item]
+        self.assertEqual(remaining(self.client, self.key), [9, 880])
+
     def test_cost_difference(self) -> None:
         self.assertEqual(cost_difference(5, 3), 2)
         self.assertIsNone(cost_difference(3, 3))
@@ -102,6 +130,13 @@ class AsyncSettle(unittest.IsolatedAsyncioTestCase):
         with self.assertRaises(Boom):
             async with self.client.settle("llm", self.key, {"requests": 1, "tokens": 500}):
                 raise Boom()
+        self.assertEqual(await self.limits(), [10, 1000])
+
+    async def test_an_actual_of_another_form_than_the_estimate_refunds_the_estimate(self) -> None:
+        with self.assertRaises(InvalidInputError) as caught:
+            async with asettle(self.client, "llm", self.key, 2) as s:
+                s.actual = {"requests": 1, "tokens": 5}
+        self.assertEqual(caught.exception.field, "actual")
         self.assertEqual(await self.limits(), [10, 1000])
 
 

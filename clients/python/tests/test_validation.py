@@ -3,7 +3,11 @@ bad input is given to the client (through a proxy that counts what reaches the s
 then sent raw to the real server, and the client's message is compared with the problem's detail."""
 from __future__ import annotations
 
+import enum
+import numbers
 import unittest
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from edge_limiter import AsyncPermitClient, InvalidInputError, PermitClient
@@ -79,6 +83,26 @@ IDEMPOTENCY_KEYS: List[Tuple[str, str]] = [
     ("a tab", "a\tb"),
     ("a character beyond ASCII", "caf\u00e9"),
 ]
+
+
+class Count(enum.IntEnum):
+    TWO = 2
+
+
+class Int64:
+    """An integer of another type, as numpy.int64 is: a registered numbers.Integral, not an int."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __index__(self) -> int:
+        return self.n
+
+    def __int__(self) -> int:
+        return self.n
+
+
+numbers.Integral.register(Int64)
 
 
 class Validation(unittest.TestCase):
@@ -179,6 +203,70 @@ class Validation(unittest.TestCase):
                 self.assertEqual(client.take("api", pair + self.key).key, "\U0001F600" + self.key)
                 self.assertEqual(client.adjust("api", self.key, -(10**9)).remaining, 10)
                 self.assertEqual(counted.requests, 5)
+            finally:
+                client.close()
+
+
+    def test_a_policy_no_path_can_carry_is_refused_for_every_operation(self) -> None:
+        for op, call in (
+            ("take", lambda: self.client.take("a\ud800", self.key)),
+            ("acquire", lambda: self.client.acquire("\udfff", self.key)),
+            ("adjust", lambda: self.client.adjust("\ud800", self.key, -1)),
+            ("peek", lambda: self.client.peek("\ud800", self.key)),
+            ("reset", lambda: self.client.reset("x\udc00", self.key)),
+        ):
+            with self.subTest(op):
+                err = self.refusal(call)
+                self.assertEqual(err.field, "policy")
+                self.assertIn("well-formed Unicode", str(err))
+
+    def test_a_limit_name_is_shown_as_the_server_shows_it_at_most_40_characters(self) -> None:
+        # The server names a limit it does not know by its first 40 UTF-16 code units (key.ts costObject).
+        for name in ("x" * 60, "\U0001F600" * 25, "n" * 39 + "\U0001F600"):
+            with self.subTest(name=name[:8]):
+                body = {"policy": "llm", "key": self.key, "cost": {name: -1}, "maxWaitMs": 0}
+                problem = self.server_problem("/v1/permits", body)
+                err = self.refusal(lambda: self.client.take("llm", self.key, cost={name: -1}))
+                self.assertEqual(err.field, problem["field"])
+                self.assertEqual(str(err), f"invalid {problem['field']}: must be an integer of at least 0, got -1")
+                adjust = self.refusal(lambda: self.client.adjust("llm", self.key, {name: 0.5}))
+                self.assertEqual(adjust.field, self.server_problem("/v1/adjustments", {"policy": "llm", "key": self.key, "cost": {name: 0.5}})["field"])
+
+    def test_max_wait_ms_none_is_refused_as_the_server_refuses_null(self) -> None:
+        for call in (lambda: self.client.take("api", self.key, max_wait_ms=None), lambda: self.client.acquire("api", self.key, timeout_ms=None)):
+            err = self.refusal(call)
+            self.assertEqual((err.field, str(err)), ("maxWaitMs", "`maxWaitMs` must be an integer from 0 to 300000"))
+
+    def test_a_limit_name_that_is_not_a_string_is_refused(self) -> None:
+        for cost in ({1: 1}, {("tokens",): 1}, {None: 1}):
+            with self.subTest(cost=cost):
+                err = self.refusal(lambda: self.client.take("llm", self.key, cost=cost))
+                self.assertEqual(err.field, "cost")
+                self.assertIn("a limit's name must be a string", str(err))
+                self.assertEqual(self.refusal(lambda: self.client.adjust("llm", self.key, cost)).field, "cost")
+
+    def test_numbers_of_other_types_are_refused_when_not_integers(self) -> None:
+        for value, shown in ((Decimal("1.5"), "1.5"), (Fraction(1, 2), "0.5"), (Decimal("NaN"), "NaN"), (Decimal("-2"), "-2")):
+            with self.subTest(value=value):
+                self.assertEqual(str(self.refusal(lambda: self.client.take("api", self.key, cost=value))), f"invalid cost: must be an integer of at least 1, got {shown}")
+                err = self.refusal(lambda: self.client.take("llm", self.key, cost={"tokens": value}))
+                self.assertEqual(str(err), f"invalid cost.tokens: must be an integer of at least 0, got {shown}")
+        self.assertEqual(self.refusal(lambda: self.client.take("api", self.key, max_wait_ms=Decimal("0.5"))).field, "maxWaitMs")
+        self.assertEqual(self.refusal(lambda: self.client.adjust("api", self.key, Fraction(3, 2))).field, "cost")
+
+    def test_integral_numbers_of_other_types_are_sent_as_integers(self) -> None:
+        with Proxy(URL) as counted:
+            client: Any = PermitClient(counted.url, TOKEN) if self.kind == "sync" else SyncFace(AsyncPermitClient(counted.url, TOKEN))
+            try:
+                self.assertEqual(client.take("api", self.key, cost=Decimal(2)).remaining, 8)
+                self.assertEqual(client.take("api", self.key, cost=Fraction(4, 2), max_wait_ms=Decimal("1E+3")).remaining, 6)
+                self.assertEqual(client.take("api", self.key, cost=Count.TWO, max_wait_ms=Int64(0)).remaining, 4)
+                self.assertEqual(client.take("api", self.key, cost=Int64(1)).remaining, 3)
+                self.assertEqual(client.adjust("api", self.key, Int64(-3)).remaining, 6)
+                self.assertEqual(client.acquire("api", self.key, cost=Decimal(1), timeout_ms=Decimal(400_000)).remaining, 5)
+                d = client.take("llm", self.key, cost={"requests": Int64(1), "tokens": Decimal("250")})
+                self.assertEqual([l.remaining for l in d.limits], [9, 750])
+                self.assertEqual(counted.requests, 7)
             finally:
                 client.close()
 

@@ -5,7 +5,7 @@
     permits = PermitClient("https://limits.internal", token=os.environ["PERMIT_TOKEN"])
     permits.acquire("openai", "org-42", timeout_ms=20_000)  # AcquireTimeoutError if it cannot
 
-Standard library only; :class:`PermitClient` is synchronous (http.client, thread-safe),
+Standard library only; :class:`PermitClient` is synchronous (sockets, thread-safe),
 :class:`AsyncPermitClient` runs on asyncio streams.
 """
 from ._core import __version__
@@ -18,6 +18,7 @@ from .errors import (
     IdempotencyKeyReusedError,
     InvalidInputError,
     InvalidRequestError,
+    MalformedAnswerError,
     PermitError,
     RedirectError,
     StoreUnavailableError,
@@ -40,6 +41,7 @@ __all__ = [
     "LimitBody",
     "LimitDecision",
     "MAX_KEY_BYTES",
+    "MalformedAnswerError",
     "MAX_PERMIT_WAIT_MS",
     "PermitClient",
     "PermitError",

@@ -1,13 +1,17 @@
-"""The asyncio client: HTTP/1.1 over ``asyncio.open_connection`` (TLS through ``ssl`` for https), so it
-never blocks the event loop and needs no thread; waits are ``asyncio.sleep``."""
+"""The asyncio client: HTTP/1.1 over ``asyncio.open_connection`` (TLS through ``ssl`` for https); it never
+blocks the event loop. Its waits are ``asyncio.sleep``; the one thing it leaves to another thread is what
+asyncio does there for any client: looking up a host name (``loop.getaddrinfo``, on the loop's default
+executor; an IP address needs no lookup)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
+import weakref
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from . import _core
-from .errors import PermitError
+from . import _core, _http
+from .errors import MalformedAnswerError, PermitError
 from .types import Cost, Decision
 
 if TYPE_CHECKING:
@@ -15,25 +19,21 @@ if TYPE_CHECKING:
 
     from .settle import Settlement
 
-#: The largest answer head and body read (the server's are a few hundred bytes).
-_MAX_HEAD = 64 * 1024
-_MAX_BODY = 1024 * 1024
-
-
-class _ProtocolError(Exception):
-    """The bytes that came back were not an HTTP/1.1 answer this client reads."""
+_MAX_HEAD = _http.MAX_HEAD
+_MAX_BODY = _http.MAX_BODY
 
 
 class _Connection:
-    __slots__ = ("reader", "writer", "loop")
+    __slots__ = ("reader", "writer", "loop", "pid")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, loop: asyncio.AbstractEventLoop) -> None:
         self.reader = reader
         self.writer = writer
         self.loop = loop
+        self.pid = os.getpid()
 
     def usable(self, loop: asyncio.AbstractEventLoop) -> bool:
-        return self.loop is loop and not self.reader.at_eof() and not self.writer.is_closing()
+        return self.pid == os.getpid() and self.loop is loop and not self.reader.at_eof() and not self.writer.is_closing()
 
     def abort(self) -> None:
         try:
@@ -46,7 +46,11 @@ class AsyncPermitClient:
     """The permit endpoint's client for asyncio; the same operations and rules as :class:`PermitClient`.
 
     ``async with AsyncPermitClient(url, token) as permits: await permits.acquire("openai", "org-42")``.
-    Connections are kept alive per event loop; ``aclose()`` closes the idle ones.
+    Connections are kept alive per event loop; ``aclose()`` closes the idle ones. For https without
+    ``ssl_context``, the system's default context (loading the CA bundle takes tens of ms) is built once
+    and shared by every connection: in the constructor when no event loop runs there, else at the first
+    connection on the loop's default executor, so never on a running loop.
+    After ``os.fork()`` a child opens its own connections and leaves the parent's alone.
     """
 
     def __init__(
@@ -61,8 +65,13 @@ class AsyncPermitClient:
         ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         self._options = _core.Options.of(url, token, timeout_ms, retries, max_retry_delay_ms, idempotency)
+        if ssl_context is None and self._options.origin.scheme == "https" and not _loop_running():
+            ssl_context = ssl.create_default_context()
         self._ssl = ssl_context
+        #: The default context being built for a client made on a running loop (and that loop).
+        self._ssl_building: Optional["asyncio.Future[ssl.SSLContext]"] = None
         self._idle: List[_Connection] = []
+        _CLIENTS.add(self)
 
     @property
     def url(self) -> str:
@@ -103,6 +112,9 @@ class AsyncPermitClient:
         idle, self._idle = self._idle, []
         loop = asyncio.get_running_loop()
         for conn in idle:
+            if conn.pid != os.getpid():
+                _orphan(conn)
+                continue
             if conn.loop is not loop:
                 conn.abort()
                 continue
@@ -132,8 +144,7 @@ class AsyncPermitClient:
         attempt = 0
         while True:
             try:
-                status, headers, body = await self._attempt(request)
-                return _core.outcome(request, status, headers, body)
+                return await self._attempt(request)
             except PermitError as error:
                 delay = _core.retry_delay(error, request, attempt, self._options)
                 if delay is None:
@@ -141,8 +152,10 @@ class AsyncPermitClient:
             await asyncio.sleep(delay)
             attempt += 1
 
-    async def _attempt(self, request: _core.Request) -> Tuple[int, Dict[str, str], bytes]:
+    async def _attempt(self, request: _core.Request) -> Optional[Decision]:
         loop = asyncio.get_running_loop()
+        if self._ssl is None and self._options.origin.scheme == "https":
+            await self._default_context(loop)  # once per client, before the attempt's clock starts
         timeout_ms = self._options.timeout_ms
         holder: List[_Connection] = []
         try:
@@ -151,7 +164,7 @@ class AsyncPermitClient:
             for conn in holder:
                 conn.abort()
             raise _core.network_error(error, True, timeout_ms) from error
-        except (OSError, EOFError, asyncio.LimitOverrunError, _ProtocolError, ValueError) as error:
+        except (OSError, EOFError, asyncio.LimitOverrunError, _http.ProtocolError, ValueError) as error:
             for conn in holder:
                 conn.abort()
             raise _core.network_error(error, False, timeout_ms) from error
@@ -161,17 +174,22 @@ class AsyncPermitClient:
                 conn.abort()
             raise
         conn = holder[0]
-        if keep and conn.usable(loop):
-            self._idle.append(conn)
-        else:
-            conn.writer.close()
-        return status, headers, body
+        try:
+            return _core.outcome(request, status, headers, body)
+        except MalformedAnswerError:
+            keep = False  # whatever follows on this connection is not to be trusted either
+            raise
+        finally:
+            # Reused only when nothing is left unread after the answer (stray bytes would be the next one's).
+            if keep and conn.usable(loop) and not getattr(conn.reader, "_buffer", b""):
+                self._idle.append(conn)
+            else:
+                conn.writer.close()
 
     async def _exchange(self, loop: asyncio.AbstractEventLoop, request: _core.Request, holder: List[_Connection]) -> Tuple[int, Dict[str, str], bytes, bool]:
         conn = await self._checkout(loop)
         holder.append(conn)
-        head = f"{request.method} {request.path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in request.headers.items()) + "\r\n"
-        conn.writer.write(head.encode("latin-1") + (request.body or b""))
+        conn.writer.write(_http.request_bytes(request))
         await conn.writer.drain()
         return await _read_response(conn.reader, request.method)
 
@@ -180,70 +198,101 @@ class AsyncPermitClient:
             conn = self._idle.pop()
             if conn.usable(loop):
                 return conn
-            conn.abort()
+            if conn.pid != os.getpid():
+                _orphan(conn)
+            else:
+                conn.abort()
         origin = self._options.origin
         if origin.scheme == "https":
-            context = self._ssl or ssl.create_default_context()
+            context = self._ssl or await self._default_context(loop)
             reader, writer = await asyncio.open_connection(origin.host, origin.port, ssl=context, server_hostname=origin.host, limit=_MAX_HEAD)
         else:
             reader, writer = await asyncio.open_connection(origin.host, origin.port, limit=_MAX_HEAD)
         return _Connection(reader, writer, loop)
 
+    async def _default_context(self, loop: asyncio.AbstractEventLoop) -> ssl.SSLContext:
+        """The system's default context, built once on the loop's default executor (concurrent first
+        connections wait for the same one)."""
+        building = self._ssl_building
+        if building is None or building.get_loop() is not loop or (building.done() and (building.cancelled() or building.exception() is not None)):
+            building = self._ssl_building = loop.run_in_executor(None, ssl.create_default_context)
+        context = await asyncio.shield(building)
+        self._ssl = context
+        return context
+
+    def _after_fork_in_child(self) -> None:
+        self._ssl_building = None
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            _orphan(conn)
+
 
 async def _read_response(reader: asyncio.StreamReader, method: str) -> Tuple[int, Dict[str, str], bytes, bool]:
-    """One HTTP/1.1 answer: status, headers (lower-case names), body, and whether the connection may be reused."""
+    """One HTTP/1.1 answer: status, headers (lower-case names), body, and whether the connection may be
+    reused. Interim answers (1xx: 100 Continue, 103 Early Hints) are read past."""
     while True:
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise _ProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
-        version, status = parts[0], int(parts[1])
-        headers: Dict[str, str] = {}
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise _ProtocolError(f"not a header line: {line[:80]!r}")
-            name, value = name.strip().lower(), value.strip()
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        if not 100 <= status < 200:
-            break  # an interim answer (1xx) is followed by the real one
-    connection = {t.strip() for t in headers.get("connection", "").lower().split(",")}
-    keep = version == "HTTP/1.1" and "close" not in connection
-    if method == "HEAD" or status in (204, 304):
-        return status, headers, b"", keep
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return status, headers, await _read_chunked(reader), keep
-    if "content-length" in headers:
-        length = int(headers["content-length"])
-        if not 0 <= length <= _MAX_BODY:
-            raise _ProtocolError(f"Content-Length {length} is out of range")
-        return status, headers, await reader.readexactly(length), keep
-    # Neither: the body runs to the end of the connection.
+        head = _http.parse_head(await reader.readuntil(b"\r\n\r\n"))
+        if not head.interim:
+            break
+    how, length = _http.framing(head, method)
+    if how == "none":
+        return head.status, head.headers, b"", head.keep_alive
+    if how == "length":
+        return head.status, head.headers, await reader.readexactly(length), head.keep_alive
+    if how == "chunked":
+        return head.status, head.headers, await _read_chunked(reader), head.keep_alive
+    # The body runs to the end of the connection.
     body = await reader.read(_MAX_BODY + 1)
     while body and len(body) <= _MAX_BODY:
         more = await reader.read(_MAX_BODY + 1 - len(body))
         if not more:
             break
         body += more
-    if len(body) > _MAX_BODY:
-        raise _ProtocolError("the body is too large")
-    return status, headers, body, False
+    _http.check_body_size(len(body))
+    return head.status, head.headers, body, False
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     body = b""
     while True:
-        size_line = (await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip()
-        size = int(size_line, 16)
+        size = _http.chunk_size(await reader.readuntil(b"\r\n"))
         if size == 0:
             while (await reader.readuntil(b"\r\n")) != b"\r\n":
                 pass  # trailers
             return body
-        if len(body) + size > _MAX_BODY:
-            raise _ProtocolError("the body is too large")
+        _http.check_body_size(len(body) + size)
         body += await reader.readexactly(size)
         if await reader.readexactly(2) != b"\r\n":
-            raise _ProtocolError("a chunk is not followed by CRLF")
+            raise _http.ProtocolError("a chunk is not followed by CRLF")
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+#: Connections a forked child inherited. They are the parent's: the child never writes, reads, closes
+#: or unregisters them (its copy of the parent's event loop shares the parent's epoll instance, so even
+#: an abort there would stop the parent's loop watching the socket). Kept referenced here so that no
+#: finalizer does either.
+_INHERITED: List[_Connection] = []
+
+
+def _orphan(conn: _Connection) -> None:
+    _INHERITED.append(conn)
+
+
+#: Every client of this process, for the fork hook (weakly: a client that is gone is not kept).
+_CLIENTS: "weakref.WeakSet[AsyncPermitClient]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,16 +1,19 @@
-"""The synchronous client, on http.client. Thread-safe: threads share its pool of keep-alive connections."""
+"""The synchronous client: HTTP/1.1 over ``socket`` (TLS through ``ssl`` for https). Thread-safe: threads
+share its pool of keep-alive connections. Each attempt runs to a deadline: name resolution, connecting,
+the TLS handshake, sending and the whole answer together take at most ``timeout_ms``."""
 from __future__ import annotations
 
-import http.client
+import os
 import select
 import socket
 import ssl
 import threading
 import time
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+import weakref
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _core
-from .errors import PermitError
+from . import _core, _http
+from .errors import MalformedAnswerError, PermitError
 from .types import Cost, Decision
 
 if TYPE_CHECKING:
@@ -28,6 +31,10 @@ class PermitClient:
     ``max_retry_delay_ms``); a call that got no answer is retried (after 100 ms, 200 ms, ...) when it
     carries an Idempotency-Key, which every take, acquire and adjust does unless ``idempotency=False``:
     the server applies a key once. At most ``retries`` retries. Redirects are never followed.
+
+    For https without ``ssl_context``, the system's default context is built once, at the first
+    connection, and reused. After ``os.fork()`` a child opens its own connections: the parent's are
+    never shared.
     """
 
     def __init__(
@@ -43,8 +50,10 @@ class PermitClient:
     ) -> None:
         self._options = _core.Options.of(url, token, timeout_ms, retries, max_retry_delay_ms, idempotency)
         self._ssl = ssl_context
+        self._ssl_lock = threading.Lock()
         self._lock = threading.Lock()
-        self._idle: List[http.client.HTTPConnection] = []
+        self._idle: List[_Connection] = []
+        _CLIENTS.add(self)
 
     @property
     def url(self) -> str:
@@ -61,7 +70,8 @@ class PermitClient:
     def acquire(self, policy: str, key: str, *, cost: Cost = 1, timeout_ms: int = 30_000, idempotency_key: Optional[str] = None) -> Decision:
         """Reserves a permit in one request (a wait of up to ``timeout_ms``, at most 300000), then sleeps
         until it is due: no polling. Raises AcquireTimeoutError, consuming nothing, when no permit can be
-        had within that time."""
+        had within that time (and MalformedAnswerError, sleeping nothing, for an answer whose wait is
+        longer than the one asked for)."""
         wait = _core.acquire_wait_ms(timeout_ms)
         decision = _core.acquired(self.take(policy, key, cost=cost, max_wait_ms=wait, idempotency_key=idempotency_key), wait)
         if decision.wait_ms > 0:
@@ -114,8 +124,7 @@ class PermitClient:
         attempt = 0
         while True:
             try:
-                status, headers, body = self._attempt(request)
-                return _core.outcome(request, status, headers, body)
+                return self._attempt(request)
             except PermitError as error:
                 delay = _core.retry_delay(error, request, attempt, self._options)
                 if delay is None:
@@ -123,65 +132,256 @@ class PermitClient:
             time.sleep(delay)
             attempt += 1
 
-    def _attempt(self, request: _core.Request) -> Tuple[int, Dict[str, str], bytes]:
+    def _attempt(self, request: _core.Request) -> Optional[Decision]:
+        context = self._context()  # built before the attempt's clock starts: once per client
         timeout_ms = self._options.timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
-
-        def left() -> float:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("deadline passed")
-            return remaining
-
-        conn: Optional[http.client.HTTPConnection] = None
+        conn: Optional[_Connection] = None
         try:
-            conn = self._checkout(left())
-            conn.request(request.method, request.path, body=request.body, headers=dict(request.headers))
-            # Each socket operation gets what is left of the call's time.
-            if conn.sock is not None:
-                conn.sock.settimeout(left())
-            response = conn.getresponse()
-            if conn.sock is not None:
-                conn.sock.settimeout(left())
-            body = response.read()
-            headers: Dict[str, str] = {}
-            for name, value in response.getheaders():
-                name = name.lower()
-                headers[name] = f"{headers[name]}, {value}" if name in headers else value
-            status = response.status
-        except (OSError, http.client.HTTPException) as error:
+            conn = self._checkout(deadline, context)
+            conn.send(_http.request_bytes(request), deadline)
+            status, headers, body, keep = conn.read_response(request.method, deadline)
+        except (OSError, EOFError, _http.ProtocolError) as error:
             if conn is not None:
                 conn.close()
-            raise _core.network_error(error, isinstance(error, (TimeoutError, socket.timeout)) or time.monotonic() >= deadline, timeout_ms) from error
-        if response.will_close or conn.sock is None:
-            conn.close()
-        else:
-            with self._lock:
-                self._idle.append(conn)
-        return status, headers, body
+            timed_out = isinstance(error, (TimeoutError, socket.timeout)) or time.monotonic() >= deadline
+            raise _core.network_error(error, timed_out, timeout_ms) from error
+        except BaseException:
+            # Interrupted mid-exchange: the connection's state is unknown.
+            if conn is not None:
+                conn.close()
+            raise
+        try:
+            return _core.outcome(request, status, headers, body)
+        except MalformedAnswerError:
+            keep = False  # whatever follows on this connection is not to be trusted either
+            raise
+        finally:
+            assert conn is not None
+            if keep and not conn.buffer:
+                with self._lock:
+                    self._idle.append(conn)
+            else:
+                conn.close()
 
-    def _checkout(self, timeout: float) -> http.client.HTTPConnection:
+    def _context(self) -> Optional[ssl.SSLContext]:
+        """The TLS context of an https client: the caller's, or the system's default, built once (loading
+        the CA bundle takes tens of ms) and shared by every connection."""
+        if self._options.origin.scheme != "https":
+            return None
+        if self._ssl is None:
+            with self._ssl_lock:
+                if self._ssl is None:
+                    self._ssl = ssl.create_default_context()
+        return self._ssl
+
+    def _checkout(self, deadline: float, context: Optional[ssl.SSLContext]) -> "_Connection":
         """An idle keep-alive connection the server has not closed, or a new one."""
+        pid = os.getpid()
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 break
-            if conn.sock is not None and not _dropped(conn.sock):
-                conn.sock.settimeout(timeout)
+            if conn.pid == pid and not conn.buffer and not _dropped(conn.sock):
                 return conn
-            conn.close()
+            conn.close()  # closes this process's descriptor only: a parent's connection is not shut down
         origin = self._options.origin
-        if origin.scheme == "https":
-            context = self._ssl or ssl.create_default_context()
-            return http.client.HTTPSConnection(origin.host, origin.port, timeout=timeout, context=context)
-        return http.client.HTTPConnection(origin.host, origin.port, timeout=timeout)
+        return _Connection(_connect(origin.host, origin.port, deadline, context), pid)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's idle connections are the parent's: a child that wrote on one would read the
+        # parent's answers (and the parent the child's). Locks held by another thread at the fork
+        # would never be released here.
+        self._lock = threading.Lock()
+        self._ssl_lock = threading.Lock()
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
-def _dropped(sock: object) -> bool:
+class _Connection:
+    """A socket, what was read from it beyond the last answer, and the process that opened it."""
+
+    __slots__ = ("sock", "buffer", "pid")
+
+    def __init__(self, sock: socket.socket, pid: int) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.pid = pid
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            self.sock.settimeout(_left(deadline))
+            sent = self.sock.send(view)
+            view = view[sent:]
+
+    def _fill(self, deadline: float) -> None:
+        self.sock.settimeout(_left(deadline))
+        data = self.sock.recv(65536)
+        if not data:
+            raise EOFError("the server closed the connection before its whole answer came")
+        self.buffer += data
+
+    def _until(self, separator: bytes, limit: int, deadline: float) -> bytes:
+        start = 0
+        while True:
+            at = self.buffer.find(separator, start)
+            if at >= 0:
+                end = at + len(separator)
+                out = bytes(self.buffer[:end])
+                del self.buffer[:end]
+                return out
+            if len(self.buffer) > limit:
+                raise _http.ProtocolError(f"no line end within {limit} bytes")
+            start = max(0, len(self.buffer) - len(separator) + 1)
+            self._fill(deadline)
+
+    def _exactly(self, n: int, deadline: float) -> bytes:
+        while len(self.buffer) < n:
+            self._fill(deadline)
+        out = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return out
+
+    def _to_end(self, deadline: float) -> bytes:
+        _http.check_body_size(len(self.buffer))
+        while True:
+            try:
+                self._fill(deadline)
+            except EOFError:
+                break
+            _http.check_body_size(len(self.buffer))
+        out = bytes(self.buffer)
+        self.buffer.clear()
+        return out
+
+    def read_response(self, method: str, deadline: float) -> Tuple[int, Dict[str, str], bytes, bool]:
+        """One HTTP/1.1 answer: status, headers (lower-case names), body, and whether the connection may
+        be reused. Interim answers (1xx: 100 Continue, 103 Early Hints) are read past."""
+        while True:
+            head = _http.parse_head(self._until(b"\r\n\r\n", _http.MAX_HEAD, deadline))
+            if not head.interim:
+                break
+        how, length = _http.framing(head, method)
+        if how == "none":
+            return head.status, head.headers, b"", head.keep_alive
+        if how == "length":
+            return head.status, head.headers, self._exactly(length, deadline), head.keep_alive
+        if how == "chunked":
+            body = bytearray()
+            while True:
+                size = _http.chunk_size(self._until(b"\r\n", _http.MAX_CHUNK_LINE, deadline))
+                if size == 0:
+                    while self._until(b"\r\n", _http.MAX_HEAD, deadline) != b"\r\n":
+                        pass  # trailers
+                    return head.status, head.headers, bytes(body), head.keep_alive
+                _http.check_body_size(len(body) + size)
+                body += self._exactly(size, deadline)
+                if self._exactly(2, deadline) != b"\r\n":
+                    raise _http.ProtocolError("a chunk is not followed by CRLF")
+        # The body runs to the end of the connection.
+        return head.status, head.headers, self._to_end(deadline), False
+
+
+def _left(deadline: float) -> float:
+    """What is left of an attempt's time, or socket.timeout once nothing is."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise socket.timeout("timed out")
+    return remaining
+
+
+def _connect(host: str, port: int, deadline: float, context: Optional[ssl.SSLContext]) -> socket.socket:
+    """A connection to the first address of ``host`` that answers (and its TLS handshake), by the deadline."""
+    error: Optional[OSError] = None
+    for family, kind, proto, _, address in _resolve(host, port, deadline):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(_left(deadline))
+            sock.connect(address)
+        except OSError as e:
+            sock.close()
+            if isinstance(e, (TimeoutError, socket.timeout)):
+                raise
+            error = e
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is None:
+                return sock
+            # The handshake, however many reads it takes, is bounded by this one timeout.
+            sock.settimeout(_left(deadline))
+            return context.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+    raise error or OSError(f"{host} has no address")
+
+
+def _resolve(host: str, port: int, deadline: float) -> Sequence[Tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]]:
+    """``getaddrinfo``, bounded by the deadline. An IP address needs no lookup; a host name is looked up
+    on a short-lived daemon thread (the lookup itself cannot be interrupted: past the deadline it is
+    left to finish on its own, and the attempt fails as timed out)."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass  # a name, not an address
+    answer: List[Any] = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            answer.append(e)
+        except Exception as e:  # UnicodeError (IDNA) and the like: the name cannot be looked up
+            answer.append(OSError(f"cannot look up {host!r}: {e}"))
+        finally:
+            done.set()
+
+    threading.Thread(target=lookup, name="edge-limiter-resolve", daemon=True).start()
+    if not done.wait(_left(deadline)):
+        raise socket.timeout(f"looking up {host} took longer than the timeout")
+    result = answer[0]
+    if isinstance(result, OSError):
+        raise result
+    return result  # type: ignore[no-any-return]
+
+
+def _dropped(sock: socket.socket) -> bool:
     """Whether an idle connection was closed by the server (readable while idle: its FIN, or stray bytes)."""
     try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        if hasattr(select, "poll"):  # select() cannot watch a descriptor above 1023
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
         readable, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+#: Every client of this process, for the fork hook (weakly: a client that is gone is not kept).
+_CLIENTS: "weakref.WeakSet[PermitClient]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -18,7 +18,8 @@ class InvalidInputError(EdgeLimiterError, ValueError):
     Raised before anything is sent; ``str(err)`` is the text the server's problem ``detail`` would
     have (see the README for the two that name the policy's capacity). ``field`` names the argument
     as the server does: ``key``, ``cost``, ``cost.tokens``, ``maxWaitMs``, ``policy``,
-    ``Idempotency-Key``. Also a ``ValueError``.
+    ``Idempotency-Key``; ``actual`` (or ``actual.<limit>``) for a settlement's actual cost. Also a
+    ``ValueError``.
     """
 
     code = "invalid_input"
@@ -45,7 +46,7 @@ class PermitError(EdgeLimiterError):
     Either the server answered with a status other than 200/429 (``status`` and ``problem``, its
     RFC 9457 body; code ``permit_http_<status>``), or no answer came (``status`` 0; code
     ``permit_network_error`` or ``permit_timeout``, the underlying error as ``__cause__``).
-    Subclasses name the common problems.
+    Subclasses name the common problems; :class:`MalformedAnswerError` an answer that cannot be trusted.
     """
 
     def __init__(
@@ -106,6 +107,17 @@ class StoreUnavailableError(PermitError):
 
     Raised only once the client's retries (each after the server's Retry-After) are used up.
     """
+
+
+class MalformedAnswerError(PermitError):
+    """The server's answer is not one this request can have: not a decision (or a field of it missing or
+    of the wrong type) where one was due, a decision for another policy or key than the request's (a
+    connection whose answers got crossed), or a wait longer than the request allowed. The server (or
+    something between it and the client) misbehaves; nothing is slept on, and the call is not retried.
+    ``status`` is the answer's; code ``permit_malformed_answer``."""
+
+    def __init__(self, status: int, what: str, retry_after: Optional[str] = None) -> None:
+        super().__init__(status, None, message=f"permit API answered {status}: malformed answer: {what}", code="permit_malformed_answer", retry_after=retry_after)
 
 
 class RedirectError(PermitError):
