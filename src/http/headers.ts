@@ -1,6 +1,6 @@
 // The one place rate-limit response headers are made, shared by the middleware, the gateway and the
 // permit endpoint. Fields of draft-ietf-httpapi-ratelimit-headers-11 plus the legacy X-RateLimit-* trio.
-import type { Decision } from '../core/decision.js';
+import type { Decision, LimitDecision } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 
 const seconds = (ms: number) => Math.ceil(ms / 1000);
@@ -26,17 +26,17 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  */
 export function rateLimitHeaders(configured: ResolvedPolicy, decision: Decision, legacy = true): Record<string, string> {
   const policy = decision.reason === 'local' && configured.local ? configured.local : configured;
-  const { limits } = policy;
-  const several = limits.length > 1;
-  const nameOf = (i: number) => (several ? `${policy.name}.${limits[i]!.name}` : policy.name);
+  const several = policy.limits.length > 1;
+  // No closure here: this runs once per request (under tsx, whose keepNames wraps every closure in a
+  // __name() call, one closure cost ~1 µs per request in bench/middleware-ab.ts profiles).
   const h: Record<string, string> = {
-    'RateLimit-Policy': several ? limits.map((l, i) => `"${nameOf(i)}";q=${l.capacity};w=${l.windowSeconds}`).join(', ') : `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
+    'RateLimit-Policy': several ? severalPolicies(policy) : `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
   };
   const known = decision.remaining !== undefined && decision.resetAfterMs !== undefined;
   const reset = known ? String(seconds(decision.resetAfterMs!)) : '';
   if (known) {
     const per = decision.limits;
-    h.RateLimit = several && per ? per.map((d, i) => `"${nameOf(i)}";r=${d.remaining};t=${seconds(d.resetAfterMs)}`).join(', ') : `"${policy.name}";r=${decision.remaining};t=${reset}`;
+    h.RateLimit = several && per ? severalRemaining(policy, per) : `"${policy.name}";r=${decision.remaining};t=${reset}`;
   }
   if (legacy) {
     h['X-RateLimit-Limit'] = String(decision.limit);
@@ -50,14 +50,26 @@ export function rateLimitHeaders(configured: ResolvedPolicy, decision: Decision,
   return h;
 }
 
+/** `"<policy>.<limit>"`, the name of one limit of a policy with several in the headers. */
+const limitName = (policy: ResolvedPolicy, i: number) => `${policy.name}.${policy.limits[i]!.name}`;
+
+function severalPolicies(policy: ResolvedPolicy): string {
+  return policy.limits.map((l, i) => `"${limitName(policy, i)}";q=${l.capacity};w=${l.windowSeconds}`).join(', ');
+}
+
+function severalRemaining(policy: ResolvedPolicy, per: readonly LimitDecision[]): string {
+  return per.map((d, i) => `"${limitName(policy, i)}";r=${d.remaining};t=${seconds(d.resetAfterMs)}`).join(', ');
+}
+
 /** Sets the headers on a response, copying it first if its headers are immutable (e.g. a fetched response). */
 export function withHeaders(res: Response, headers: Record<string, string>): Response {
   try {
-    for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    const target = res.headers;
+    for (const k in headers) target.set(k, headers[k]!);
     return res;
   } catch {
     const copy = new Response(res.body, res);
-    for (const [k, v] of Object.entries(headers)) copy.headers.set(k, v);
+    for (const k in headers) copy.headers.set(k, headers[k]!);
     return copy;
   }
 }

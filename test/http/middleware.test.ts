@@ -1,6 +1,7 @@
 // The Hono middleware and key helpers (gateway mode is in gateway.test.ts).
-import { describe, expect, it } from 'vitest';
-import { Hono } from 'hono';
+import { describe, expect, it, vi } from 'vitest';
+import { Hono, type Handler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
 import { createLimiter, memoryStore, type Store } from '../../src/index.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { clientIp, headerKey, ipKey } from '../../src/http/key.js';
@@ -100,6 +101,80 @@ describe('rateLimit middleware', () => {
     const ok = await open.request('/', { headers: { 'x-api-key': 'k' } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('x-ratelimit-reason')).toBe('store_error');
+  });
+
+  // The headers are set on the handler's response after it returns (not by c.header() before next():
+  // Hono drops those when a handler returns a Response of its own, and a handler's later c.header()
+  // would override them). bench/middleware-ab.ts measured no speed difference between the two.
+  describe('the headers on whatever the handler returns', () => {
+    const gated = (handler: Handler) => {
+      const app = new Hono();
+      app.use('*', rateLimit({ limiter: createLimiter({ store: memoryStore(), policies }), policy: 'free', key: () => 'k' }));
+      app.get('/', handler);
+      return app;
+    };
+    const ours = (res: Response) => [res.headers.get('ratelimit'), res.headers.get('ratelimit-policy'), res.headers.get('x-ratelimit-limit')];
+
+    it('a Response the handler makes itself keeps its status, body and headers, and gets ours', async () => {
+      const res = await gated(() => new Response('raw', { status: 201, headers: { 'X-Own': '1', 'Content-Type': 'text/csv' } })).request('/');
+      expect(res.status).toBe(201);
+      expect(await res.text()).toBe('raw');
+      expect([res.headers.get('x-own'), res.headers.get('content-type')]).toEqual(['1', 'text/csv']);
+      expect(ours(res)).toEqual(['"free";r=1;t=1', '"free";q=2;w=2', '2']);
+    });
+
+    it('a Response with immutable headers (fetch(), Response.redirect()) is copied with ours added', async () => {
+      const res = await gated(() => Response.redirect('https://example.com/next', 302)).request('/');
+      expect(res.status).toBe(302);
+      expect(res.headers.get('location')).toBe('https://example.com/next');
+      expect(ours(res)).toEqual(['"free";r=1;t=1', '"free";q=2;w=2', '2']);
+    });
+
+    it("the limiter's fields are its own: a handler's RateLimit header of the same name is replaced, others stay", async () => {
+      const viaContext = await gated((c) => {
+        c.header('RateLimit', '"handler";r=0;t=9');
+        c.header('X-Own', '1');
+        return c.text('ok');
+      }).request('/');
+      expect(viaContext.headers.get('ratelimit')).toBe('"free";r=1;t=1');
+      expect(viaContext.headers.get('x-own')).toBe('1');
+      const viaJson = await gated((c) => c.json({}, 200, { 'RateLimit-Policy': '"handler";q=1;w=1' })).request('/');
+      expect(viaJson.headers.get('ratelimit-policy')).toBe('"free";q=2;w=2');
+    });
+
+    it("an error the handler throws still answers with the headers (Hono's error response)", async () => {
+      const quiet = vi.spyOn(console, 'error').mockImplementation(() => {}); // Hono logs the error
+      let plain: Response;
+      try {
+        plain = await gated(() => {
+          throw new Error('boom');
+        }).request('/');
+      } finally {
+        quiet.mockRestore();
+      }
+      expect(plain.status).toBe(500);
+      expect(ours(plain)).toEqual(['"free";r=1;t=1', '"free";q=2;w=2', '2']);
+      const own = await gated(() => {
+        throw new HTTPException(418, { res: new Response('teapot', { status: 418, headers: { 'X-Own': '1' } }) });
+      }).request('/');
+      expect(own.status).toBe(418);
+      expect(own.headers.get('x-own')).toBe('1');
+      expect(ours(own)).toEqual(['"free";r=1;t=1', '"free";q=2;w=2', '2']);
+    });
+
+    it('two limiters on one route: the outer one sets its headers last, so they are the ones sent', async () => {
+      const limiter = createLimiter({ store: memoryStore(), policies });
+      const app = new Hono();
+      app.use('*', rateLimit({ limiter, policy: 'premium', key: () => 'k' }));
+      app.use('*', rateLimit({ limiter, policy: 'free', key: () => 'k' }));
+      app.get('/', (c) => c.text('ok'));
+      const res = await app.request('/');
+      expect(res.headers.get('ratelimit-policy')).toBe('"premium";q=5;w=5');
+      expect(res.headers.get('ratelimit')).toBe('"premium";r=4;t=1');
+      // Both were charged; the inner one refuses on its own.
+      await app.request('/');
+      expect((await app.request('/')).status).toBe(429);
+    });
   });
 
   it('misconfiguration throws when the middleware is created', () => {
