@@ -96,7 +96,7 @@ afterAll(async () => {
 });
 
 describe('the Python client against the real server', () => {
-  for (const module of ['test_validation', 'test_operations', 'test_hostile', 'test_retry', 'test_redirect', 'test_settle', 'test_package']) {
+  for (const module of ['test_validation', 'test_operations', 'test_hostile', 'test_retry', 'test_redirect', 'test_settle', 'test_wire', 'test_package']) {
     it(`python -m unittest tests.${module}`, async () => {
       await unittest(module);
     });

@@ -279,7 +279,7 @@ class Contract(unittest.TestCase):
         untrusting = self.make(tls.url, retries=0)
         with self.assertRaises(PermitError) as caught:
             untrusting.take("api", self.key)
-        self.assertEqual(caught.exception.code, "permit_network_error")
+        self.assertEqual(caught.exception.code, "permit_tls_error")  # its own code: not retried
         self.assertIsInstance(caught.exception.__cause__, ssl.SSLCertVerificationError)
         self.assertEqual(front.requests, 2)
 

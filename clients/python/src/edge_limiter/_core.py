@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import ssl
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
@@ -203,6 +204,8 @@ def outcome(request: Request, status: int, headers: Mapping[str, str], body: byt
     elif 200 <= status < 300:
         raise MalformedAnswerError(status, "the body is not a decision (a JSON object with `allowed`)")
     if 300 <= status < 400:
+        if headers.get("location") is None:  # e.g. a 304 Not Modified: no redirect, and no answer to this request
+            raise MalformedAnswerError(status, "a 3xx answer without a Location (not a redirect)", headers.get("retry-after"))
         raise RedirectError(status, headers.get("location"))
     problem = parsed if isinstance(parsed, dict) else None
     raise error_for(status, problem, headers.get("retry-after"))
@@ -305,9 +308,19 @@ class ProtocolError(Exception):
 
 
 def network_error(error: BaseException, timed_out: bool, timeout_ms: int) -> PermitError:
-    """No answer the client can read: status 0, retried as a lost answer is."""
+    """No answer the client can read: status 0, retried as a lost answer is (but for a TLS certificate that
+    could not be verified: code ``permit_tls_error``, not retried)."""
     if timed_out:
         return PermitError(0, None, message=f"permit API did not answer within {timeout_ms} ms", code="permit_timeout")
+    if isinstance(error, ssl.SSLCertVerificationError):
+        # Not a network error: a retry meets the same certificate. Not retried.
+        return PermitError(
+            0,
+            None,
+            message=f"permit API's TLS certificate could not be verified: {error.verify_message or error}; "
+            "pass ssl_context= a context that trusts its CA (or use the host name the certificate is for)",
+            code="permit_tls_error",
+        )
     if isinstance(error, ProtocolError):
         return PermitError(0, None, message=f"permit API's answer could not be read: {error}", code="permit_network_error")
     return PermitError(0, None, message=f"permit API unreachable: {error.__class__.__name__}: {error}", code="permit_network_error")
@@ -320,7 +333,7 @@ def retry_delay(error: PermitError, request: Request, attempt: int, options: Opt
     new request (it carries an Idempotency-Key, or is a GET). A 503 (nothing consumed): after the
     server's Retry-After, at most max_retry_delay_ms. Nothing else is retried.
     """
-    if attempt >= options.retries:
+    if attempt >= options.retries or isinstance(error, MalformedAnswerError) or error.code == "permit_tls_error":
         return None
     if error.status == 0:
         if request.idempotency_key is None and request.method != "GET":

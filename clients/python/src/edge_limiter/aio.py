@@ -231,16 +231,17 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> Tuple[int
     """One HTTP/1.1 answer: status, headers (lower-case names), body, and whether the connection may be
     reused. Interim answers (1xx: 100 Continue, 103 Early Hints) are read past."""
     while True:
-        head = _http.parse_head(await reader.readuntil(b"\r\n\r\n"))
+        head = _http.parse_head(await _until(reader, b"\r\n\r\n", _MAX_HEAD, "the answer's head"))
         if not head.interim:
             break
-    how, length = _http.framing(head, method)
+    how, length, reusable = _http.framing(head, method)
+    keep = head.keep_alive and reusable
     if how == "none":
-        return head.status, head.headers, b"", head.keep_alive
+        return head.status, head.headers, b"", keep
     if how == "length":
-        return head.status, head.headers, await reader.readexactly(length), head.keep_alive
+        return head.status, head.headers, await reader.readexactly(length), keep
     if how == "chunked":
-        return head.status, head.headers, await _read_chunked(reader), head.keep_alive
+        return head.status, head.headers, await _read_chunked(reader), keep
     # The body runs to the end of the connection.
     body = await reader.read(_MAX_BODY + 1)
     while body and len(body) <= _MAX_BODY:
@@ -255,15 +256,30 @@ async def _read_response(reader: asyncio.StreamReader, method: str) -> Tuple[int
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
     body = b""
     while True:
-        size = _http.chunk_size(await reader.readuntil(b"\r\n"))
+        size = _http.chunk_size(await _until(reader, b"\r\n", _http.MAX_CHUNK_LINE, "a chunk-size line"))
         if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                pass  # trailers
-            return body
+            trailers = 0  # the trailer section, with the blank line that ends it: MAX_HEAD in all
+            while True:
+                line = await _until(reader, b"\r\n", _MAX_HEAD - trailers, "the trailer section")
+                trailers += len(line)
+                if line == b"\r\n":
+                    return body
         _http.check_body_size(len(body) + size)
         body += await reader.readexactly(size)
         if await reader.readexactly(2) != b"\r\n":
             raise _http.ProtocolError("a chunk is not followed by CRLF")
+
+
+async def _until(reader: asyncio.StreamReader, separator: bytes, limit: int, what: str) -> bytes:
+    """The bytes up to and with ``separator``: at most ``limit`` of them, as the sync client reads them
+    (the stream's own limit, MAX_HEAD, only bounds what it buffers)."""
+    try:
+        data = await reader.readuntil(separator)
+    except asyncio.LimitOverrunError:
+        raise _http.too_long(what, limit) from None
+    except asyncio.IncompleteReadError:
+        raise EOFError("the server closed the connection before its whole answer came") from None
+    return _http.check_line(data, what, limit)
 
 
 def _loop_running() -> bool:

@@ -10,7 +10,7 @@ import ssl
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core, _http
 from .errors import MalformedAnswerError, PermitError
@@ -230,17 +230,18 @@ class _Connection:
             raise EOFError("the server closed the connection before its whole answer came")
         self.buffer += data
 
-    def _until(self, separator: bytes, limit: int, deadline: float) -> bytes:
+    def _until(self, separator: bytes, limit: int, deadline: float, what: str) -> bytes:
+        """The bytes up to and with ``separator``: at most ``limit`` of them, however they arrived."""
         start = 0
         while True:
-            at = self.buffer.find(separator, start)
+            at = self.buffer.find(separator, start, limit + 1)
             if at >= 0:
                 end = at + len(separator)
-                out = bytes(self.buffer[:end])
+                out = _http.check_line(bytes(self.buffer[:end]), what, limit)
                 del self.buffer[:end]
                 return out
-            if len(self.buffer) > limit:
-                raise _http.ProtocolError(f"no line end within {limit} bytes")
+            if len(self.buffer) >= limit:
+                raise _http.too_long(what, limit)
             start = max(0, len(self.buffer) - len(separator) + 1)
             self._fill(deadline)
 
@@ -267,22 +268,27 @@ class _Connection:
         """One HTTP/1.1 answer: status, headers (lower-case names), body, and whether the connection may
         be reused. Interim answers (1xx: 100 Continue, 103 Early Hints) are read past."""
         while True:
-            head = _http.parse_head(self._until(b"\r\n\r\n", _http.MAX_HEAD, deadline))
+            head = _http.parse_head(self._until(b"\r\n\r\n", _http.MAX_HEAD, deadline, "the answer's head"))
             if not head.interim:
                 break
-        how, length = _http.framing(head, method)
+        how, length, reusable = _http.framing(head, method)
+        keep = head.keep_alive and reusable
         if how == "none":
-            return head.status, head.headers, b"", head.keep_alive
+            return head.status, head.headers, b"", keep
         if how == "length":
-            return head.status, head.headers, self._exactly(length, deadline), head.keep_alive
+            return head.status, head.headers, self._exactly(length, deadline), keep
         if how == "chunked":
             body = bytearray()
             while True:
-                size = _http.chunk_size(self._until(b"\r\n", _http.MAX_CHUNK_LINE, deadline))
+                size = _http.chunk_size(self._until(b"\r\n", _http.MAX_CHUNK_LINE, deadline, "a chunk-size line"))
                 if size == 0:
-                    while self._until(b"\r\n", _http.MAX_HEAD, deadline) != b"\r\n":
-                        pass  # trailers
-                    return head.status, head.headers, bytes(body), head.keep_alive
+                    trailers = 0  # the trailer section, with the blank line that ends it: MAX_HEAD in all
+                    while True:
+                        line = self._until(b"\r\n", _http.MAX_HEAD - trailers, deadline, "the trailer section")
+                        trailers += len(line)
+                        if line == b"\r\n":
+                            break
+                    return head.status, head.headers, bytes(body), keep
                 _http.check_body_size(len(body) + size)
                 body += self._exactly(size, deadline)
                 if self._exactly(2, deadline) != b"\r\n":
@@ -329,34 +335,74 @@ def _connect(host: str, port: int, deadline: float, context: Optional[ssl.SSLCon
     raise error or OSError(f"{host} has no address")
 
 
-def _resolve(host: str, port: int, deadline: float) -> Sequence[Tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]]:
+_AddrInfo = Sequence[Tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]]
+
+#: The most lookup threads this process runs at once, over every client and host. A lookup that hangs
+#: (a resolver that does not answer) holds its thread until the system gives up on it; calls meanwhile
+#: wait on the lookup in flight for their (host, port), and a lookup of another name past this bound
+#: fails at once (a network error, retried as one) rather than start yet another thread.
+MAX_LOOKUP_THREADS = 8
+
+
+class _Lookup:
+    """One ``getaddrinfo`` in flight, on its own daemon thread; every call that needs it waits on it."""
+
+    __slots__ = ("done", "result")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Union[_AddrInfo, OSError, None] = None
+
+
+_lookups: Dict[Tuple[str, int], _Lookup] = {}
+_lookups_lock = threading.Lock()
+
+
+def _resolve(host: str, port: int, deadline: float) -> _AddrInfo:
     """``getaddrinfo``, bounded by the deadline. An IP address needs no lookup; a host name is looked up
-    on a short-lived daemon thread (the lookup itself cannot be interrupted: past the deadline it is
-    left to finish on its own, and the attempt fails as timed out)."""
+    on a daemon thread, shared by every call that needs the same (host, port) while it runs, and at most
+    MAX_LOOKUP_THREADS of them at once (the lookup itself cannot be interrupted: past a call's deadline it
+    is left to finish on its own, and the call fails as timed out). Nothing is cached: a lookup that has
+    finished is not reused by the next call."""
     try:
         return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
     except socket.gaierror:
         pass  # a name, not an address
-    answer: List[Any] = []
-    done = threading.Event()
-
-    def lookup() -> None:
-        try:
-            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except OSError as e:
-            answer.append(e)
-        except Exception as e:  # UnicodeError (IDNA) and the like: the name cannot be looked up
-            answer.append(OSError(f"cannot look up {host!r}: {e}"))
-        finally:
-            done.set()
-
-    threading.Thread(target=lookup, name="edge-limiter-resolve", daemon=True).start()
-    if not done.wait(_left(deadline)):
+    name = (host, port)
+    with _lookups_lock:
+        lookup = _lookups.get(name)
+        if lookup is None:
+            if len(_lookups) >= MAX_LOOKUP_THREADS:
+                raise OSError(f"cannot look up {host!r}: {len(_lookups)} name lookups are in flight already (the resolver does not answer?)")
+            lookup = _lookups[name] = _Lookup()
+            try:
+                threading.Thread(target=_look_up, args=(host, port, lookup), name="edge-limiter-resolve", daemon=True).start()
+            except Exception as e:  # RuntimeError: the process's thread limit (a hanging resolver's pile-up)
+                del _lookups[name]
+                raise OSError(f"cannot start a thread to look up {host!r}: {e}") from e
+    if not lookup.done.wait(_left(deadline)):
         raise socket.timeout(f"looking up {host} took longer than the timeout")
-    result = answer[0]
+    result = lookup.result
     if isinstance(result, OSError):
         raise result
-    return result  # type: ignore[no-any-return]
+    assert result is not None
+    return result
+
+
+def _look_up(host: str, port: int, lookup: _Lookup) -> None:
+    try:
+        lookup.result = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        lookup.result = e
+    except Exception as e:  # UnicodeError (IDNA) and the like: the name cannot be looked up
+        lookup.result = OSError(f"cannot look up {host!r}: {e}")
+    finally:
+        with _lookups_lock:
+            if _lookups.get((host, port)) is lookup:
+                del _lookups[(host, port)]
+        if lookup.result is None:
+            lookup.result = OSError(f"cannot look up {host!r}")
+        lookup.done.set()
 
 
 def _dropped(sock: socket.socket) -> bool:
@@ -379,6 +425,10 @@ _CLIENTS: "weakref.WeakSet[PermitClient]" = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    # The lookups in flight at the fork run in the parent only: the child would wait on them for nothing.
+    global _lookups_lock
+    _lookups_lock = threading.Lock()
+    _lookups.clear()
     for client in list(_CLIENTS):
         client._after_fork_in_child()
 
