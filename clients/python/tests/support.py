@@ -11,6 +11,7 @@ import os
 import socket
 import ssl
 import threading
+import unittest
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -386,3 +387,32 @@ def make_client(kind: str, url: str = URL, **options: Any) -> Any:
     if kind == "sync":
         return PermitClient(url, options.pop("token", TOKEN), **options)
     return SyncFace(AsyncPermitClient(url, options.pop("token", TOKEN), **options))
+
+
+class RawServerCase(unittest.TestCase):
+    """A test case that closes the clients it makes and the raw servers it starts."""
+
+    kind = "sync"
+
+    def setUp(self) -> None:
+        self.clients: List[Any] = []
+        self.servers: List[Any] = []
+
+    def tearDown(self) -> None:
+        for c in self.clients:
+            try:
+                c.close()
+            except RuntimeError:  # an async client whose loop a stuck call still runs (a failed test)
+                pass
+        for s in self.servers:
+            s.close()
+
+    def make(self, url: str, **options: Any) -> Any:
+        client = make_client(self.kind, url, **options)
+        self.clients.append(client)
+        return client
+
+    def serve(self, handler: Callable[[socket.socket, str, bytes, int], Optional[str]]) -> RawServer:
+        server = RawServer(handler)
+        self.servers.append(server)
+        return server

@@ -25,11 +25,11 @@ from support import (
     URL,
     Proxy,
     RawServer,
+    RawServerCase,
     SyncFace,
     decision_json,
     echo_decision,
     http_answer,
-    make_client,
     tls_server_context,
     unique,
 )
@@ -59,31 +59,8 @@ def within(seconds: float, call: Callable[[], Any]) -> Any:
     return value
 
 
-class Hostile(unittest.TestCase):
+class Hostile(RawServerCase):
     kind = "sync"
-
-    def setUp(self) -> None:
-        self.clients: List[Any] = []
-        self.servers: List[Any] = []
-
-    def tearDown(self) -> None:
-        for c in self.clients:
-            try:
-                c.close()
-            except RuntimeError:  # an async client whose loop a stuck call still runs (a failed test)
-                pass
-        for s in self.servers:
-            s.close()
-
-    def make(self, url: str, **options: Any) -> Any:
-        client = make_client(self.kind, url, **options)
-        self.clients.append(client)
-        return client
-
-    def serve(self, handler: Callable[[socket.socket, str, bytes, int], Optional[str]]) -> RawServer:
-        server = RawServer(handler)
-        self.servers.append(server)
-        return server
 
     def malformed(self, call: Callable[[], Any]) -> MalformedAnswerError:
         with self.assertRaises(MalformedAnswerError) as caught:

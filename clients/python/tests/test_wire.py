@@ -17,37 +17,14 @@ from unittest import mock
 from edge_limiter import MalformedAnswerError, PermitClient, PermitError, RedirectError
 from edge_limiter import client as sync_client
 
-from support import TOKEN, RawServer, echo_decision, http_answer, make_client, tls_server_context
+from support import TOKEN, RawServer, RawServerCase, echo_decision, http_answer, tls_server_context
 from test_hostile import within
 
 _DECISION = b'{"allowed":true,"policy":"p","key":"k","limit":1,"remaining":0,"retryAfterMs":0,"resetAfterMs":1000,"waitMs":0}'
 
 
-class Wire(unittest.TestCase):
+class Wire(RawServerCase):
     kind = "sync"
-
-    def setUp(self) -> None:
-        self.clients: List[Any] = []
-        self.servers: List[Any] = []
-
-    def tearDown(self) -> None:
-        for c in self.clients:
-            try:
-                c.close()
-            except RuntimeError:
-                pass
-        for s in self.servers:
-            s.close()
-
-    def make(self, url: str, **options: Any) -> Any:
-        client = make_client(self.kind, url, **options)
-        self.clients.append(client)
-        return client
-
-    def serve(self, handler: Callable[[socket.socket, str, bytes, int], Optional[str]]) -> RawServer:
-        server = RawServer(handler)
-        self.servers.append(server)
-        return server
 
     def first_then_fine(self, first: Callable[[socket.socket, bytes], None]) -> RawServer:
         """A server whose first answer is ``first``'s bytes, and every later one a good decision."""
