@@ -18,6 +18,14 @@
 /** The Lua both scripts share (reading, charging and saving a bucket), so they cannot drift apart. */
 const SHARED = `local A = ARGV
 local format, ceil = string.format, math.ceil
+-- The clock in whole µs: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to
+-- read TIME once.
+local function clock()
+  local now = A[1]
+  if now ~= '' then return now + 0 end
+  local t = redis.call('TIME')
+  return t[1] * 1000000 + t[2]
+end
 -- The stored value v (false: no key) as numbers: the debts, then atUs, and how many there are (k;
 -- 0: no key, or not numbers joined by ':', at least two: a full bucket). The usual value, n debts and
 -- the clock in digits, is matched in one call and its numbers left as digit strings, which Lua's
@@ -141,14 +149,7 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v8
 -- ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
 -- read: 0; k and k integers; or -1 and the value)
 ${SHARED}
--- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME once.
-local now = A[1]
-if now == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = now + 0
-end
+local now = clock()
 local key, op = KEYS[1], KEYS[2]
 local v, n
 if op then
@@ -233,7 +234,7 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'cdbf132752d1b8080949e93e508baa17b3956874';
+export const GCRA_SCRIPT_SHA = '115bbaf20da2380fee868efff7d2c67a557312a3';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
@@ -247,14 +248,7 @@ export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v5
 -- or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
 -- and the value)
 ${SHARED}
--- The clock: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to read TIME once.
-local now = A[1]
-if now == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = now + 0
-end
+local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
 -- What this call wrote, by key, so that a key listed again reads its earlier step.
 local written = {}
@@ -276,4 +270,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '84c5db184a10d0425c0342840548a4bd6d5c12b5';
+export const GCRA_BATCH_SCRIPT_SHA = '362329fc65ed94ced8e747c69bbf079a7b785a9a';
