@@ -1,6 +1,6 @@
 // Client SDK for the permit endpoint: fetch only, so it runs on Workers, Lambda, Node and browsers.
 import type { Decision } from '../core/decision.js';
-import { assertIdempotencyKey, type Cost } from '../core/key.js';
+import { assertIdempotencyKey, MAX_PERMIT_WAIT_MS, type Cost } from '../core/key.js';
 import { AcquireTimeoutError, LimiterError } from '../errors.js';
 import type { Limiter } from '../limiter.js';
 
@@ -71,8 +71,6 @@ export class PermitError extends LimiterError {
   /** The response's Retry-After header, when it had one. */
   retryAfterHeader?: string;
 }
-
-const MAX_SERVER_WAIT_MS = 300_000;
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -213,7 +211,7 @@ export class PermitClient {
    * Rejects with AcquireTimeoutError, consuming nothing, when no permit can be had within timeoutMs.
    */
   async acquire(policy: string, key: string, options: { cost?: Cost; timeoutMs?: number; signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
-    const timeoutMs = Math.min(options.timeoutMs ?? 30_000, MAX_SERVER_WAIT_MS);
+    const timeoutMs = Math.min(options.timeoutMs ?? 30_000, MAX_PERMIT_WAIT_MS);
     const d = await this.take(policy, key, { cost: options.cost, maxWaitMs: timeoutMs, signal: options.signal, ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }) });
     if (!d.allowed) throw new AcquireTimeoutError(`no permit within ${timeoutMs} ms; tokens exist in ${d.retryAfterMs} ms`, d.retryAfterMs);
     if (d.waitMs > 0) await sleep(d.waitMs, options.signal);

@@ -12,6 +12,8 @@ export const MAX_KEY_BYTES = 512;
 const MAX_KEY_BYTES_FAST = Math.floor(MAX_KEY_BYTES / 3);
 /** The longest wait `take` may reserve for, in ms (one hour). The permit endpoint allows less. */
 export const MAX_WAIT_MS = 3_600_000;
+/** The longest wait the permit endpoint reserves for, in ms (its clients ask for at most this). */
+export const MAX_PERMIT_WAIT_MS = 300_000;
 
 /** UTF-8 length of a well-formed string, without allocating. */
 export function utf8Length(s: string): number {

@@ -4,12 +4,9 @@
 // request field the server reads is described, every response the contract tests receive validates
 // against its schema (additionalProperties: false, so a field the server adds and the document lacks
 // fails), and every documented response field is seen in a real response. The linter runs there too.
-import { MAX_ADJUST_TOKENS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_KEY_BYTES } from '../core/key.js';
+import { MAX_ADJUST_TOKENS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_KEY_BYTES, MAX_PERMIT_WAIT_MS } from '../core/key.js';
 import { MAX_BODY_BYTES } from './body.js';
 import { PROBLEMS, problemType, type ProblemType } from './problem.js';
-
-/** The longest wait a permit request may reserve, in ms (permit-app.ts checks against the same). */
-export const MAX_PERMIT_WAIT_MS = 300_000;
 
 /**
  * The response headers, inlined where used (a generator such as openapi-typescript types a header

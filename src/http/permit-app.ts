@@ -2,7 +2,7 @@
 // inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
 import { Hono } from 'hono';
 import type { Decision } from '../core/decision.js';
-import { assertIdempotencyKey, assertKey, resolveAdjustment, resolveCost, type Cost } from '../core/key.js';
+import { assertIdempotencyKey, assertKey, MAX_PERMIT_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from '../core/key.js';
 import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { Limiter } from '../limiter.js';
@@ -10,7 +10,7 @@ import { tokenChecker } from './auth.js';
 import { readJsonBody } from './body.js';
 import { cachedPing } from './health-ping.js';
 import { rateLimitHeaders, refusingLimits } from './headers.js';
-import { MAX_PERMIT_WAIT_MS, openApiJson } from './openapi.js';
+import { openApiJson } from './openapi.js';
 import { problemResponse } from './problem.js';
 import { waitUntilOf } from './wait-until.js';
 
