@@ -3,7 +3,7 @@
 // The guarded store call, the circuit breaker and the deny cache live in ./limiter/.
 import { adjustArgs, stepArgs, toDecision, toPeekDecision, type Costs, type OpArgs } from './core/gcra.js';
 import type { BucketDecision, Decision, StoreErrorDecision } from './core/decision.js';
-import { assertIdempotencyKey, assertKey, assertWaitMs, MAX_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from './core/key.js';
+import { assertIdempotencyKey, assertKey, assertWaitMs, isShortKey, MAX_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from './core/key.js';
 import type { FailMode, PolicyConfig, ResolvedPolicy } from './core/policy.js';
 import { AcquireTimeoutError, ConfigError, IdempotencyConflictError, StoreError, UnknownPolicyError } from './errors.js';
 import type { StepArgs, Store } from './store.js';
@@ -174,6 +174,8 @@ export interface LimiterStats {
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
+/** take()'s options when none are passed: one shared empty object, not a new one per call. */
+const NO_OPTIONS: TakeOptions = Object.freeze({});
 /** Retry-After suggested for a refusal caused by a store failure. */
 const STORE_ERROR_RETRY_MS = 1000;
 /** Most keys with a local fallback bucket on one node (the memory store's default bound). */
@@ -233,6 +235,9 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         onRefund: denied ? (storageKey) => denied.forget(storageKey, monotonicMs()) : undefined,
       })
     : undefined;
+
+  /** Takes without a lease are one synchronous store step: the store has stepSync, and no hook or deny cache is to be consulted. */
+  const syncTakes = store.stepSync !== undefined && !onDecision && !denied;
 
   const fallback = [...policies.values()].some((p) => p.local)
     ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, monotonicMs, policies: policies.values() })
@@ -341,14 +346,17 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       }
     }
     const args = argsOf(entry, cost, maxWaitMs);
-    if (store.stepSync && !onDecision && !denied) {
-      try {
-        return Promise.resolve(toDecision(policy, cost, store.stepSync(storageKey, args)));
-      } catch {
-        return Promise.resolve(failed(policy, storageKey, cost, maxWaitMs));
-      }
-    }
+    if (syncTakes) return syncDecision(entry, storageKey, cost, maxWaitMs, args);
     return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
+  }
+
+  /** A decision by a synchronous store step, with no await (syncTakes). */
+  function syncDecision(entry: PolicyEntry, storageKey: string, cost: Costs, maxWaitMs: number, args: StepArgs): Promise<Decision> {
+    try {
+      return Promise.resolve(toDecision(entry.policy, cost, store.stepSync!(storageKey, args)));
+    } catch {
+      return Promise.resolve(failed(entry.policy, storageKey, cost, maxWaitMs));
+    }
   }
 
   /** The store's op record for an idempotency key: its window, and what the request asks. */
@@ -422,7 +430,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     close: async () => {
       await leases?.close();
     },
-    take(name, key, opts = {}) {
+    take(name, key, opts = NO_OPTIONS) {
+      // The hot path: a take of one token with no wait and no idempotency key, on a store that steps
+      // synchronously, with no hook or cache to consult: decide's checks and branches reduced to the
+      // ones this case needs (each input that fails one goes the long way, which names the error).
+      if (syncTakes && (opts.cost === undefined || opts.cost === 1) && (opts.maxWaitMs === undefined || opts.maxWaitMs === 0) && opts.idempotencyKey === undefined) {
+        const entry = typeof name === 'string' ? entries.get(name) : undefined;
+        if (entry !== undefined && !entry.policy.lease && isShortKey(key)) return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
+      }
       return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0, opts.waitUntil, opts.idempotencyKey);
     },
     async acquire(name, key, opts = {}) {

@@ -336,3 +336,36 @@ describe('a store_error decision claims no bucket numbers', () => {
     }
   });
 });
+
+describe("take()'s hot path (a synchronous store, one token, no wait, no hook or cache)", () => {
+  // Two limiters on the same fake clock, one with an onDecision hook (which sends every take the long
+  // way, through decideAsync) and one without: every input, valid or not, must get the same answer or
+  // the same error from both.
+  it('answers every input as the long way does, errors included', async () => {
+    const policies = { one: { capacity: 3, refillPerSecond: 2 }, two: { limits: { s: { capacity: 2, refillPerSecond: 1 }, d: { capacity: 5, refillPerSecond: 0.01 } } } };
+    const keys: unknown[] = ['k', 'k2', 'x'.repeat(170), 'y'.repeat(171), 'é'.repeat(200), 'é'.repeat(300), '', '\uD800', 'a\uDC00b', 7, null, undefined];
+    const names: unknown[] = ['one', 'two', 'nope', 1, undefined];
+    const options: unknown[] = [undefined, {}, { cost: 1 }, { maxWaitMs: 0 }, { cost: 2 }, { maxWaitMs: 500 }, { cost: 0 }, { maxWaitMs: null }, { maxWaitMs: -1 }, { cost: 1, maxWaitMs: Number.NaN }, { idempotencyKey: 'op-1' }, { cost: '1' }];
+    let nowMs = 1_000;
+    const make = (hooked: boolean) =>
+      createLimiter({ store: memoryStore({ nowMs: () => nowMs }), policies, ...(hooked ? { onDecision: () => {} } : {}) });
+    const fast = make(false);
+    const slow = make(true);
+    const answer = async (p: Promise<Decision>) => p.then((d) => ({ d }), (e: Error) => ({ e: `${e.name}: ${e.message}` }));
+    let compared = 0;
+    for (let i = 0; i < 3; i++) {
+      for (const name of names) {
+        for (const key of keys) {
+          for (const opts of options) {
+            const take = (l: typeof fast) => answer(l.take(name as 'one', key as string, opts as undefined));
+            const [a, b] = [await take(fast), await take(slow)];
+            expect(a, `${String(name)} ${String(key).slice(0, 12)} ${JSON.stringify(opts)}`).toEqual(b);
+            compared++;
+          }
+        }
+      }
+      nowMs += 700;
+    }
+    expect(compared).toBe(3 * names.length * keys.length * options.length);
+  });
+});
