@@ -1,7 +1,7 @@
 // createLimiter: validates policies once (./limiter/options.ts), then turns take/acquire/peek/adjust/reset
 // into one bounded store call each. Keeps no bucket state of its own (the optional deny cache only remembers refusals).
 // The guarded store call, the circuit breaker and the deny cache live in ./limiter/.
-import { adjustArgs, stepArgs, toDecision, toPeekDecision, type Costs, type OpArgs } from './core/gcra.js';
+import { adjustArgs, oneLimitDecision, stepArgs, toDecision, toPeekDecision, type Costs, type OpArgs } from './core/gcra.js';
 import type { BucketDecision, Decision, StoreErrorDecision } from './core/decision.js';
 import { assertIdempotencyKey, assertKey, assertWaitMs, isShortKey, MAX_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from './core/key.js';
 import type { FailMode, PolicyConfig, ResolvedPolicy } from './core/policy.js';
@@ -238,6 +238,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
 
   /** Takes without a lease are one synchronous store step: the store has stepSync, and no hook or deny cache is to be consulted. */
   const syncTakes = store.stepSync !== undefined && !onDecision && !denied;
+  const takesOneSync = syncTakes && store.takeOneSync !== undefined;
 
   const fallback = [...policies.values()].some((p) => p.local)
     ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, monotonicMs, policies: policies.values() })
@@ -436,7 +437,20 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       // ones this case needs (each input that fails one goes the long way, which names the error).
       if (syncTakes && (opts.cost === undefined || opts.cost === 1) && (opts.maxWaitMs === undefined || opts.maxWaitMs === 0) && opts.idempotencyKey === undefined) {
         const entry = typeof name === 'string' ? entries.get(name) : undefined;
-        if (entry !== undefined && !entry.policy.lease && isShortKey(key)) return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
+        if (entry !== undefined && !entry.policy.lease && isShortKey(key)) {
+          const { policy } = entry;
+          // One limit, and a store that can take on it without a result object: the decision from numbers.
+          if (takesOneSync && policy.limits.length === 1) {
+            const storageKey = entry.keyPrefix + key;
+            try {
+              const after = store.takeOneSync!(storageKey, entry.takeOne.limits[0]!);
+              return Promise.resolve(after >= 0 ? oneLimitDecision(policy, 1, true, after) : oneLimitDecision(policy, 1, false, -1 - after));
+            } catch {
+              return Promise.resolve(failed(policy, storageKey, 1, 0));
+            }
+          }
+          return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
+        }
       }
       return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0, opts.waitUntil, opts.idempotencyKey);
     },

@@ -1,6 +1,6 @@
 // The one interface every store implements. A store knows nothing of policies: the limiter hands it
 // the multiplied-out step (see core/gcra.ts) and the store runs it atomically against its own clock.
-import type { StepArgs, StepResult } from './core/gcra.js';
+import type { LimitStep, StepArgs, StepResult } from './core/gcra.js';
 
 export type { StepArgs, StepResult };
 
@@ -36,4 +36,11 @@ export interface Store {
   readonly inProcess?: boolean;
   /** The same step, synchronously, for in-process stores: lets the limiter answer without an await. */
   stepSync?(key: string, args: StepArgs): StepResult;
+  /**
+   * For in-process stores: `stepSync(key, { limits: [limit] })`, a take on a policy of one limit
+   * (limit.costUnits above 0), answered as core/gcra.ts `takeUnits` does, with no object made: the
+   * limit's debt after the take when allowed, or -1 - its debt now when refused. The limiter's hot path
+   * (a take of one token with no wait) uses it when the store has it.
+   */
+  takeOneSync?(key: string, limit: LimitStep): number;
 }

@@ -1,6 +1,7 @@
 // The memory store's own bookkeeping: buckets in slots of one Float64Array (a slot per key, reused once
 // its bucket is dropped), buckets of several limits beside them, keys flattened before the lookup, and
 // the maxKeys bound over all of it. The conformance suite (stores.test.ts) covers the step itself.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createLimiter, memoryStore } from '../src/index.js';
 
@@ -131,5 +132,44 @@ describe('memory store: maxKeys', () => {
     await limiter.take('two', 'w');
     expect(store.size).toBe(1);
     expect(store.evictedActive).toBe(1);
+  });
+});
+
+describe('memory store: takeOneSync, the limiter’s hot path', () => {
+  // Two stores on one fake clock get the same operations, except that one takes through takeOneSync and
+  // the other through stepSync with the same limit: every answer, and every bucket afterwards (read by a
+  // peek of every limit), must be the same, with eviction (a small maxKeys), buckets stored with several
+  // limits under the same key, refunds, and costs of 0 and below among the operations.
+  it('answers and stores what stepSync does, for any sequence of operations', () => {
+    const limit = fc.record({ costUnits: fc.integer({ min: -30, max: 40 }), limitUnits: fc.integer({ min: 1, max: 60 }), refillUnitsPerUs: fc.constantFrom(1, 0.5, 1e-3, 1e-6, 3) });
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('takeOne' as const), key: fc.integer({ min: 0, max: 5 }), limit }),
+      fc.record({ kind: fc.constant('several' as const), key: fc.integer({ min: 0, max: 5 }), limits: fc.array(limit, { minLength: 2, maxLength: 3 }) }),
+      fc.record({ kind: fc.constant('adjust' as const), key: fc.integer({ min: 0, max: 5 }), limit }),
+      fc.record({ kind: fc.constant('wait' as const), us: fc.integer({ min: 0, max: 50_000 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), fc.integer({ min: 1, max: 4 }), (ops, maxKeys) => {
+        let nowUs = 1_000_000;
+        const nowMs = () => nowUs / 1000;
+        const hot = memoryStore({ maxKeys, nowMs });
+        const general = memoryStore({ maxKeys, nowMs });
+        const key = (k: number) => `el:policy:key-${k}`;
+        const answer = (r: { allowed: boolean; debtUnits: number[] }) => (r.allowed ? r.debtUnits[0]! : -1 - r.debtUnits[0]!);
+        for (const o of ops) {
+          if (o.kind === 'wait') nowUs += o.us;
+          else if (o.kind === 'takeOne') expect(hot.takeOneSync(key(o.key), o.limit)).toBe(answer(general.stepSync(key(o.key), { limits: [o.limit] })));
+          else {
+            const args = o.kind === 'several' ? { limits: o.limits } : { limits: [o.limit], adjust: true };
+            expect(hot.stepSync(key(o.key), args)).toEqual(general.stepSync(key(o.key), args));
+          }
+          expect(hot.size).toBe(general.size);
+          expect(hot.evictedActive).toBe(general.evictedActive);
+        }
+        const peek = { limits: [0, 1, 2].map(() => ({ costUnits: 0, limitUnits: 60, refillUnitsPerUs: 1 })) };
+        for (let k = 0; k <= 5; k++) expect(hot.stepSync(key(k), peek)).toEqual(general.stepSync(key(k), peek));
+      }),
+      { numRuns: 400 },
+    );
   });
 });

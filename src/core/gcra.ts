@@ -216,11 +216,25 @@ export function refundUnitsAt(costUnits: number, refillUnitsPerUs: number, since
 export function debtAt(state: BucketState | undefined, i: number, nowUs: number, refillUnitsPerUs: number): number {
   if (state === undefined) return 0;
   // A bucket stored with fewer limits (the policy gained one) holds that one full.
-  const stored = state.debtUnits[i] ?? 0;
+  return decayed(state.debtUnits[i] ?? 0, state.atUs, nowUs, refillUnitsPerUs);
+}
+
+/** A debt stored at atUs, at nowUs: what debtAt computes, on numbers (a store that keeps them unboxed). */
+export function decayed(debtUnits: number, atUs: number, nowUs: number, refillUnitsPerUs: number): number {
   // Exact while the refill is below the debt (both below 2^53); beyond it the bucket is full either way.
   // A clock that went back (a failover to a server behind) raises the debt, as a TAT would.
-  const debt = stored - (nowUs - state.atUs) * refillUnitsPerUs;
+  const debt = debtUnits - (nowUs - atUs) * refillUnitsPerUs;
   return debt > 0 ? debt : 0;
+}
+
+/**
+ * A take of l.costUnits (above 0) on one limit whose debt now is debtUnits, on numbers: the debt after
+ * when allowed, or -1 - debtUnits when refused (the debt unchanged; always below 0). `step` on a bucket
+ * of one limit, without its objects: Store.takeOneSync answers with it.
+ */
+export function takeUnits(debtUnits: number, l: LimitStep): number {
+  const after = debtUnits + l.costUnits;
+  return after > l.limitUnits ? -1 - debtUnits : after;
 }
 
 /**
@@ -275,8 +289,8 @@ function takeOne(state: BucketState | undefined, nowUs: number, l: LimitStep): S
   const d = debtAt(state, 0, nowUs, l.refillUnitsPerUs);
   const c = l.costUnits;
   if (c === 0) return { allowed: true, debtUnits: [d], atUs: nowUs };
-  const a = c < 0 ? Math.max(0, d + c) : d + c;
-  if (c > 0 && a > l.limitUnits) return { allowed: false, debtUnits: [d], atUs: nowUs };
+  const a = c < 0 ? Math.max(0, d + c) : takeUnits(d, l);
+  if (a < 0) return { allowed: false, debtUnits: [d], atUs: nowUs };
   const debtUnits = [a];
   const write = a > 0 ? { debtUnits, atUs: nowUs } : state === undefined ? undefined : null;
   return { allowed: true, debtUnits, atUs: nowUs, write };
@@ -323,6 +337,21 @@ function limitDecision(l: ResolvedLimit, cost: number, debt: number, allowed: bo
 }
 
 /**
+ * The decision of a policy of one limit whose debt is debtUnits after a take of `cost` tokens (allowed),
+ * or before it (refused): limitDecision's numbers for the one limit, made into the decision directly.
+ */
+export function oneLimitDecision(policy: ResolvedPolicy, cost: number, allowed: boolean, debtUnits: number): BucketDecision {
+  const { capacityUnits, tokenUnits, unitsPerMs, capacity } = policy;
+  const remaining = debtUnits >= capacityUnits ? 0 : Math.min(capacity, floorDiv(capacityUnits - debtUnits, tokenUnits));
+  const resetAfterMs = debtUnits > 0 ? ceilDiv(debtUnits, unitsPerMs) : 0;
+  if (allowed) {
+    const waitMs = cost > 0 && debtUnits > capacityUnits ? ceilDiv(debtUnits - capacityUnits, unitsPerMs) : 0;
+    return { allowed, limit: capacity, remaining, retryAfterMs: 0, resetAfterMs, waitMs };
+  }
+  return { allowed, limit: capacity, remaining, retryAfterMs: Math.max(1, ceilDiv(debtUnits + cost * tokenUnits - capacityUnits, unitsPerMs)), resetAfterMs, waitMs: 0 };
+}
+
+/**
  * Turns a store's step result into the public Decision. Exact: integer divisions, rounded as stated.
  * With several limits: `retryAfterMs` is the time until every limit admits the cost and `waitMs` the
  * longest wait; `limit`, `remaining` and `resetAfterMs` are those of the most constraining limit (a
@@ -331,19 +360,7 @@ function limitDecision(l: ResolvedLimit, cost: number, debt: number, allowed: bo
  */
 export function toDecision(policy: ResolvedPolicy, costs: Costs, result: StepResult): BucketDecision {
   const { allowed } = result;
-  if (policy.limits.length === 1) {
-    // The hot path: limitDecision's numbers for the one limit, made into the decision directly.
-    const cost = costOf(costs, 0);
-    const debt = result.debtUnits[0]!;
-    const { capacityUnits, tokenUnits, unitsPerMs, capacity } = policy;
-    const remaining = debt >= capacityUnits ? 0 : Math.min(capacity, floorDiv(capacityUnits - debt, tokenUnits));
-    const resetAfterMs = debt > 0 ? ceilDiv(debt, unitsPerMs) : 0;
-    if (allowed) {
-      const waitMs = cost > 0 && debt > capacityUnits ? ceilDiv(debt - capacityUnits, unitsPerMs) : 0;
-      return { allowed, limit: capacity, remaining, retryAfterMs: 0, resetAfterMs, waitMs };
-    }
-    return { allowed, limit: capacity, remaining, retryAfterMs: Math.max(1, ceilDiv(debt + cost * tokenUnits - capacityUnits, unitsPerMs)), resetAfterMs, waitMs: 0 };
-  }
+  if (policy.limits.length === 1) return oneLimitDecision(policy, costOf(costs, 0), allowed, result.debtUnits[0]!);
   const limits = policy.limits.map((l, i) => limitDecision(l, costOf(costs, i), result.debtUnits[i]!, allowed));
   let bound = limits[0]!;
   for (const d of limits) {

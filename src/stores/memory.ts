@@ -1,7 +1,7 @@
 // The embedded default store: buckets in this process (a Map from key to a slot of one Float64Array). It
 // is its own store, so the process's monotonic clock is the store clock, read in whole µs like every
 // store's. Bounded by maxKeys.
-import { ceilDiv, repeatOf, step, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
+import { ceilDiv, decayed, repeatOf, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
 import { ConfigError } from '../errors.js';
 import type { StepArgs, StepResult, Store } from '../store.js';
 
@@ -29,6 +29,7 @@ export interface MemoryStoreOptions {
 
 export interface MemoryStore extends Store {
   stepSync(key: string, args: StepArgs): StepResult;
+  takeOneSync(key: string, limit: LimitStep): number;
   /** Buckets held now. */
   readonly size: number;
   /** Non-full buckets dropped to stay under maxKeys since creation (each one is a bucket refilled early). */
@@ -36,6 +37,17 @@ export interface MemoryStore extends Store {
 }
 
 const SWEEP_BATCH = 64;
+
+/**
+ * The storage key as a flat string. One of 13 characters or more built by concatenation
+ * ({prefix}{policy}:{key}) is a rope in V8, and a Map lookup by a rope costs ~150 ns more than by a flat
+ * string (hashing it and comparing it go the slow way). trim() flattens it in place and returns it; a
+ * key that trim would change is kept as it is, so the key is always the same characters.
+ */
+function flattened(key: string): string {
+  const flat = key.trim();
+  return flat.length === key.length ? flat : key;
+}
 
 // A bucket lives in a slot: `slots` maps its storage key to the slot's offset in one Float64Array, where
 // the slot's four numbers sit side by side, unboxed. At 100,000 keys a decision then reads the Map's
@@ -148,6 +160,24 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     }
   }
 
+  /** Where a bucket written at `now` goes: its slot `at`, or a new one (made room for) when it has none. */
+  function slotFor(key: string, at: number | undefined, now: number): number {
+    if (at !== undefined) return at;
+    if (slots.size >= maxKeys) makeRoom(now);
+    const to = newSlot();
+    slots.set(key, to);
+    return to;
+  }
+
+  /** Writes a bucket of one limit into slot `to`; `used` is 1 for a bucket that was there (see META). */
+  function writeOne(to: number, now: number, debtUnits: number, refillUnitsPerUs: number, used: number): void {
+    if (nums[to + META]! >= 4) several.delete(to);
+    nums[to + AT] = now;
+    nums[to + DEBT] = debtUnits;
+    nums[to + RATE] = refillUnitsPerUs;
+    nums[to + META] = 2 + used;
+  }
+
   const store: MemoryStore = {
     name: 'memory',
     inProcess: true,
@@ -159,12 +189,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     stepSync(key: string, args: StepArgs): StepResult {
       const now = nowUs();
-      // A storage key of 13 characters or more built by concatenation ({prefix}{policy}:{key}) is a
-      // rope in V8, and a Map lookup by a rope costs ~150 ns more than by a flat string (hashing it and
-      // comparing it go the slow way). trim() flattens it in place and returns it; a key that trim
-      // would change is kept as it is, so the key is always the same characters.
-      const flat = key.trim();
-      if (flat.length === key.length) key = flat;
+      key = flattened(key);
       const { op } = args;
       // The key's length first, so that no two (key, id) share an entry whatever characters they hold.
       const opKey = op === undefined ? '' : `${key.length}:${key}${op.id}`;
@@ -187,20 +212,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       if (write) {
         const { debtUnits } = write;
         const n = debtUnits.length;
-        let to = at;
-        let used = 1;
-        if (to === undefined) {
-          if (slots.size >= maxKeys) makeRoom(now);
-          to = newSlot();
-          used = 0;
-          slots.set(key, to);
-        } else if (n === 1 && nums[to + META]! >= 4) several.delete(to);
-        nums[to + AT] = now;
-        if (n === 1) {
-          nums[to + DEBT] = debtUnits[0]!;
-          nums[to + RATE] = args.limits[0]!.refillUnitsPerUs;
-        } else several.set(to, { debtUnits, limits: args.limits });
-        nums[to + META] = n * 2 + used;
+        const to = slotFor(key, at, now);
+        const used = at === undefined ? 0 : 1;
+        if (n === 1) writeOne(to, now, debtUnits[0]!, args.limits[0]!.refillUnitsPerUs, used);
+        else {
+          several.set(to, { debtUnits, limits: args.limits });
+          nums[to + AT] = now;
+          nums[to + META] = n * 2 + used;
+        }
       } else if (write === null) {
         // Full again (or refunded to full): no state is a full bucket.
         drop(key, at!);
@@ -213,6 +232,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         ops.set(opKey, { record, expiresAtUs: now + op.ttlMs * 1000 });
       }
       return r;
+    },
+    takeOneSync(key: string, limit: LimitStep): number {
+      // A cost of 0 or less is no take: the general step answers it (a peek writes nothing).
+      if (!(limit.costUnits > 0)) {
+        const r = store.stepSync(key, { limits: [limit] });
+        return r.allowed ? r.debtUnits[0]! : -1 - r.debtUnits[0]!;
+      }
+      const now = nowUs();
+      key = flattened(key);
+      const at = slots.get(key);
+      // A bucket stored with several limits (the policy had more) is read by its first, as step reads it.
+      const d = at === undefined ? 0 : decayed(nums[at + META]! < 4 ? nums[at + DEBT]! : several.get(at)!.debtUnits[0]!, nums[at + AT]!, now, limit.refillUnitsPerUs);
+      const after = takeUnits(d, limit);
+      // Allowed, the debt is at least the cost: above 0, so the bucket is kept.
+      if (after >= 0) writeOne(slotFor(key, at, now), now, after, limit.refillUnitsPerUs, at === undefined ? 0 : 1);
+      return after;
     },
     async step(key: string, args: StepArgs): Promise<StepResult> {
       return store.stepSync(key, args);
