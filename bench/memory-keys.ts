@@ -6,20 +6,20 @@
 // - rate-limiter-flexible's `RateLimiterMemory`, which keeps no bound on keys;
 // - ours on an unbounded store: `memoryStore`'s slot layout and the same core step, without the bound
 //   (no refill rate kept for eviction, no used bit, no maxKeys check): ours minus it is what the bound costs;
-// - with --against REV: ours on the memory store of that git revision (src/stores/memory.ts at REV, run
-//   against this tree's core), the before/after of a change to the store;
+// - with --against REV: ours as of that git revision (its whole src/, limiter and store), the before/after
+//   of a change;
 // - the loop alone (an already-resolved promise).
 // Prints, per key count and row, the median over rounds of ours ÷ RateLimiterMemory as run.ts computes
 // it (this row's rate ÷ the peer's, per round) with its min–max, and ns per iteration beyond the loop.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
-import { step, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { decayed, step, takeUnits, type BucketState, type LimitStep, type StepArgs, type StepResult } from '../src/core/gcra.js';
 import { measure, spread } from './lib.js';
 
 const { values: opt } = parseArgs({
@@ -78,6 +78,30 @@ function unboundedStore(): Store {
     } else if (write === null) forget(key);
     return r;
   }
+  function takeOneSync(key: string, limit: LimitStep): number {
+    const now = originUs + Math.floor(perf.now() * 1000);
+    const flat = key.trim();
+    if (flat.length === key.length) key = flat;
+    let at = slots.get(key);
+    const more = at === undefined || several.size === 0 ? undefined : several.get(at);
+    const stored = at === undefined ? 0 : (more?.[0] ?? nums[at + 1]!);
+    const after = takeUnits(at === undefined ? 0 : decayed(stored, nums[at!]!, now, limit.refillUnitsPerUs), limit);
+    if (after < 0) return after;
+    if (at === undefined) {
+      at = next;
+      next += 2;
+      if (next > nums.length) {
+        const grown = new Float64Array(nums.length * 2);
+        grown.set(nums);
+        nums = grown;
+      }
+      slots.set(key, at);
+    }
+    if (several.size !== 0) several.delete(at);
+    nums[at] = now;
+    nums[at + 1] = after;
+    return after;
+  }
   function forget(key: string): void {
     const at = slots.get(key);
     if (at === undefined) return;
@@ -85,21 +109,20 @@ function unboundedStore(): Store {
     several.delete(at);
   }
   // A dropped bucket's slot is not reused: this store is only for measuring.
-  return { name: 'memory-unbounded', inProcess: true, stepSync, step: async (k, a) => stepSync(k, a), reset: async (k) => forget(k), ping: async () => {} };
+  return { name: 'memory-unbounded', inProcess: true, stepSync, takeOneSync, step: async (k, a) => stepSync(k, a), reset: async (k) => forget(k), ping: async () => {} };
 }
 
-/** The memory store of git revision `rev`, its imports pointed at this tree's src/. */
-async function storeAt(rev: string): Promise<() => Store> {
+type Module = { createLimiter: typeof createLimiter; memoryStore: typeof memoryStore };
+
+/** src/ of git revision `rev`, unpacked into a temporary directory and imported. */
+async function srcAt(rev: string): Promise<Module> {
   const root = fileURLToPath(new URL('..', import.meta.url));
-  const source = execFileSync('git', ['show', `${rev}:src/stores/memory.ts`], { cwd: root, encoding: 'utf8' });
-  const file = join(mkdtempSync(join(tmpdir(), 'memory-ab-')), 'memory.ts');
-  writeFileSync(file, source.replace(/from '\.\.\/([^']+)'/g, (_, p: string) => `from '${pathToFileURL(join(root, 'src', p)).href}'`));
-  const mod = (await import(pathToFileURL(file).href)) as { memoryStore?: () => Store };
-  if (typeof mod.memoryStore !== 'function') throw new Error(`no memoryStore in src/stores/memory.ts at ${rev}`);
-  return mod.memoryStore;
+  const dir = mkdtempSync(join(tmpdir(), 'memory-ab-'));
+  execFileSync('sh', ['-c', `git archive "$1" src | tar -x -C "$2"`, 'sh', rev, dir], { cwd: root });
+  return (await import(pathToFileURL(join(dir, 'src', 'index.ts')).href)) as Module;
 }
 
-const previous = opt.against ? await storeAt(opt.against) : undefined;
+const previous = opt.against ? await srcAt(opt.against) : undefined;
 for (const keys of keyCounts) {
   const rlf = new RateLimiterMemory({ points: HUGE.capacity, duration: 60 });
   const limiterOn = (store: Store) => createLimiter({ store, policies: { bench: HUGE } });
@@ -111,8 +134,8 @@ for (const keys of keyCounts) {
     'ours on an unbounded store (no maxKeys)': (i) => unbounded.take('bench', `k${i % keys}`),
   };
   if (previous) {
-    const before = limiterOn(previous());
-    impls[`ours with memory.ts at ${opt.against}`] = (i) => before.take('bench', `k${i % keys}`);
+    const before = previous.createLimiter({ store: previous.memoryStore(), policies: { bench: HUGE } });
+    impls[`ours at ${opt.against}`] = (i) => before.take('bench', `k${i % keys}`);
   }
   impls['the loop alone'] = () => Promise.resolve();
   const names = Object.keys(impls);
