@@ -236,8 +236,10 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       })
     : undefined;
 
-  /** Takes without a lease are one synchronous store step: the store has stepSync, and no hook or deny cache is to be consulted. */
-  const syncTakes = store.stepSync !== undefined && !onDecision && !denied;
+  /** Takes that no hook or deny cache needs to see: take()'s hot path may answer them. */
+  const plainTakes = !onDecision && !denied;
+  /** Such takes without a lease are one synchronous store step: the store has stepSync. */
+  const syncTakes = plainTakes && store.stepSync !== undefined;
   const takesOneSync = syncTakes && store.takeOneSync !== undefined;
 
   const fallback = [...policies.values()].some((p) => p.local)
@@ -271,19 +273,31 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
    * One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. A
    * `background` step (a lease refund) is outside the pending cap; the leases bound their own.
    */
-  async function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background = false): Promise<CallOutcome> {
-    if (store.inProcess) {
-      // No I/O, so no timer, breaker or pending count: they would only cost time on the hot path.
-      try {
-        return { ok: true, result: await store.step(storageKey, args) };
-      } catch (error) {
-        return { ok: false, error };
-      }
+  function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background = false): Promise<CallOutcome> {
+    if (store.inProcess) return inProcessCall(storageKey, args);
+    const outcome = caller.call(storageKey, args, policy.timeoutMs, background);
+    return fallback ? outcome.then(answeredAgain) : outcome;
+  }
+
+  /** No I/O, so no timer, breaker or pending count: they would only cost time on the hot path. */
+  async function inProcessCall(storageKey: string, args: StepArgs): Promise<CallOutcome> {
+    try {
+      return { ok: true, result: await store.step(storageKey, args) };
+    } catch (error) {
+      return { ok: false, error };
     }
-    const outcome = await caller.call(storageKey, args, policy.timeoutMs, background);
-    // The store answers again: this decision is its own (the local buckets go once it keeps answering).
-    if (outcome.ok) fallback?.storeAnswered();
+  }
+
+  /** The store answers again: this decision is its own (the local buckets go once it keeps answering). */
+  function answeredAgain(outcome: CallOutcome): CallOutcome {
+    if (outcome.ok) fallback!.storeAnswered();
     return outcome;
+  }
+
+  /** A take of one token with no wait by a remote store (take()'s hot path): the long way's answer, without its awaits. */
+  function plainTake(entry: PolicyEntry, storageKey: string): Promise<Decision> {
+    const { policy } = entry;
+    return storeCall(policy, storageKey, entry.takeOne).then((outcome) => (outcome.ok ? toDecision(policy, 1, outcome.result) : failed(policy, storageKey, 1, 0)));
   }
 
   /** One store step: the decision, plus the debt the store reported (for the deny cache). */
@@ -432,13 +446,14 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       await leases?.close();
     },
     take(name, key, opts = NO_OPTIONS) {
-      // The hot path: a take of one token with no wait and no idempotency key, on a store that steps
-      // synchronously, with no hook or cache to consult: decide's checks and branches reduced to the
-      // ones this case needs (each input that fails one goes the long way, which names the error).
-      if (syncTakes && (opts.cost === undefined || opts.cost === 1) && (opts.maxWaitMs === undefined || opts.maxWaitMs === 0) && opts.idempotencyKey === undefined) {
+      // The hot path: a take of one token with no wait and no idempotency key, with no hook or cache to
+      // consult: decide's checks and branches reduced to the ones this case needs (each input that fails
+      // one goes the long way, which names the error).
+      if (plainTakes && (opts.cost === undefined || opts.cost === 1) && (opts.maxWaitMs === undefined || opts.maxWaitMs === 0) && opts.idempotencyKey === undefined) {
         const entry = typeof name === 'string' ? entries.get(name) : undefined;
         if (entry !== undefined && !entry.policy.lease && isShortKey(key)) {
           const { policy } = entry;
+          if (!syncTakes) return plainTake(entry, entry.keyPrefix + key);
           // One limit, and a store that can take on it without a result object: the decision from numbers.
           if (takesOneSync && policy.limits.length === 1) {
             const storageKey = entry.keyPrefix + key;

@@ -337,20 +337,28 @@ describe('a store_error decision claims no bucket numbers', () => {
   });
 });
 
-describe("take()'s hot path (a synchronous store, one token, no wait, no hook or cache)", () => {
+describe("take()'s hot path (one token, no wait, no hook or cache)", () => {
   // Two limiters on the same fake clock, one with an onDecision hook (which sends every take the long
   // way, through decideAsync) and one without: every input, valid or not, must get the same answer or
   // the same error from both.
   it('answers every input as the long way does, errors included', async () => {
     const policies = { one: { capacity: 3, refillPerSecond: 2 }, two: { limits: { s: { capacity: 2, refillPerSecond: 1 }, d: { capacity: 5, refillPerSecond: 0.01 } } } };
+    let nowMs = 1_000;
+    // Over the memory store, and over a store with no stepSync (as a remote one: through the store
+    // caller) that fails every step on one key.
+    const make = (hooked: boolean, remote: boolean) => {
+      const inner = memoryStore({ nowMs: () => nowMs });
+      const step: Store['step'] = (k, a) => (k.endsWith(':k2') ? Promise.reject(new Error('down')) : inner.step(k, a));
+      const store: Store = remote ? { name: 'remote', step, reset: (k) => inner.reset(k), ping: async () => {} } : inner;
+      return createLimiter({ store, policies, ...(hooked ? { onDecision: () => {} } : {}) });
+    };
+    for (const remote of [false, true]) await sameAnswers(make(false, remote), make(true, remote), () => (nowMs += 700));
+  });
+
+  async function sameAnswers(fast: ReturnType<typeof createLimiter>, slow: ReturnType<typeof createLimiter>, later: () => void) {
     const keys: unknown[] = ['k', 'k2', 'x'.repeat(170), 'y'.repeat(171), 'é'.repeat(200), 'é'.repeat(300), '', '\uD800', 'a\uDC00b', 7, null, undefined];
     const names: unknown[] = ['one', 'two', 'nope', 1, undefined];
     const options: unknown[] = [undefined, {}, { cost: 1 }, { maxWaitMs: 0 }, { cost: 2 }, { maxWaitMs: 500 }, { cost: 0 }, { maxWaitMs: null }, { maxWaitMs: -1 }, { cost: 1, maxWaitMs: Number.NaN }, { idempotencyKey: 'op-1' }, { cost: '1' }];
-    let nowMs = 1_000;
-    const make = (hooked: boolean) =>
-      createLimiter({ store: memoryStore({ nowMs: () => nowMs }), policies, ...(hooked ? { onDecision: () => {} } : {}) });
-    const fast = make(false);
-    const slow = make(true);
     const answer = async (p: Promise<Decision>) => p.then((d) => ({ d }), (e: Error) => ({ e: `${e.name}: ${e.message}` }));
     let compared = 0;
     for (let i = 0; i < 3; i++) {
@@ -364,8 +372,8 @@ describe("take()'s hot path (a synchronous store, one token, no wait, no hook or
           }
         }
       }
-      nowMs += 700;
+      later();
     }
     expect(compared).toBe(3 * names.length * keys.length * options.length);
-  });
+  }
 });
