@@ -15,6 +15,8 @@
 //                    next() (no refill, no policy object, no Decision)                 (not a limiter)
 //   map-after        the same, the headers set on c.res.headers after next()           (not a limiter)
 //   ours             src/http/middleware.ts as it stands (memory store, ipKey(), five headers)
+//   ours-standard    the same with legacyHeaders: false: RateLimit and RateLimit-Policy only, the two
+//                    headers hono-rate-limiter sends (draft-7)
 //   ours@<rev>       src/http/middleware.ts and src/http/headers.ts as they were at git revision <rev> (`.`:
 //                    as they are now), copied under node_modules/.cache and run over the working tree's
 //                    limiter and stores, so only the HTTP layer differs; compare ours@<rev> with ours@.
@@ -196,7 +198,8 @@ async function serve(mode: string): Promise<void> {
       app.use('*', mapFloor(mode === 'map-before' ? 'before' : 'after'));
       break;
     case 'ours':
-      app.use('*', rateLimit({ limiter: limiter(), policy: 'bench', key: ipKey() }));
+    case 'ours-standard':
+      app.use('*', rateLimit({ limiter: limiter(), policy: 'bench', key: ipKey(), legacyHeaders: mode === 'ours' }));
       break;
     case 'ours-before':
     case 'ours-after':
