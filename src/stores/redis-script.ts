@@ -1,7 +1,8 @@
 // The Redis side of one step (see core/gcra.ts `step`), run atomically by EVALSHA.
 // A bucket's value is "<debt1>:<debt2>:...:<debtN>:<atUs>": each limit's debt in its units, in the
 // policy's order, at the server clock's reading atUs (whole µs), all integers below 2^53, which Lua's
-// doubles hold exactly, formatted with %.0f (an exact round trip). A bucket of one limit is
+// doubles hold exactly, formatted with %d (%.0f where %d would not print the same digits; an exact
+// round trip either way). A bucket of one limit is
 // "<debt>:<atUs>", as every earlier version wrote it. The step only adds, subtracts and multiplies
 // integers (and divides with an exact floor correction), in the order core/gcra.ts does, so the script
 // and the client compute the same numbers. The reply formats no number: it carries the verdict, the
@@ -16,8 +17,7 @@
 // refillUnitsPerUs (the units one µs refills).
 
 /** The Lua both scripts share (reading, charging and saving a bucket), so they cannot drift apart. */
-const SHARED = `local A = ARGV
-local format, ceil = string.format, math.ceil
+const SHARED = `local format, ceil = string.format, math.ceil
 -- The clock in whole µs: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to
 -- read TIME once.
 local function clock()
@@ -86,10 +86,29 @@ local function save(key, v, f, n, now, px, keep)
     return false
   end
   f[n + 1] = now
-  local pattern = '%.0f:%.0f'
-  if n == 2 then pattern = '%.0f:%.0f:%.0f' elseif n ~= 1 then pattern = string.rep('%.0f:', n) .. '%.0f' end
+  -- '%d' prints a whole number below 1e18 as '%.0f' does (a debt is never -0, and now > 0 rules it out
+  -- for the clock) in a fraction of its Redis time: glibc prints every '%.0f' through its multi-precision
+  -- float path (bench/redis-cost.ts). So '%d' wherever every number is whole, as the client's always are.
+  local whole = now % 1 == 0 and now > 0 and now < 1e18
+  for i = 1, n do
+    local x = f[i]
+    if not (x % 1 == 0 and x < 1e18 and x > -1e18) then whole = false end
+  end
+  local pattern
+  if whole then
+    pattern = '%d:%d'
+    if n == 2 then pattern = '%d:%d:%d' elseif n ~= 1 then pattern = string.rep('%d:', n) .. '%d' end
+  else
+    pattern = '%.0f:%.0f'
+    if n == 2 then pattern = '%.0f:%.0f:%.0f' elseif n ~= 1 then pattern = string.rep('%.0f:', n) .. '%.0f' end
+  end
   local value = format(pattern, unpack(f, 1, n + 1))
-  redis.call('SET', key, value, 'PX', format('%.0f', px))
+  -- px is a whole number of at least 1000, or inf (a rate of 0), which '%.0f' prints as Redis refuses it.
+  local ms = '1000'
+  if px ~= 1000 then
+    if px < 1e18 then ms = format('%d', px) else ms = format('%.0f', px) end
+  end
+  redis.call('SET', key, value, 'PX', ms)
   return value
 end
 -- A take on the key holding v (its fields s, k), at now, of the n limits at A[b+1 ..]: all or nothing.
@@ -127,7 +146,46 @@ local function take(key, v, s, k, now, b, n)
   return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep)
 end`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v8
+/**
+ * take, save and read's work for one limit whose stored value is missing or the usual "<debt>:<atUs>",
+ * inlined by both scripts in their hot path, where a function call, the tables of fields and take, and
+ * the patterns built cost more Redis time than the step itself (bench/redis-cost.ts). It expects the
+ * locals key, v, debt and at (the value's digit strings; nil without a key), now, and j (the index of
+ * the limit's costUnits in ARGV), and sets the declared allowed and after (the key's value after, as
+ * take returns it), step for step as take and save do for n = 1; the property tests
+ * (test/redis-exact.test.ts) drive it in both scripts against core/gcra.ts.
+ */
+const TAKE_ONE = `local c, r = A[j] + 0, A[j + 2] + 0
+local d = 0
+if at then
+  d = debt - (now - at) * r
+  if not (d > 0) then d = 0 end
+end
+local a = d + c
+allowed, after = 1, v
+if c ~= 0 then
+  if c > 0 and a > A[j + 1] + 0 then
+    allowed = 0
+  elseif a > 0 then
+    -- save's value and px, its '%d' where exact (a > 0 here).
+    local px, ms = '1000', a / (r * 1000)
+    if ms > 1000 then
+      ms = math.ceil(ms)
+      if ms < 1e18 then px = string.format('%d', ms) else px = string.format('%.0f', ms) end
+    end
+    if a % 1 == 0 and a < 1e18 and now % 1 == 0 and now > 0 and now < 1e18 then
+      after = string.format('%d:%d', a, now)
+    else
+      after = string.format('%.0f:%.0f', a, now)
+    end
+    redis.call('SET', key, after, 'PX', px)
+  else
+    if v then redis.call('DEL', key) end
+    after = false
+  end
+end`;
+
+export const GCRA_SCRIPT = `-- edge-limiter gcra v9
 -- KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
 -- KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
 --          exists the step is not run and its record is the reply, {"op", record}; otherwise the step
@@ -148,20 +206,48 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v8
 -- Returns {allowed, nowUs, tokens, count, ...}: the verdict, the clock reading in whole µs (TIME's, or
 -- ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
 -- read: 0; k and k integers; or -1 and the value)
-${SHARED}
-local now = clock()
+local A = ARGV
 local key, op = KEYS[1], KEYS[2]
-local v, n
-if op then
-  -- One read for both: a recorded operation answers without a step.
-  local got = redis.call('MGET', key, op)
-  if got[2] then return {'op', got[2]} end
-  v = got[1]
-  n = (#A - 5) / 3
-else
+local now, v
+-- The usual decision, in straight lines before anything else: a take of one limit, no operation id,
+-- and a stored value that is missing or "<debt>:<atUs>". It makes no closure (each 'local function'
+-- below is a new one on every call), no table but the reply and builds no pattern; its clock, arithmetic,
+-- writes and reply are the general path's (clock, and see TAKE_ONE). Any other case falls through to
+-- the general path, with the clock and the value already read.
+if A[2] == 't' and #A == 6 and not op then
+  now = A[1]
+  if now == '' then
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  else
+    now = now + 0
+  end
   v = redis.call('GET', key)
-  n = (#A - 3) / 3
+  local debt, at
+  if v then debt, at = string.match(v, '^(%d+):(%d+)$') end
+  if not v or at then
+    local j, allowed, after = 4
+    ${TAKE_ONE}
+    if not v then return {allowed, now, -1, 0} end
+    local x, y = debt + 0, at + 0
+    if (#debt > 15 and not (x < 9007199254740992)) or (#at > 15 and not (y < 9007199254740992)) then return {allowed, now, -1, -1, v} end
+    return {allowed, now, -1, 2, x, y}
+  end
 end
+${SHARED}
+if not now then
+  now = clock()
+  if op then
+    -- One read for both: a recorded operation answers without a step.
+    local got = redis.call('MGET', key, op)
+    if got[2] then return {'op', got[2]} end
+    v = got[1]
+  else
+    v = redis.call('GET', key)
+  end
+end
+local n = (#A - 3) / 3
+if op then n = (#A - 5) / 3 end
 local s, k, fast = fields(v, n)
 -- The reply, recording it first for an operation id: its material, from which the client redoes the
 -- step to the same result.
@@ -234,12 +320,12 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '115bbaf20da2380fee868efff7d2c67a557312a3';
+export const GCRA_SCRIPT_SHA = 'b13c5aafa8bffb1e46d9f37b54e748ec090acbad';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v5
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v6
 -- KEYS[i]: the bucket keys, decided in order
 -- ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
 -- Then each key's take in turn, from b = 2: ARGV[b] its number of limits n, and ARGV[b+1 .. b+3n] the
@@ -247,27 +333,56 @@ export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v5
 -- Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
 -- or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
 -- and the value)
+local A = ARGV
 ${SHARED}
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
 -- What this call wrote, by key, so that a key listed again reads its earlier step.
 local written = {}
 local out = {now}
+local m = 1
 local b = 2
 for i = 1, #KEYS do
   local key = KEYS[i]
   local v = written[key]
   if v == nil then v = got[i] end
   local n = A[b] + 0
-  local s, k, fast = fields(v, n)
-  local allowed, after = take(key, v, s, k, now, b, n)
+  local debt, at
+  if n == 1 and v then debt, at = string.match(v, '^(%d+):(%d+)$') end
+  local allowed, after
+  if n == 1 and (not v or at) then
+    -- The usual key (one limit; no value, or the usual one) in straight lines, as the single-key script's.
+    local j = b + 1
+    ${TAKE_ONE}
+    out[m + 1] = allowed
+    if not v then
+      out[m + 2] = 0
+      m = m + 2
+    else
+      local x, y = debt + 0, at + 0
+      if (#debt > 15 and not (x < 9007199254740992)) or (#at > 15 and not (y < 9007199254740992)) then
+        out[m + 2] = -1
+        out[m + 3] = v
+        m = m + 3
+      else
+        out[m + 2] = 2
+        out[m + 3] = x
+        out[m + 4] = y
+        m = m + 4
+      end
+    end
+  else
+    local s, k, fast = fields(v, n)
+    allowed, after = take(key, v, s, k, now, b, n)
+    out[m + 1] = allowed
+    read(out, v, s, k, fast)
+    m = #out
+  end
   written[key] = after
-  out[#out + 1] = allowed
-  read(out, v, s, k, fast)
   b = b + 3 * n + 1
 end
 return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '362329fc65ed94ced8e747c69bbf079a7b785a9a';
+export const GCRA_BATCH_SCRIPT_SHA = '69dd7f786ca33057caa384f681a800704cd673ef';
