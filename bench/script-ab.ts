@@ -1,10 +1,11 @@
 // Our Redis scripts now against those of another commit, in Redis time per decision:
-// `node --import tsx bench/script-ab.ts <redis port> <git revision>`.
+// `node --import tsx bench/script-ab.ts <redis port> <git revision> [--aa]`.
 // The single-key script runs by redis-benchmark (concurrency 16 and 1); the batch script is sent by
 // hand over one ioredis connection (batches of 64, 16 and 4 distinct keys, 4 calls in flight). Both
 // versions alternate within each round (9 rounds), and the ratio is taken per round: this VM's speed
 // drifts by tens of percent between minutes.
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { GCRA_BATCH_SCRIPT, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { scriptStats } from '../test/support/redis-stats.js';
@@ -12,7 +13,9 @@ import { spread } from './lib.js';
 
 const port = Number(process.argv[2] ?? 6379);
 const rev = process.argv[3];
-if (!rev) throw new Error('usage: bench/script-ab.ts <redis port> <git revision>');
+if (!rev) throw new Error('usage: bench/script-ab.ts <redis port> <git revision> [--aa]');
+// --aa: both sides run the revision's scripts (an A/A), to read the noise the same rounds show.
+const aa = process.argv.includes('--aa');
 const rounds = 9;
 const io = new Redis(port);
 
@@ -26,10 +29,23 @@ function scriptAt(name: string): string {
     const shared = new RegExp(`const ${part} = \`([^\`]*)\`;`).exec(file);
     if (!shared) throw new Error(`${part} not found at ${rev}`);
     return shared[1]!;
-  });
+  }).replace(/\\([\\`$])/g, '$1'); // the template literal's escapes, as JavaScript reads them
 }
 
-const median = (xs: number[]) => spread(xs).median;
+const range = (xs: number[]) => ((s) => `${s.median.toFixed(2)} (${s.min.toFixed(2)}–${s.max.toFixed(2)})`)(spread(xs));
+
+// Redis's main thread CPU time in µs, from its /proc schedstat (time on a CPU), when the server runs on
+// this machine: unlike commandstats' usec, which is wall-clock time, it does not grow when other
+// processes preempt Redis, so it is the steadier figure on a busy VM. It also counts what is not the
+// script (reading commands, writing replies), the same for both versions, so its ratio is diluted.
+const pid = /process_id:(\d+)/.exec(await io.info('server'))?.[1];
+function redisCpuUs(): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000;
+  } catch {
+    return undefined;
+  }
+}
 
 // One take of 1 unit of a 1e9-unit limit refilling 1 unit per µs, in the ARGV layout of the script's
 // version: gcra v6-v7 and batch v4 take the clock first and each limit as a triple (a batch key's count
@@ -38,27 +54,43 @@ const LIMIT = ['1', '1000000000', '1'];
 const multi = (script: string) => /-- edge-limiter gcra (v([6-9]|\d\d)|batch v([4-9]|\d\d))\b/.test(script);
 const singleArgs = (script: string) => (multi(script) ? ['', 't', '', ...LIMIT] : [...LIMIT, '']);
 
-/** Runs `once(version)` for both versions in every round; prints medians and the per-round ratio. */
-async function ab(label: string, versions: Record<'now' | 'then', string>, once: (sha: string, tag: string) => Promise<number>): Promise<void> {
+/**
+ * Runs `once(version)` (its script time in µs and the decisions made) for both versions in every round;
+ * prints medians and the per-round ratio, of the script time and of Redis's CPU time per decision.
+ */
+async function ab(label: string, versions: Record<'now' | 'then', string>, once: (sha: string, tag: string) => Promise<{ usec: number; decisions: number }>): Promise<void> {
   const shas = { now: (await io.script('LOAD', versions.now)) as string, then: (await io.script('LOAD', versions.then)) as string };
   const us: Record<'now' | 'then', number[]> = { now: [], then: [] };
-  for (let r = 0; r < rounds; r++) for (const v of ['then', 'now'] as const) us[v].push(await once(shas[v], `ab${v}`));
-  const ratio = median(us.now.map((x, i) => x / us.then[i]!));
-  console.log(`${label}: ${rev} ${median(us.then).toFixed(2)} µs, now ${median(us.now).toFixed(2)} µs per decision; now ÷ ${rev} ${ratio.toFixed(2)}`);
+  const cpu: Record<'now' | 'then', number[]> = { now: [], then: [] };
+  for (let r = 0; r < rounds; r++) {
+    for (const v of ['then', 'now'] as const) {
+      const before = redisCpuUs();
+      const { usec, decisions } = await once(shas[v], `ab${v}`);
+      const after = redisCpuUs();
+      us[v].push(usec / decisions);
+      if (before !== undefined && after !== undefined) cpu[v].push((after - before) / decisions);
+    }
+  }
+  const ratio = (xs: Record<'now' | 'then', number[]>) => range(xs.now.map((x, i) => x / xs.then[i]!));
+  console.log(
+    `${label}, median (min–max) of ${rounds} rounds: script time ${rev} ${range(us.then)}, now ${range(us.now)} µs per decision, ` +
+      `now ÷ ${rev} ${ratio(us)}` +
+      (cpu.now.length === rounds ? `; Redis CPU ${rev} ${range(cpu.then)}, now ${range(cpu.now)} µs per decision, now ÷ ${rev} ${ratio(cpu)}` : ''),
+  );
 }
 
 for (const c of [16, 1]) {
-  const versions = { now: GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') };
+  const versions = { now: aa ? scriptAt('GCRA_SCRIPT') : GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') };
   await ab(`single-key script, redis-benchmark at concurrency ${c}`, versions, async (sha, tag) => {
     const args = singleArgs(tag === 'abnow' ? versions.now : versions.then);
     await io.config('RESETSTAT');
     execFileSync('redis-benchmark', ['-p', String(port), '-c', String(c), '-n', '30000', '-r', '1000', '-q', 'EVALSHA', sha, '1', `${tag}:__rand_int__`, ...args]);
     const s = await scriptStats(io);
-    return s.usec / s.calls;
+    return { usec: s.usec, decisions: s.calls };
   });
 }
 for (const size of [64, 16, 4]) {
-  const versions = { now: GCRA_BATCH_SCRIPT, then: scriptAt('GCRA_BATCH_SCRIPT') };
+  const versions = { now: aa ? scriptAt('GCRA_BATCH_SCRIPT') : GCRA_BATCH_SCRIPT, then: scriptAt('GCRA_BATCH_SCRIPT') };
   await ab(`batch script, ${size} keys per call`, versions, async (sha, tag) => {
     const v4 = multi(tag === 'abnow' ? versions.now : versions.then);
     await io.config('RESETSTAT');
@@ -80,7 +112,7 @@ for (const size of [64, 16, 4]) {
       }
     }
     await Promise.all(inFlight);
-    return (await scriptStats(io)).usec / (calls * size);
+    return { usec: (await scriptStats(io)).usec, decisions: calls * size };
   });
 }
 io.disconnect();
