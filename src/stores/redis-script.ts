@@ -18,19 +18,21 @@
 
 /** The Lua both scripts share (reading, charging and saving a bucket), so they cannot drift apart. */
 const SHARED = `local format, ceil = string.format, math.ceil
--- The clock in whole µs: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to
--- read TIME once.
-local function clock()
+` +
+  // The clock in whole µs: ARGV[1], sent by the caller only in the explicit client-clock mode, or "" to
+  // read TIME once.
+  `local function clock()
   local now = A[1]
   if now ~= '' then return now + 0 end
   local t = redis.call('TIME')
   return t[1] * 1000000 + t[2]
 end
--- The stored value v (false: no key) as numbers: the debts, then atUs, and how many there are (k;
--- 0: no key, or not numbers joined by ':', at least two: a full bucket). The usual value, n debts and
--- the clock in digits, is matched in one call and its numbers left as digit strings, which Lua's
--- arithmetic reads as tonumber does; any other is read field by field with tonumber.
-local function fields(v, n)
+` +
+  // The stored value v (false: no key) as numbers: the debts, then atUs, and how many there are (k;
+  // 0: no key, or not numbers joined by ':', at least two: a full bucket). The usual value, n debts and
+  // the clock in digits, is matched in one call and its numbers left as digit strings, which Lua's
+  // arithmetic reads as tonumber does; any other is read field by field with tonumber.
+  `local function fields(v, n)
   if not v then return nil, 0 end
   local pattern = '^(%d+):(%d+)$'
   if n == 2 then pattern = '^(%d+):(%d+):(%d+)$' elseif n ~= 1 then pattern = '^' .. string.rep('(%d+):', n) .. '(%d+)$' end
@@ -51,11 +53,12 @@ local function fields(v, n)
   if k < 2 then return nil, 0 end
   return s, k, false
 end
--- Appends the stored value v to the reply out, after its count: 0 (no key); k and the usual value's k
--- numbers as integers, when each is below 2^53 (so that Redis replies them exactly: digit strings of at
--- most 15 digits, or a reading below 2^53); else -1 and v itself, which the client parses as the
--- script does. No table per key: a flat reply of integers is the cheapest for both sides to build and read.
-local function read(out, v, s, k, fast)
+` +
+  // Appends the stored value v to the reply out, after its count: 0 (no key); k and the usual value's k
+  // numbers as integers, when each is below 2^53 (so that Redis replies them exactly: digit strings of at
+  // most 15 digits, or a reading below 2^53); else -1 and v itself, which the client parses as the
+  // script does. No table per key: a flat reply of integers is the cheapest for both sides to build and read.
+  `local function read(out, v, s, k, fast)
   local j = #out
   if not v then
     out[j + 1] = 0
@@ -74,22 +77,24 @@ local function read(out, v, s, k, fast)
   out[j + 1] = -1
   out[j + 2] = v
 end
--- Stores the debts after a step, f[1 .. n], at now with an expiry of px ms, and returns the value stored;
--- when none is above 0 (keep false), every limit is full again and the key goes (a missing key is a
--- full bucket): returns false. The expiry is when the slowest limit is full again, but not sooner than
--- 1 s: a key kept longer is harmless (its debts have decayed to nothing by then), and the floor keeps
--- Redis's own clock, which times expiry, from outrunning a clock sent in the client-clock mode. All
--- formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
-local function save(key, v, f, n, now, px, keep)
+` +
+  // Stores the debts after a step, f[1 .. n], at now with an expiry of px ms, and returns the value stored;
+  // when none is above 0 (keep false), every limit is full again and the key goes (a missing key is a
+  // full bucket): returns false. The expiry is when the slowest limit is full again, but not sooner than
+  // 1 s: a key kept longer is harmless (its debts have decayed to nothing by then), and the floor keeps
+  // Redis's own clock, which times expiry, from outrunning a clock sent in the client-clock mode. All
+  // formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
+  `local function save(key, v, f, n, now, px, keep)
   if not keep then
     if v then redis.call('DEL', key) end
     return false
   end
   f[n + 1] = now
-  -- '%d' prints a whole number below 1e18 as '%.0f' does (a debt is never -0, and now > 0 rules it out
-  -- for the clock) in a fraction of its Redis time: glibc prints every '%.0f' through its multi-precision
-  -- float path (bench/redis-cost.ts). So '%d' wherever every number is whole, as the client's always are.
-  local whole = now % 1 == 0 and now > 0 and now < 1e18
+` +
+  // '%d' prints a whole number below 1e18 as '%.0f' does (a debt is never -0, and now > 0 rules it out
+  // for the clock) in a fraction of its Redis time: glibc prints every '%.0f' through its multi-precision
+  // float path (bench/redis-cost.ts). So '%d' wherever every number is whole, as the client's always are.
+  `  local whole = now % 1 == 0 and now > 0 and now < 1e18
   for i = 1, n do
     local x = f[i]
     if not (x % 1 == 0 and x < 1e18 and x > -1e18) then whole = false end
@@ -103,19 +108,21 @@ local function save(key, v, f, n, now, px, keep)
     if n == 2 then pattern = '%.0f:%.0f:%.0f' elseif n ~= 1 then pattern = string.rep('%.0f:', n) .. '%.0f' end
   end
   local value = format(pattern, unpack(f, 1, n + 1))
-  -- px is a whole number of at least 1000, or inf (a rate of 0), which '%.0f' prints as Redis refuses it.
-  local ms = '1000'
+` +
+  // px is a whole number of at least 1000, or inf (a rate of 0), which '%.0f' prints as Redis refuses it.
+  `  local ms = '1000'
   if px ~= 1000 then
     if px < 1e18 then ms = format('%d', px) else ms = format('%.0f', px) end
   end
   redis.call('SET', key, value, 'PX', ms)
   return value
 end
--- A take on the key holding v (its fields s, k), at now, of the n limits at A[b+1 ..]: all or nothing.
--- Allowed when every charged limit (cost above 0) stays within its limitUnits; then all are charged, else
--- nothing changes. Every cost 0 is a peek: nothing is written. Returns the verdict (1 or 0) and the
--- key's value after.
-local function take(key, v, s, k, now, b, n)
+` +
+  // A take on the key holding v (its fields s, k), at now, of the n limits at A[b+1 ..]: all or nothing.
+  // Allowed when every charged limit (cost above 0) stays within its limitUnits; then all are charged, else
+  // nothing changes. Every cost 0 is a peek: nothing is written. Returns the verdict (1 or 0) and the
+  // key's value after.
+  `local function take(key, v, s, k, now, b, n)
   local elapsed = 0
   if k > 1 then elapsed = now - s[k] end
   local f = {0, 0}
@@ -123,9 +130,10 @@ local function take(key, v, s, k, now, b, n)
   for i = 1, n do
     local j = b + 3 * i
     local c, r = A[j - 2] + 0, A[j] + 0
-    -- The debt now, as core/gcra.ts debtAt (see debt_at in the single-key script), inlined: this loop
-    -- is most of a decision's Lua.
-    local d = 0
+` +
+  // The debt now, as core/gcra.ts debtAt (see debt_at in the single-key script), inlined: this loop
+  // is most of a decision's Lua.
+  `    local d = 0
     if k > 1 then
       if i < k then d = s[i] - elapsed * r else d = 0 - elapsed * r end
       if not (d > 0) then d = 0 end
@@ -146,75 +154,107 @@ local function take(key, v, s, k, now, b, n)
   return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep)
 end`;
 
-/**
- * take, save and read's work for one limit whose stored value is missing or the usual "<debt>:<atUs>",
- * inlined by both scripts in their hot path, where a function call, the tables of fields and take, and
- * the patterns built cost more Redis time than the step itself (bench/redis-cost.ts). It expects the
- * locals key, v, debt and at (the value's digit strings; nil without a key), now, and j (the index of
- * the limit's costUnits in ARGV), and sets the declared allowed and after (the key's value after, as
- * take returns it), step for step as take and save do for n = 1; the property tests
- * (test/redis-exact.test.ts) drive it in both scripts against core/gcra.ts.
- */
-const TAKE_ONE = `local c, r = A[j] + 0, A[j + 2] + 0
-local d = 0
-if at then
-  d = debt - (now - at) * r
-  if not (d > 0) then d = 0 end
-end
-local a = d + c
-allowed, after = 1, v
-if c ~= 0 then
-  if c > 0 and a > A[j + 1] + 0 then
-    allowed = 0
-  elseif a > 0 then
-    -- save's value and px, its '%d' where exact (a > 0 here).
-    local px, ms = '1000', a / (r * 1000)
-    if ms > 1000 then
-      ms = math.ceil(ms)
-      if ms < 1e18 then px = string.format('%d', ms) else px = string.format('%.0f', ms) end
-    end
-    if a % 1 == 0 and a < 1e18 and now % 1 == 0 and now > 0 and now < 1e18 then
-      after = string.format('%d:%d', a, now)
-    else
-      after = string.format('%.0f:%.0f', a, now)
-    end
-    redis.call('SET', key, after, 'PX', px)
-  else
-    if v then redis.call('DEL', key) end
-    after = false
-  end
-end`;
+/** The most limits a take runs in straight lines (fastTake); a take of more goes through take. */
+const FAST_LIMITS = 3;
+const upTo = (n: number, f: (i: number) => string, sep: string) => Array.from({ length: n }, (_, i) => f(i + 1)).join(sep);
+const indent = (lua: string, by: string) => lua.replaceAll('\n', `\n${by}`);
+/** d1, ..., dn, at: the usual value's digit strings, as fastTake expects them. */
+const fieldNames = (n: number) => `${upTo(n, (i) => `d${i}`, ', ')}, at`;
+/** Declares d1 .. dn and at, and matches the stored value v against the usual one of n limits (a literal pattern). */
+const usualValue = (n: number) =>
+  `local ${fieldNames(n)}\nif v then ${fieldNames(n)} = string.match(v, '^${'(%d+):'.repeat(n)}(%d+)$') end`;
+/** Whether the usual value's numbers x1 .. xn, y go back as the raw value, as read decides it (see read). */
+const unsafe = (n: number) =>
+  `${upTo(n, (i) => `(#d${i} > 15 and not (x${i} < 9007199254740992))`, ' or ')} or (#at > 15 and not (y < 9007199254740992))`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v9
--- KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
--- KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
---          exists the step is not run and its record is the reply, {"op", record}; otherwise the step
---          runs and its reply material is recorded there for ARGV[#ARGV - 1] ms, as
---          "<fingerprint>|<verdict>|<now>|<tokens>|<value read>", fields joined by a newline (the
---          fingerprint is ARGV[#ARGV])
--- ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
--- ARGV[2]: the kind of step: "t" a take, all or nothing (see take); "g" a partial grant (one limit) of
---          as many whole tokens as fit under limitUnits, at most costUnits / tokenUnits; "a" an
---          adjustment, always applied: per limit, a refund (costUnits below 0) never below no debt, a
---          charge never above limitUnits (a debt already above it is kept)
--- ARGV[3]: with "g", tokenUnits; with "a", refundSinceUs, the server clock's reading at the grant given
---          back ("": none), a refund then being what the bucket has not refilled since,
---          max(0, -costUnits - max(0, now - since) * rate); with "t", ""
--- ARGV[3j+1], ARGV[3j+2], ARGV[3j+3]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
---          for j = 1 to n = (#ARGV - 3) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
---          the fingerprint). Every cost 0 is a peek, of any kind: read only
--- Returns {allowed, nowUs, tokens, count, ...}: the verdict, the clock reading in whole µs (TIME's, or
--- ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
--- read: 0; k and k integers; or -1 and the value)
-local A = ARGV
+/**
+ * take, save and read's work for n limits (1 to FAST_LIMITS) on a stored value that is missing or the
+ * usual "<debt1>:...:<debtN>:<atUs>", inlined by both scripts in their hot path, where a function call,
+ * the tables of fields and take, and the patterns built cost more Redis time than the step itself
+ * (bench/redis-cost.ts). It expects the locals key, v, now, j (the index of limit 1's costUnits in
+ * ARGV) and the value's digit strings d1 .. dn and at (usualValue; nil without a key); it declares x1 ..
+ * xn and y, the value's numbers, for the reply, and sets the declared allowed and after (the key's value
+ * after, as take returns it), step for step as take and save do: the same arithmetic in the same order,
+ * ARGV read in the same order (so a malformed one fails alike), a limit that refuses ending the step
+ * (the break out of the repeat, Lua 5.1 having no goto). The property tests (test/redis-exact.test.ts)
+ * drive it in both scripts against core/gcra.ts.
+ */
+const fastTake = (n: number) => {
+  const limit = (i: number) => `local c${i}, r${i} = A[${i === 1 ? 'j' : `j + ${3 * i - 3}`}] + 0, A[j + ${3 * i - 1}] + 0
+local a${i} = 0
+if e then
+  a${i} = x${i} - e * r${i}
+  if not (a${i} > 0) then a${i} = 0 end
+end
+a${i} = a${i} + c${i}
+if c${i} > 0 and a${i} > A[j + ${3 * i - 2}] + 0 then break end`;
+  return `local ${upTo(n, (i) => `x${i}`, ', ')}, y, e
+if at then
+  ${upTo(n, (i) => `x${i}`, ', ')}, y = ${upTo(n, (i) => `d${i} + 0`, ', ')}, at + 0
+  e = now - y
+end
+allowed, after = 0, v
+repeat
+  ${indent(upTo(n, limit, '\n'), '  ')}
+  allowed = 1
+` +
+  // Every cost 0: a peek, nothing written.
+  `  if ${upTo(n, (i) => `c${i} ~= 0`, ' or ')} then
+    if ${upTo(n, (i) => `a${i} > 0`, ' or ')} then
+` +
+  // save's px, max(1000, ceil(the slowest refill's ms)), and its '%d' where exact.
+  `      local px, ms = '1000', 1000
+      ${upTo(n, (i) => `if a${i} > 0 and a${i} / (r${i} * 1000) > ms then ms = a${i} / (r${i} * 1000) end`, '\n      ')}
+      if ms > 1000 then
+        ms = math.ceil(ms)
+        if ms < 1e18 then px = string.format('%d', ms) else px = string.format('%.0f', ms) end
+      end
+      if now % 1 == 0 and now > 0 and now < 1e18 and ${upTo(n, (i) => `a${i} % 1 == 0 and a${i} < 1e18 and a${i} > -1e18`, ' and ')} then
+        after = string.format('${upTo(n + 1, () => '%d', ':')}', ${upTo(n, (i) => `a${i}`, ', ')}, now)
+      else
+        after = string.format('${upTo(n + 1, () => '%.0f', ':')}', ${upTo(n, (i) => `a${i}`, ', ')}, now)
+      end
+      redis.call('SET', key, after, 'PX', px)
+    else
+      if v then redis.call('DEL', key) end
+      after = false
+    end
+  end
+until true`;
+};
+
+export const GCRA_SCRIPT = `-- edge-limiter gcra v10
+` +
+  // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
+  // KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
+  // exists the step is not run and its record is the reply, {"op", record}; otherwise the step
+  // runs and its reply material is recorded there for ARGV[#ARGV - 1] ms, as
+  // "<fingerprint>|<verdict>|<now>|<tokens>|<value read>", fields joined by a newline (the
+  // fingerprint is ARGV[#ARGV])
+  // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+  // ARGV[2]: the kind of step: "t" a take, all or nothing (see take); "g" a partial grant (one limit) of
+  // as many whole tokens as fit under limitUnits, at most costUnits / tokenUnits; "a" an
+  // adjustment, always applied: per limit, a refund (costUnits below 0) never below no debt, a
+  // charge never above limitUnits (a debt already above it is kept)
+  // ARGV[3]: with "g", tokenUnits; with "a", refundSinceUs, the server clock's reading at the grant given
+  // back ("": none), a refund then being what the bucket has not refilled since,
+  // max(0, -costUnits - max(0, now - since) * rate); with "t", ""
+  // ARGV[3j+1], ARGV[3j+2], ARGV[3j+3]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
+  // for j = 1 to n = (#ARGV - 3) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
+  // the fingerprint). Every cost 0 is a peek, of any kind: read only
+  // Returns {allowed, nowUs, tokens, count, ...}: the verdict, the clock reading in whole µs (TIME's, or
+  // ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
+  // read: 0; k and k integers; or -1 and the value)
+  `local A = ARGV
 local key, op = KEYS[1], KEYS[2]
 local now, v
--- The usual decision, in straight lines before anything else: a take of one limit, no operation id,
--- and a stored value that is missing or "<debt>:<atUs>". It makes no closure (each 'local function'
--- below is a new one on every call), no table but the reply and builds no pattern; its clock, arithmetic,
--- writes and reply are the general path's (clock, and see TAKE_ONE). Any other case falls through to
--- the general path, with the clock and the value already read.
-if A[2] == 't' and #A == 6 and not op then
+` +
+  // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
+  // operation id, and a stored value that is missing or the usual one of as many debts. It makes no
+  // closure (each 'local function' below is a new one on every call), no table but the reply and builds
+  // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
+  // Any other case falls through to the general path, with the clock and the value already read.
+  `if A[2] == 't' and not op and (${upTo(FAST_LIMITS, (n) => `#A == ${3 + 3 * n}`, ' or ')}) then
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -223,23 +263,28 @@ if A[2] == 't' and #A == 6 and not op then
     now = now + 0
   end
   v = redis.call('GET', key)
-  local debt, at
-  if v then debt, at = string.match(v, '^(%d+):(%d+)$') end
-  if not v or at then
-    local j, allowed, after = 4
-    ${TAKE_ONE}
-    if not v then return {allowed, now, -1, 0} end
-    local x, y = debt + 0, at + 0
-    if (#debt > 15 and not (x < 9007199254740992)) or (#at > 15 and not (y < 9007199254740992)) then return {allowed, now, -1, -1, v} end
-    return {allowed, now, -1, 2, x, y}
+  ${upTo(
+    FAST_LIMITS,
+    (n) => `${n === 1 ? 'if' : 'elseif'} #A == ${3 + 3 * n} then
+    ${indent(usualValue(n), '    ')}
+    if not v or at then
+      local j, allowed, after = 4
+      ${indent(fastTake(n), '      ')}
+      if not v then return {allowed, now, -1, 0} end
+      if ${unsafe(n)} then return {allowed, now, -1, -1, v} end
+      return {allowed, now, -1, ${n + 1}, ${upTo(n, (i) => `x${i}`, ', ')}, y}
+    end`,
+    '\n  ',
+  )}
   end
 end
 ${SHARED}
 if not now then
   now = clock()
   if op then
-    -- One read for both: a recorded operation answers without a step.
-    local got = redis.call('MGET', key, op)
+` +
+  // One read for both: a recorded operation answers without a step.
+  `    local got = redis.call('MGET', key, op)
     if got[2] then return {'op', got[2]} end
     v = got[1]
   else
@@ -249,9 +294,10 @@ end
 local n = (#A - 3) / 3
 if op then n = (#A - 5) / 3 end
 local s, k, fast = fields(v, n)
--- The reply, recording it first for an operation id: its material, from which the client redoes the
--- step to the same result.
-local function reply(allowed, tokens)
+` +
+  // The reply, recording it first for an operation id: its material, from which the client redoes the
+  // step to the same result.
+  `local function reply(allowed, tokens)
   if op then
     local record = format('%s\\n%d\\n%.0f\\n%s\\n%s', A[#A], allowed, now, tokens or '', v or '')
     redis.call('SET', op, record, 'PX', A[#A - 1])
@@ -262,9 +308,10 @@ local function reply(allowed, tokens)
 end
 local kind = A[2]
 if kind == 't' then return reply((take(key, v, s, k, now, 3, n))) end
--- Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
--- clock that went back (a failover to a server behind) raises the debt, as in core.
-local function debt_at(s, k, i, now, r)
+` +
+  // Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
+  // clock that went back (a failover to a server behind) raises the debt, as in core.
+  `local function debt_at(s, k, i, now, r)
   if k < 2 then return 0 end
   local stored = 0
   if i < k then stored = s[i] end
@@ -276,8 +323,9 @@ if kind == 'g' then
   local cost = A[4] + 0
   if cost == 0 then return reply(1) end
   local debt = debt_at(s, k, 1, now, A[6])
-  -- The largest k <= cost / unit with debt + k * unit <= limit: the floor, corrected by one either way.
-  local unit = A[3] + 0
+` +
+  // The largest k <= cost / unit with debt + k * unit <= limit: the floor, corrected by one either way.
+  `  local unit = A[3] + 0
   local room = A[5] - debt
   local q = math.floor(room / unit)
   if q * unit > room then q = q - 1 elseif (q + 1) * unit <= room then q = q + 1 end
@@ -320,25 +368,27 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'b13c5aafa8bffb1e46d9f37b54e748ec090acbad';
+export const GCRA_SCRIPT_SHA = '6f81ed3964d1147069acf166515203a0ea001745';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v6
--- KEYS[i]: the bucket keys, decided in order
--- ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
--- Then each key's take in turn, from b = 2: ARGV[b] its number of limits n, and ARGV[b+1 .. b+3n] the
--- limits (see above; every cost 0: a peek); the next key's count is at ARGV[b + 3n + 1]
--- Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
--- or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
--- and the value)
-local A = ARGV
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v7
+` +
+  // KEYS[i]: the bucket keys, decided in order
+  // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+  // Then each key's take in turn, from b = 2: ARGV[b] its number of limits n, and ARGV[b+1 .. b+3n] the
+  // limits (see above; every cost 0: a peek); the next key's count is at ARGV[b + 3n + 1]
+  // Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
+  // or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
+  // and the value)
+  `local A = ARGV
 ${SHARED}
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
--- What this call wrote, by key, so that a key listed again reads its earlier step.
-local written = {}
+` +
+  // What this call wrote, by key, so that a key listed again reads its earlier step.
+  `local written = {}
 local out = {now}
 local m = 1
 local b = 2
@@ -347,31 +397,36 @@ for i = 1, #KEYS do
   local v = written[key]
   if v == nil then v = got[i] end
   local n = A[b] + 0
-  local debt, at
-  if n == 1 and v then debt, at = string.match(v, '^(%d+):(%d+)$') end
   local allowed, after
-  if n == 1 and (not v or at) then
-    -- The usual key (one limit; no value, or the usual one) in straight lines, as the single-key script's.
-    local j = b + 1
-    ${TAKE_ONE}
-    out[m + 1] = allowed
-    if not v then
-      out[m + 2] = 0
-      m = m + 2
-    else
-      local x, y = debt + 0, at + 0
-      if (#debt > 15 and not (x < 9007199254740992)) or (#at > 15 and not (y < 9007199254740992)) then
+` +
+  // The usual key (1 to ${FAST_LIMITS} limits; no value, or the usual one) in straight lines, as the
+  // single-key script's; any other leaves allowed nil, for the general path below.
+  `  ${upTo(
+    FAST_LIMITS,
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
+    ${indent(usualValue(n), '    ')}
+    if not v or at then
+      local j = b + 1
+      ${indent(fastTake(n), '      ')}
+      out[m + 1] = allowed
+      if not v then
+        out[m + 2] = 0
+        m = m + 2
+      elseif ${unsafe(n)} then
         out[m + 2] = -1
         out[m + 3] = v
         m = m + 3
       else
-        out[m + 2] = 2
-        out[m + 3] = x
-        out[m + 4] = y
-        m = m + 4
+        out[m + 2] = ${n + 1}
+        ${upTo(n, (i) => `out[m + ${2 + i}] = x${i}`, '\n        ')}
+        out[m + ${n + 3}] = y
+        m = m + ${n + 3}
       end
-    end
-  else
+    end`,
+    '\n  ',
+  )}
+  end
+  if allowed == nil then
     local s, k, fast = fields(v, n)
     allowed, after = take(key, v, s, k, now, b, n)
     out[m + 1] = allowed
@@ -385,4 +440,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '69dd7f786ca33057caa384f681a800704cd673ef';
+export const GCRA_BATCH_SCRIPT_SHA = '23b7275991349ed4075a71452568aefd70392dbd';
