@@ -236,11 +236,12 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       })
     : undefined;
 
-  /** Takes that no hook or deny cache needs to see: take()'s hot path may answer them. */
+  /**
+   * Takes that no hook or deny cache needs to see: take()'s hot path may answer them, and without a
+   * lease they are one synchronous store step when the store has stepSync (read on every decision, as a
+   * store's methods are: one may be wrapped or replaced after the limiter is made).
+   */
   const plainTakes = !onDecision && !denied;
-  /** Such takes without a lease are one synchronous store step: the store has stepSync. */
-  const syncTakes = plainTakes && store.stepSync !== undefined;
-  const takesOneSync = syncTakes && store.takeOneSync !== undefined;
 
   const fallback = [...policies.values()].some((p) => p.local)
     ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, monotonicMs, policies: policies.values() })
@@ -361,11 +362,11 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       }
     }
     const args = argsOf(entry, cost, maxWaitMs);
-    if (syncTakes) return syncDecision(entry, storageKey, cost, maxWaitMs, args);
+    if (plainTakes && store.stepSync) return syncDecision(entry, storageKey, cost, maxWaitMs, args);
     return decideAsync(op, name, key, cost, maxWaitMs, policy, storageKey, args);
   }
 
-  /** A decision by a synchronous store step, with no await (syncTakes). */
+  /** A decision by a synchronous store step (plainTakes, and the store has stepSync), with no await. */
   function syncDecision(entry: PolicyEntry, storageKey: string, cost: Costs, maxWaitMs: number, args: StepArgs): Promise<Decision> {
     try {
       return Promise.resolve(toDecision(entry.policy, cost, store.stepSync!(storageKey, args)));
@@ -446,28 +447,32 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       await leases?.close();
     },
     take(name, key, opts = NO_OPTIONS) {
+      // Each option is read once (a getter sees one read, as on the long way).
+      const { cost, maxWaitMs, idempotencyKey } = opts;
       // The hot path: a take of one token with no wait and no idempotency key, with no hook or cache to
       // consult: decide's checks and branches reduced to the ones this case needs (each input that fails
       // one goes the long way, which names the error).
-      if (plainTakes && (opts.cost === undefined || opts.cost === 1) && (opts.maxWaitMs === undefined || opts.maxWaitMs === 0) && opts.idempotencyKey === undefined) {
+      if (plainTakes && (cost === undefined || cost === 1) && (maxWaitMs === undefined || maxWaitMs === 0) && idempotencyKey === undefined) {
         const entry = typeof name === 'string' ? entries.get(name) : undefined;
         if (entry !== undefined && !entry.policy.lease && isShortKey(key)) {
           const { policy } = entry;
-          if (!syncTakes) return plainTake(entry, entry.keyPrefix + key);
+          const storageKey = entry.keyPrefix + key;
+          if (!store.stepSync) return plainTake(entry, storageKey);
           // One limit, and a store that can take on it without a result object: the decision from numbers.
-          if (takesOneSync && policy.limits.length === 1) {
-            const storageKey = entry.keyPrefix + key;
+          if (store.takeOneSync && policy.limits.length === 1) {
             try {
-              const after = store.takeOneSync!(storageKey, entry.takeOne.limits[0]!);
+              const after = store.takeOneSync(storageKey, entry.takeOne.limits[0]!);
+              // Anything but a number (a custom store's bug) is a failed store call, not a decision.
+              if (typeof after !== 'number' || !Number.isFinite(after)) throw new StoreError(store.name, `takeOneSync answered ${String(after)}`);
               return Promise.resolve(after >= 0 ? oneLimitDecision(policy, 1, true, after) : oneLimitDecision(policy, 1, false, -1 - after));
             } catch {
               return Promise.resolve(failed(policy, storageKey, 1, 0));
             }
           }
-          return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
+          return syncDecision(entry, storageKey, 1, 0, entry.takeOne);
         }
       }
-      return decide('take', name, key, opts.cost ?? 1, opts.maxWaitMs ?? 0, opts.waitUntil, opts.idempotencyKey);
+      return decide('take', name, key, cost ?? 1, maxWaitMs ?? 0, opts.waitUntil, idempotencyKey);
     },
     async acquire(name, key, opts = {}) {
       opts.signal?.throwIfAborted();

@@ -355,6 +355,51 @@ describe("take()'s hot path (one token, no wait, no hook or cache)", () => {
     for (const remote of [false, true]) await sameAnswers(make(false, remote), make(true, remote), () => (nowMs += 700));
   });
 
+  it('a copy of the memory store with its own stepSync is answered by that stepSync', async () => {
+    const policies = { one: { capacity: 3, refillPerSecond: 1 } };
+    const inner = memoryStore({ nowMs: () => 0 });
+    const failing: Store = { ...inner, stepSync: () => { throw new Error('down'); } };
+    expect(await createLimiter({ store: failing, policies }).take('one', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
+    // A wrapper that keeps every tenant's buckets apart: the hot path must charge the key it writes.
+    const tenant: Store = { ...inner, stepSync: (k, a) => inner.stepSync(`t1/${k}`, a) };
+    const limiter = createLimiter({ store: tenant, policies });
+    for (let i = 0; i < 3; i++) await limiter.take('one', 'k');
+    expect(await limiter.take('one', 'k')).toMatchObject({ allowed: false });
+    expect(inner.stepSync('t1/el:one:k', { limits: [{ costUnits: 0, limitUnits: 0, refillUnitsPerUs: 1 }] }).debtUnits[0]).toBeGreaterThan(0);
+    expect(inner.size).toBe(1);
+  });
+
+  it('reads store methods on every decision, and each option once', async () => {
+    const policies = { one: { capacity: 3, refillPerSecond: 1 } };
+    const store: Store = { ...memoryStore({ nowMs: () => 0 }) };
+    const limiter = createLimiter({ store, policies });
+    expect(await limiter.take('one', 'k')).toMatchObject({ allowed: true, remaining: 2 });
+    // Removed after the limiter was made: the store's step answers.
+    const methods = store as unknown as Record<string, unknown>;
+    methods.stepSync = undefined;
+    methods.takeOneSync = null;
+    expect(await limiter.take('one', 'k')).toMatchObject({ allowed: true, remaining: 1 });
+    let reads = 0;
+    const opts = {
+      get cost() {
+        return ++reads === 1 ? 2 : 1;
+      },
+    };
+    expect(await limiter.take('one', 'k2', opts)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(reads).toBe(1);
+  });
+
+  it('a takeOneSync that answers no number is a store failure, per the fail mode', async () => {
+    const inner = memoryStore({ nowMs: () => 0 });
+    for (const answer of [Number.NaN, Infinity, '3', undefined]) {
+      const store: Store = { ...inner, takeOneSync: () => answer as number };
+      const deny = createLimiter({ store, policies: { one: { capacity: 3, refillPerSecond: 1 } } });
+      expect(await deny.take('one', 'k')).toEqual({ allowed: false, limit: 3, retryAfterMs: 1000, waitMs: 0, reason: 'store_error' });
+      const allow = createLimiter({ store, policies: { one: { capacity: 3, refillPerSecond: 1, onStoreError: 'allow' } } });
+      expect(await allow.take('one', 'k')).toMatchObject({ allowed: true, reason: 'store_error' });
+    }
+  });
+
   async function sameAnswers(fast: ReturnType<typeof createLimiter>, slow: ReturnType<typeof createLimiter>, later: () => void) {
     const keys: unknown[] = ['k', 'k2', 'x'.repeat(170), 'y'.repeat(171), 'é'.repeat(200), 'é'.repeat(300), '', '\uD800', 'a\uDC00b', 7, null, undefined];
     const names: unknown[] = ['one', 'two', 'nope', 1, undefined];

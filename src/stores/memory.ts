@@ -233,10 +233,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
       return r;
     },
-    takeOneSync(key: string, limit: LimitStep): number {
-      // A cost of 0 or less is no take: the general step answers it (a peek writes nothing).
-      if (!(limit.costUnits > 0)) {
-        const r = store.stepSync(key, { limits: [limit] });
+    takeOneSync(this: Store | undefined, key: string, limit: LimitStep): number {
+      // A cost of 0 or less is no take: the general step answers it (a peek writes nothing). So does a
+      // copy of this store whose stepSync was replaced ({ ...memoryStore(), stepSync }): its stepSync
+      // is what it answers by.
+      const self = this ?? store;
+      if (!(limit.costUnits > 0) || self.stepSync !== store.stepSync) {
+        const r = self.stepSync!(key, { limits: [limit] });
         return r.allowed ? r.debtUnits[0]! : -1 - r.debtUnits[0]!;
       }
       const now = nowUs();
