@@ -40,6 +40,19 @@ function unboundedStore(): Store {
   const several = new Map<number, readonly number[]>();
   const oneDebt = [0];
   const view: BucketState = { debtUnits: oneDebt, atUs: 0 };
+  /** The bucket's slot, or a new one at the end (the array doubling as it fills). */
+  function slotFor(key: string, at: number | undefined): number {
+    if (at !== undefined) return at;
+    const to = next;
+    next += 2;
+    if (next > nums.length) {
+      const grown = new Float64Array(nums.length * 2);
+      grown.set(nums);
+      nums = grown;
+    }
+    slots.set(key, to);
+    return to;
+  }
   function stepSync(key: string, args: StepArgs): StepResult {
     const now = originUs + Math.floor(perf.now() * 1000);
     const flat = key.trim();
@@ -58,17 +71,7 @@ function unboundedStore(): Store {
     const r = step(state, now, args);
     const { write } = r;
     if (write) {
-      let to = at;
-      if (to === undefined) {
-        to = next;
-        next += 2;
-        if (next > nums.length) {
-          const grown = new Float64Array(nums.length * 2);
-          grown.set(nums);
-          nums = grown;
-        }
-        slots.set(key, to);
-      }
+      const to = slotFor(key, at);
       nums[to] = now;
       if (write.debtUnits.length > 1) several.set(to, write.debtUnits);
       else {
@@ -82,21 +85,12 @@ function unboundedStore(): Store {
     const now = originUs + Math.floor(perf.now() * 1000);
     const flat = key.trim();
     if (flat.length === key.length) key = flat;
-    let at = slots.get(key);
-    const more = at === undefined || several.size === 0 ? undefined : several.get(at);
-    const stored = at === undefined ? 0 : (more?.[0] ?? nums[at + 1]!);
-    const after = takeUnits(at === undefined ? 0 : decayed(stored, nums[at!]!, now, limit.refillUnitsPerUs), limit);
+    const found = slots.get(key);
+    const more = found === undefined || several.size === 0 ? undefined : several.get(found);
+    const stored = found === undefined ? 0 : (more?.[0] ?? nums[found + 1]!);
+    const after = takeUnits(found === undefined ? 0 : decayed(stored, nums[found]!, now, limit.refillUnitsPerUs), limit);
     if (after < 0) return after;
-    if (at === undefined) {
-      at = next;
-      next += 2;
-      if (next > nums.length) {
-        const grown = new Float64Array(nums.length * 2);
-        grown.set(nums);
-        nums = grown;
-      }
-      slots.set(key, at);
-    }
+    const at = slotFor(key, found);
     if (several.size !== 0) several.delete(at);
     nums[at] = now;
     nums[at + 1] = after;
