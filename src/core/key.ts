@@ -30,7 +30,6 @@ export function utf8Length(s: string): number {
   return n;
 }
 
-/** A key is any well-formed UTF-8 string of 1 to 512 bytes. Anything else is an InvalidInputError. */
 /**
  * Whether assertKey would accept `key` without counting bytes: 1 to 170 UTF-16 units (at most 3 bytes of
  * UTF-8 each), well formed. The check of a decision's hot path; any other key goes through assertKey.
@@ -39,6 +38,7 @@ export function isShortKey(key: unknown): key is string {
   return typeof key === 'string' && key.length !== 0 && key.length <= MAX_KEY_BYTES_FAST && key.isWellFormed();
 }
 
+/** A key is any well-formed UTF-8 string of 1 to 512 bytes. Anything else is an InvalidInputError. */
 export function assertKey(key: unknown): asserts key is string {
   if (typeof key !== 'string') throw new InvalidInputError('key', `must be a string, got ${key === null ? 'null' : typeof key}`);
   if (key.length === 0) throw new InvalidInputError('key', 'must not be empty');
