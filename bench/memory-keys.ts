@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
 import { decayed, step, takeUnits, type BucketState, type LimitStep, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../src/core/key.js';
 import { measure, spread } from './lib.js';
 
 const { values: opt } = parseArgs({
@@ -45,6 +46,7 @@ function unboundedStore(): Store {
     if (at !== undefined) return at;
     const to = next;
     next += 2;
+    unindex.push(undefined);
     if (next > nums.length) {
       const grown = new Float64Array(nums.length * 2);
       grown.set(nums);
@@ -55,8 +57,7 @@ function unboundedStore(): Store {
   }
   function stepSync(key: string, args: StepArgs): StepResult {
     const now = originUs + Math.floor(perf.now() * 1000);
-    const flat = key.trim();
-    if (flat.length === key.length) key = flat;
+    key = flattened(key);
     const at = slots.get(key);
     let state: BucketState | undefined;
     if (at !== undefined) {
@@ -81,19 +82,35 @@ function unboundedStore(): Store {
     } else if (write === null) forget(key);
     return r;
   }
-  function takeOneSync(key: string, limit: LimitStep): number {
+  // takeOneSync's index by prefix and key, as memoryStore keeps it (see KeySpace there), and what
+  // forgetting a slot must remove from it.
+  const spaces = new Map<string, Map<string, number>>();
+  const unindex: ((() => void) | undefined)[] = [];
+  function takeOneSync(prefix: string, key: string, limit: LimitStep): number {
     const now = originUs + Math.floor(perf.now() * 1000);
-    const flat = key.trim();
-    if (flat.length === key.length) key = flat;
-    const found = slots.get(key);
+    if (key.length >= ROPE_MIN_LENGTH) key = flattened(key);
+    let space = spaces.get(prefix);
+    let found = space?.get(key);
+    let storageKey = '';
+    if (found === undefined) {
+      storageKey = flattened(prefix + key);
+      found = slots.get(storageKey);
+    }
     const more = found === undefined || several.size === 0 ? undefined : several.get(found);
     const stored = found === undefined ? 0 : (more?.[0] ?? nums[found + 1]!);
     const after = takeUnits(found === undefined ? 0 : decayed(stored, nums[found]!, now, limit.refillUnitsPerUs), limit);
     if (after < 0) return after;
-    const at = slotFor(key, found);
+    const at = slotFor(storageKey, found);
     if (several.size !== 0) several.delete(at);
     nums[at] = now;
     nums[at + 1] = after;
+    if (unindex[at / 2] === undefined) {
+      if (space === undefined) spaces.set(prefix, (space = new Map()));
+      const rest = ownCopy(key);
+      const inSpace = space;
+      inSpace.set(rest, at);
+      unindex[at / 2] = () => inSpace.delete(rest);
+    }
     return after;
   }
   function forget(key: string): void {
@@ -101,6 +118,8 @@ function unboundedStore(): Store {
     if (at === undefined) return;
     slots.delete(key);
     several.delete(at);
+    unindex[at / 2]?.();
+    unindex[at / 2] = undefined;
   }
   // A dropped bucket's slot is not reused: this store is only for measuring.
   return { name: 'memory-unbounded', inProcess: true, stepSync, takeOneSync, step: async (k, a) => stepSync(k, a), reset: async (k) => forget(k), ping: async () => {} };

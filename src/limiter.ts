@@ -456,20 +456,20 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
         const entry = typeof name === 'string' ? entries.get(name) : undefined;
         if (entry !== undefined && !entry.policy.lease && isShortKey(key)) {
           const { policy } = entry;
-          const storageKey = entry.keyPrefix + key;
-          if (!store.stepSync) return plainTake(entry, storageKey);
-          // One limit, and a store that can take on it without a result object: the decision from numbers.
+          if (!store.stepSync) return plainTake(entry, entry.keyPrefix + key);
+          // One limit, and a store that can take on it without a result object: the decision from numbers,
+          // and no storage key built (the store finds the bucket by the prefix and the key).
           if (store.takeOneSync && policy.limits.length === 1) {
             try {
-              const after = store.takeOneSync(storageKey, entry.takeOne.limits[0]!);
+              const after = store.takeOneSync(entry.keyPrefix, key, entry.takeOne.limits[0]!);
               // Anything but a number (a custom store's bug) is a failed store call, not a decision.
               if (typeof after !== 'number' || !Number.isFinite(after)) throw new StoreError(store.name, `takeOneSync answered ${String(after)}`);
               return Promise.resolve(after >= 0 ? oneLimitDecision(policy, 1, true, after) : oneLimitDecision(policy, 1, false, -1 - after));
             } catch {
-              return Promise.resolve(failed(policy, storageKey, 1, 0));
+              return Promise.resolve(failed(policy, entry.keyPrefix + key, 1, 0));
             }
           }
-          return syncDecision(entry, storageKey, 1, 0, entry.takeOne);
+          return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
         }
       }
       return decide('take', name, key, cost ?? 1, maxWaitMs ?? 0, opts.waitUntil, idempotencyKey);

@@ -37,10 +37,12 @@ export interface Store {
   /** The same step, synchronously, for in-process stores: lets the limiter answer without an await. */
   stepSync?(key: string, args: StepArgs): StepResult;
   /**
-   * For in-process stores: `stepSync(key, { limits: [limit] })`, a take on a policy of one limit
-   * (limit.costUnits above 0), answered as core/gcra.ts `takeUnits` does, with no object made: the
-   * limit's debt after the take when allowed, or -1 - its debt now when refused. The limiter's hot path
-   * (a take of one token with no wait) uses it when the store has it.
+   * For in-process stores: `stepSync(prefix + key, { limits: [limit] })`, a take on a policy of one
+   * limit (limit.costUnits above 0), answered as core/gcra.ts `takeUnits` does, with no object made:
+   * the limit's debt after the take when allowed, or -1 - its debt now when refused. The limiter's hot
+   * path (a take of one token with no wait) uses it when the store has it, with the policy's key prefix
+   * and the caller's key: the bucket is the one of the storage key `prefix + key`, however it is split
+   * (the memory store finds it by the two parts without building that string).
    */
-  takeOneSync?(key: string, limit: LimitStep): number;
+  takeOneSync?(prefix: string, key: string, limit: LimitStep): number;
 }

@@ -1,6 +1,7 @@
 // The memory store's own bookkeeping: buckets in slots of one Float64Array (a slot per key, reused once
-// its bucket is dropped), buckets of several limits beside them, keys flattened before the lookup, and
-// the maxKeys bound over all of it. The conformance suite (stores.test.ts) covers the step itself.
+// its bucket is dropped), buckets of several limits beside them, keys flattened before the lookup,
+// takeOneSync's index by prefix and key, and the maxKeys bound over all of it. The conformance suite
+// (stores.test.ts) covers the step itself.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createLimiter, memoryStore } from '../src/index.js';
@@ -139,11 +140,14 @@ describe('memory store: takeOneSync, the limiter’s hot path', () => {
   // Two stores on one fake clock get the same operations, except that one takes through takeOneSync and
   // the other through stepSync with the same limit: every answer, and every bucket afterwards (read by a
   // peek of every limit), must be the same, with eviction (a small maxKeys), buckets stored with several
-  // limits under the same key, refunds, and costs of 0 and below among the operations.
+  // limits under the same key, refunds, resets, and costs of 0 and below among the operations. takeOneSync
+  // gets each storage key split into prefix and key at any point, so one bucket is reached by several
+  // splits (its index holds one of them).
   it('answers and stores what stepSync does, for any sequence of operations', () => {
-    const limit = fc.record({ costUnits: fc.integer({ min: -30, max: 40 }), limitUnits: fc.integer({ min: 1, max: 60 }), refillUnitsPerUs: fc.constantFrom(1, 0.5, 1e-3, 1e-6, 3) });
+    const limit = fc.record({ costUnits: fc.integer({ min: -30, max: 40 }), limitUnits: fc.integer({ min: 1, max: 60 }), refillUnitsPerUs: fc.constantFrom(1, 0.5, 1e-3, 1e-6, 1e-6, 1e-6, 3) });
     const op = fc.oneof(
-      fc.record({ kind: fc.constant('takeOne' as const), key: fc.integer({ min: 0, max: 5 }), limit }),
+      fc.record({ kind: fc.constant('takeOne' as const), key: fc.integer({ min: 0, max: 5 }), split: fc.oneof({ arbitrary: fc.constant(-1), weight: 3 }, { arbitrary: fc.integer({ min: 0, max: 20 }), weight: 1 }), limit }),
+      fc.record({ kind: fc.constant('reset' as const), key: fc.integer({ min: 0, max: 5 }) }),
       fc.record({ kind: fc.constant('several' as const), key: fc.integer({ min: 0, max: 5 }), limits: fc.array(limit, { minLength: 2, maxLength: 3 }) }),
       fc.record({ kind: fc.constant('adjust' as const), key: fc.integer({ min: 0, max: 5 }), limit }),
       fc.record({ kind: fc.constant('wait' as const), us: fc.integer({ min: 0, max: 50_000 }) }),
@@ -154,12 +158,22 @@ describe('memory store: takeOneSync, the limiter’s hot path', () => {
         const nowMs = () => nowUs / 1000;
         const hot = memoryStore({ maxKeys, nowMs });
         const general = memoryStore({ maxKeys, nowMs });
-        const key = (k: number) => `el:policy:key-${k}`;
+        // Keys of two policies, one of 13 characters or more after any prefix of up to 2.
+        const key = (k: number) => (k < 3 ? `el:policy:key-${k}` : `el:p:k${k}`);
         const answer = (r: { allowed: boolean; debtUnits: number[] }) => (r.allowed ? r.debtUnits[0]! : -1 - r.debtUnits[0]!);
         for (const o of ops) {
           if (o.kind === 'wait') nowUs += o.us;
-          else if (o.kind === 'takeOne') expect(hot.takeOneSync(key(o.key), o.limit)).toBe(answer(general.stepSync(key(o.key), { limits: [o.limit] })));
-          else {
+          else if (o.kind === 'takeOne') {
+            const k = key(o.key);
+            // Mostly the limiter's split (after the policy's name, split -1), so that the index answers.
+            const split = o.split >= 0 ? o.split : k.indexOf(':', 3) + 1;
+            // The key part as a rope (a concatenation), as a caller's key often is.
+            const rest = k.slice(split, split + 2) + k.slice(split + 2);
+            expect(hot.takeOneSync(k.slice(0, split), rest, o.limit)).toBe(answer(general.stepSync(k, { limits: [o.limit] })));
+          } else if (o.kind === 'reset') {
+            void hot.reset(key(o.key));
+            void general.reset(key(o.key));
+          } else {
             const args = o.kind === 'several' ? { limits: o.limits } : { limits: [o.limit], adjust: true };
             expect(hot.stepSync(key(o.key), args)).toEqual(general.stepSync(key(o.key), args));
           }
@@ -171,5 +185,42 @@ describe('memory store: takeOneSync, the limiter’s hot path', () => {
       }),
       { numRuns: 400 },
     );
+  });
+
+  // One bucket reached by two splits of its storage key: the first indexes it; the second finds it by
+  // the storage key and must not index it again (the slot's index entry is the one that dropping the
+  // slot removes). Then the bucket is evicted and its slot reused by another key: neither split may
+  // reach that key's bucket.
+  it('drops a bucket from the index when it is evicted, whichever split reached it', () => {
+    let nowUs = 1_000_000;
+    const store = memoryStore({ maxKeys: 1, nowMs: () => nowUs / 1000 });
+    const slow = { costUnits: 5, limitUnits: 50, refillUnitsPerUs: 1e-6 };
+    expect(store.takeOneSync('el:p:', 'ab', slow)).toBe(5);
+    expect(store.takeOneSync('el:', 'p:ab', slow)).toBe(10);
+    expect(store.takeOneSync('el:p:', 'ab', slow)).toBe(15);
+    nowUs += 1;
+    expect(store.takeOneSync('el:p:', 'cd', slow)).toBe(5); // evicts el:p:ab (maxKeys 1)
+    expect(store.evictedActive).toBe(1);
+    expect(store.takeOneSync('el:p:', 'cd', slow)).toBe(10);
+    expect(store.takeOneSync('el:', 'p:ab', slow)).toBe(5); // a new bucket, which evicts el:p:cd
+    expect(store.takeOneSync('el:p:', 'ab', slow)).toBe(10);
+    expect(store.takeOneSync('el:p:', 'cd', slow)).toBe(5);
+    void store.reset('el:p:cd');
+    expect(store.size).toBe(0);
+    expect(store.takeOneSync('el:p:', 'cd', slow)).toBe(5);
+  });
+
+  it('keeps keys as they are, whitespace, ropes and slices included', () => {
+    const store = memoryStore({ nowMs: () => 0 });
+    const slow = { costUnits: 1, limitUnits: 50, refillUnitsPerUs: 1e-6 };
+    const body = `{"user":"  a-user-with-spaces  ","pad":"${'x'.repeat(10_000)}"}`;
+    const sliced = body.slice(9, 32); // '  a-user-with-spaces  ', a slice of the body
+    const keys = [sliced, sliced.trim(), `${sliced.trim()} `, ' a', 'é'.repeat(20), `${'k'.repeat(12)}\u2028`];
+    for (const [i, key] of keys.entries()) {
+      for (let j = 0; j <= i; j++) store.takeOneSync('el:p:', key, slow);
+    }
+    expect(store.size).toBe(keys.length);
+    // Each bucket is its own key's, by any split of the storage key.
+    for (const [i, key] of keys.entries()) expect(store.takeOneSync('el:', `p:${key}`, slow)).toBe(i + 2);
   });
 });

@@ -141,3 +141,37 @@ export function assertWaitMs(field: string, value: unknown, max: number = MAX_WA
     throw new InvalidInputError(field, `must be an integer from 0 to ${max} (ms), got ${String(value)}`);
   }
 }
+
+// Keys as Map keys, for the in-process stores (V8's strings).
+
+/**
+ * V8 makes no rope (a concatenation not yet copied into one string) and no slice of another string of
+ * fewer than 13 characters: a shorter string holds its own characters.
+ */
+export const ROPE_MIN_LENGTH = 13;
+
+/**
+ * The key as a flat string. One of 13 characters or more built by concatenation ({prefix}{policy}:{key})
+ * is a rope in V8, and a Map lookup by a rope costs ~150 ns more than by a flat string (hashing it and
+ * comparing it go the slow way). trim() flattens it in place and returns it; a key that trim would
+ * change is kept as it is, so the key is always the same characters.
+ */
+export function flattened(key: string): string {
+  const flat = key.trim();
+  return flat.length === key.length ? flat : key;
+}
+
+/**
+ * The key's characters in a string that holds them itself, for a key a store keeps: a slice of a larger
+ * string (a request's header block, its body) must not keep that string alive.
+ */
+export function ownCopy(key: string): string {
+  if (key.length < ROPE_MIN_LENGTH) return key;
+  // A rope of its characters, which trim() copies into a new flat string (see flattened)...
+  const rope = key.slice(0, 1) + key.slice(1);
+  const flat = rope.trim();
+  if (flat.length === rope.length) return flat;
+  // ...unless an end is whitespace, which trim() would cut: then copied between two characters that
+  // are not, and sliced out of that copy (which is all the slice holds).
+  return `!${key}!`.trim().slice(1, -1);
+}
