@@ -250,6 +250,10 @@ describe('Worker in workerd (memory store)', () => {
       const text = await res.text();
       expect(text).toContain('LIMITER_POLICIES.api.refillPerSecond');
       expect(text).not.toContain('secret-token-xyz');
+      // workerd's log reaches the dev script's output after the response: wait for it (up to 10 s).
+      for (const until = Date.now() + 10_000; !bad.output().includes('LIMITER_POLICIES.api.refillPerSecond') && Date.now() < until; ) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
     } finally {
       await bad.stop();
       // The dev script's own curl line shows the dev token on purpose; nothing the Worker logged does.
