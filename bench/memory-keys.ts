@@ -104,7 +104,8 @@ function unboundedStore(): Store {
     if (several.size !== 0) several.delete(at);
     nums[at] = now;
     nums[at + 1] = after;
-    if (unindex[at / 2] === undefined) {
+    // Indexed the second time a take reaches it, as memoryStore does.
+    if (storageKey !== '' && found !== undefined && unindex[at / 2] === undefined) {
       if (space === undefined) spaces.set(prefix, (space = new Map()));
       const rest = ownCopy(key);
       const inSpace = space;

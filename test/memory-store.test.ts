@@ -187,9 +187,10 @@ describe('memory store: takeOneSync, the limiter’s hot path', () => {
     );
   });
 
-  // One bucket reached by two splits of its storage key: the first indexes it; the second finds it by
-  // the storage key and must not index it again (the slot's index entry is the one that dropping the
-  // slot removes). Then the bucket is evicted and its slot reused by another key: neither split may
+  // One bucket reached by two splits of its storage key: the first take makes it, the next (by the other
+  // split) finds it by its storage key and indexes it, and the next by the first split finds it by its
+  // storage key too and must not index it again (the slot's one index entry is the one that dropping
+  // the slot removes). Then the bucket is evicted and its slot reused by another key: neither split may
   // reach that key's bucket.
   it('drops a bucket from the index when it is evicted, whichever split reached it', () => {
     let nowUs = 1_000_000;

@@ -83,9 +83,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // go, used ones get a second chance (bit cleared, moved to the back), and the first unused one goes.
   const slots = new Map<string, number>();
   // Grows by doubling up to maxKeys slots (never more buckets than that); a dropped bucket's slot is
-  // reused, and the array never shrinks (32 bytes a slot: 3.2 MB at the default maxKeys). With its Map
-  // entries, its key and takeOneSync's index, a bucket holds ~160 bytes in all (~130 of them on the JS
-  // heap, measured at 100,000 keys of 2 to 16 characters).
+  // reused, and the array never shrinks (32 bytes a slot: 3.2 MB at the default maxKeys). A bucket's Map
+  // entry and key hold ~80 bytes more of JS heap with a key of up to 12 characters (~120 at 40), and its
+  // entry in takeOneSync's index as much again (measured at 100,000 keys).
   let nums = new Float64Array(STRIDE * Math.min(maxKeys, 64));
   let nextSlot = 0;
   const freeSlots: number[] = [];
@@ -183,8 +183,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     // Looked up here, not before: making room for the bucket may have dropped the space's last entry.
     let space = spaces.get(prefix);
     if (space === undefined) {
-      space = { prefix, slots: new Map() };
-      spaces.set(prefix, space);
+      space = { prefix: ownCopy(prefix), slots: new Map() };
+      spaces.set(space.prefix, space);
     }
     space.slots.set(ownCopy(key), at);
     spaceOf[at / STRIDE] = space;
@@ -276,9 +276,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       if (key.length >= ROPE_MIN_LENGTH) key = flattened(key);
       let at = spaces.get(prefix)?.slots.get(key);
       let storageKey = '';
-      if (at === undefined) {
-        // Not in the index: the bucket by its storage key, if it has one (made by stepSync, or indexed
-        // under another split of the same storage key).
+      // Found by the index; else found by its storage key (and indexed below), or new.
+      const indexed = at !== undefined;
+      if (!indexed) {
         storageKey = flattened(prefix + key);
         at = slots.get(storageKey);
       }
@@ -286,12 +286,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const d = at === undefined ? 0 : decayed(nums[at + META]! < 4 ? nums[at + DEBT]! : several.get(at)!.debtUnits[0]!, nums[at + AT]!, now, limit.refillUnitsPerUs);
       const after = takeUnits(d, limit);
       // Allowed, the debt is at least the cost: above 0, so the bucket is kept.
-      if (after >= 0) {
-        const to = slotFor(storageKey, at, now);
-        writeOne(to, now, after, limit.refillUnitsPerUs, at === undefined ? 0 : 1);
-        at = to;
-      }
-      if (at !== undefined && spaceOf[at / STRIDE] === undefined) index(prefix, key, at);
+      if (after >= 0) writeOne(slotFor(storageKey, at, now), now, after, limit.refillUnitsPerUs, at === undefined ? 0 : 1);
+      // A bucket is indexed the second time a take reaches it (the first made it): a key seen once, as
+      // in a flood of new keys, costs the index nothing but a miss. One already indexed under another
+      // split of its storage key stays as it is.
+      if (!indexed && at !== undefined && spaceOf[at / STRIDE] === undefined) index(prefix, key, at);
       return after;
     },
     async step(key: string, args: StepArgs): Promise<StepResult> {
