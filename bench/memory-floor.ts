@@ -2,8 +2,8 @@
 // Runs, interleaved within each round and through the same `measure()` loop as `npm run bench`:
 // - ours (`createLimiter` on `memoryStore`) and rate-limiter-flexible's `RateLimiterMemory`;
 // - "bare GCRA": not a limiter, the least a decision with our contract can do: no validation, one Map
-//   lookup of the (flattened) storage key, one clock read, the GCRA step inline, one Decision object and
-//   its promise;
+//   lookup by the caller's key in the policy's own map (as the memory store's index finds a bucket),
+//   one clock read, the GCRA step inline, one Decision object and its promise;
 // - the loop alone (an already-resolved promise).
 // The bare row bounds what any rewrite of the memory path could reach against RateLimiterMemory here.
 import { RateLimiterMemory } from 'rate-limiter-flexible';
@@ -19,14 +19,12 @@ const capacityUnits = HUGE.capacity;
 
 const ours = createLimiter({ store: memoryStore(), policies: { bench: HUGE } });
 const rlf = new RateLimiterMemory({ points: HUGE.capacity, duration: 60 });
-const buckets = new Map<string, { debtUnits: number; atUs: number }>();
+/** The buckets of policies by name, each a Map by the caller's key. */
+const policies = new Map([['bench', new Map<string, { debtUnits: number; atUs: number }>()]]);
 const perf = performance;
 function bare(key: string) {
-  // Flattened as the memory store flattens its keys (a concatenation of 13 characters or more is a
-  // rope in V8, which a Map hashes and compares the slow way; see src/stores/memory.ts).
-  const rope = 'el:bench:' + key;
-  const flat = rope.trim();
-  const k = flat.length === rope.length ? flat : rope;
+  const buckets = policies.get('bench')!;
+  const k = key;
   const now = Math.floor(perf.now() * 1000);
   const b = buckets.get(k);
   const debt = b ? Math.max(0, b.debtUnits - (now - b.atUs)) : 0;
