@@ -11,7 +11,8 @@ export interface MemoryStoreOptions {
    * Most buckets kept. When a new bucket would exceed it, full buckets (which hold no information)
    * are dropped first, then one not used since the eviction hand last passed it (second chance, an
    * approximation of least recently used). Dropping a non-full bucket refills it, so size this above
-   * the number of keys active within one refill window.
+   * the number of keys active within one refill window. A bucket taken more than once holds about 170
+   * bytes with a key of up to 12 characters, about 250 at 40 (17-25 MB at the default).
    * @default 100_000
    */
   maxKeys?: number;
@@ -180,7 +181,6 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   /** Indexes slot `at` (which has no index entry) under prefix and key, for takeOneSync. */
   function index(prefix: string, key: string, at: number): void {
-    // Looked up here, not before: making room for the bucket may have dropped the space's last entry.
     let space = spaces.get(prefix);
     if (space === undefined) {
       space = { prefix: ownCopy(prefix), slots: new Map() };
