@@ -1,36 +1,28 @@
 // The Lambda handler around the app, for a given store factory. The store client and app are created
 // once per container, at the first invocation, and reused; a configuration error fails that start.
-import { handle } from 'hono/aws-lambda';
-import { Hono } from 'hono';
+// Events become Requests and Responses results through our own adapter (lambda-request.ts,
+// lambda-result.ts), not hono/aws-lambda's: that one rebuilt the URL from the Host header unchecked,
+// decoded text bodies as UTF-8, kept one of several Set-Cookie headers on an ALB, joined repeated
+// request headers with "; ", percent-encoded non-ASCII header values and answered a bad event with a
+// plain-text 500.
+import type { Context as LambdaContext } from 'aws-lambda';
+import type { Hono } from 'hono';
 import { ConfigError } from '../../src/errors.js';
 import { problemResponse } from '../../src/http/problem.js';
 import { buildApp } from './app.js';
 import { nodeSend } from './node-send.js';
 import { loadConfig, storeTimeoutMs, type AppConfig } from './env.js';
+import { eventKind, eventMethod, toRequest, type LambdaHttpEvent } from './lambda-request.js';
+import { toResult, type LambdaResult } from './lambda-result.js';
 import type { NodeStore, StoreClientOptions } from './node-stores/types.js';
 
-export type LambdaHandler = ReturnType<typeof handle>;
+export type { LambdaHttpEvent } from './lambda-request.js';
+export type { LambdaResult } from './lambda-result.js';
+export type LambdaHandler = (event: LambdaHttpEvent, context: LambdaContext) => Promise<LambdaResult>;
 type StoreFactory = (config: AppConfig['store'], options: StoreClientOptions) => Promise<NodeStore>;
 
-type LambdaEvent = { httpMethod?: string; method?: string; requestContext?: { http?: { method?: string } } };
-
-// Methods fetch forbids: hono/aws-lambda cannot build a Request for them and answers a plain-text 400.
+// Methods fetch forbids, so no Request can carry them: answered here as the app would answer them.
 const UNSENDABLE = /^(?:connect|trace|track)$/i;
-
-/**
- * The 501 problem+json the app gives these methods, shaped for the event's kind by the adapter itself
- * (it is run on a copy of the event whose method it can build, against an app that only refuses).
- */
-function refuseMethod(event: LambdaEvent, method: string, context: Parameters<LambdaHandler>[1]) {
-  const refusal = new Hono().all('*', () => problemResponse('method-not-implemented', `${method.toUpperCase()} requests are not served`));
-  // A GET with no body (the adapter refuses to build a GET with one).
-  const asGet = event.requestContext?.http?.method
-    ? { ...event, body: null, requestContext: { ...event.requestContext, http: { ...event.requestContext.http, method: 'GET' } } }
-    : event.httpMethod
-      ? { ...event, body: null, httpMethod: 'GET' }
-      : { ...event, body: null, method: 'GET' };
-  return handle(refusal)(asGet as Parameters<LambdaHandler>[0], context);
-}
 
 /**
  * `kinds`: the store kinds this build contains. A per-store bundle names its one kind, so a container
@@ -46,16 +38,20 @@ export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppCon
     const { store } = await createStore(config.store, { timeoutMs: storeTimeoutMs(config) });
     return buildApp(config, store, { send: nodeSend }).app;
   }
-  return (async (event: Parameters<LambdaHandler>[0], context: Parameters<LambdaHandler>[1]) => {
+  return async function handler(event, context) {
     appPromise ??= init().catch((err) => {
       console.error(JSON.stringify({ msg: 'invalid configuration', error: (err as Error).message }));
       appPromise = undefined;
       throw err;
     });
     const app = await appPromise;
-    const e = event as LambdaEvent;
-    const method = e.requestContext?.http?.method ?? e.httpMethod ?? e.method;
-    if (method && UNSENDABLE.test(method)) return refuseMethod(event as LambdaEvent, method, context);
-    return handle(app)(event, context);
-  }) as LambdaHandler;
+    const kind = eventKind(event);
+    const method = eventMethod(event, kind);
+    if (UNSENDABLE.test(method)) return toResult(kind, problemResponse('method-not-implemented', `${method.toUpperCase()} requests are not served`));
+    const built = toRequest(event, kind);
+    if ('refusal' in built) return toResult(kind, built.refusal);
+    // The env the app's helpers read (clientIp reads event.requestContext), as hono/aws-lambda gives it.
+    const res = await app.fetch(built.request, { event, requestContext: event.requestContext, lambdaContext: context });
+    return toResult(kind, res);
+  };
 }

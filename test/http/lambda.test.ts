@@ -31,7 +31,7 @@ const ENV = { LIMITER_POLICIES: JSON.stringify({ api: { capacity: 2, refillPerSe
 describe('Lambda entry', () => {
   beforeEach(() => vi.restoreAllMocks());
 
-  for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb']) {
+  for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb', 'alb-multi']) {
     it(`${name}: 200 then 429 with the rate-limit headers; the store persists across invocations`, async () => {
       const handler = await loadHandler(ENV);
       const event = fixture(name);
@@ -51,7 +51,7 @@ describe('Lambda entry', () => {
   it('serves GET /v1/openapi.json without a token in each event shape', async () => {
     const { openApiJson } = await import('../../src/http/openapi.js');
     const handler = await loadHandler(ENV);
-    for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb']) {
+    for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb', 'alb-multi']) {
       const event = fixture(name);
       const path = '/v1/openapi.json';
       if (event.requestContext?.http) Object.assign(event.requestContext.http, { method: 'GET', path });
@@ -127,7 +127,7 @@ describe('Lambda entry', () => {
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
     try {
       const handler = await loadHandler({ ...ENV, GATE_ORIGIN: `http://127.0.0.1:${(origin.address() as AddressInfo).port}` });
-      for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb']) {
+      for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb', 'alb-multi']) {
         for (const method of ['TRACE', 'TRACK', 'CONNECT', 'trace']) {
           const event = fixture(name);
           if (event.requestContext.http) event.requestContext.http.method = method;
@@ -151,7 +151,7 @@ describe('Lambda entry', () => {
     const app = new Hono();
     app.all('*', (c) => c.text(clientIp(c) ?? 'none'));
     const h = handle(app);
-    const expected: Record<string, string> = { 'apigw-v1': '203.0.113.10', 'apigw-v2': '198.51.100.7', 'function-url': '192.0.2.44', alb: '72.12.164.125' };
+    const expected: Record<string, string> = { 'apigw-v1': '203.0.113.10', 'apigw-v2': '198.51.100.7', 'function-url': '192.0.2.44', alb: '72.12.164.125', 'alb-multi': '72.12.164.125' };
     for (const [name, ip] of Object.entries(expected)) {
       const res = (await h(fixture(name), context)) as LambdaResult;
       const text = res.isBase64Encoded ? Buffer.from(res.body, 'base64').toString() : res.body;

@@ -1,0 +1,92 @@
+// Request smuggling through the Lambda entry's gateway (issue 30, 1b): in every event kind, for every
+// method the gateway forwards, a body that holds a whole HTTP request, with the client's framing headers
+// chunked / Content-Length / both / none, each with and without a Connection header naming them. The
+// origin keeps its connections alive and logs every request it parses: each invocation must reach it as
+// exactly one request (or none, when refused), and the next, unrelated invocation gets its own answer.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KINDS, context, lambdaEvent, loadLambda, resultBytes, resultHeader, type LambdaHandler } from '../support/lambda-events.js';
+
+type Parsed = { method: string; url: string; headers: Record<string, string | string[] | undefined>; body: Buffer };
+
+const SMUGGLED = 'GET /smuggled-admin HTTP/1.1\r\nHost: origin\r\nX-API-KEY: never-limited\r\nX-Forwarded-For: 6.6.6.6\r\nX-Real-IP: 6.6.6.6\r\n\r\n';
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+const FRAMINGS: Record<string, [string, string][]> = {
+  chunked: [['Transfer-Encoding', 'chunked']],
+  'content-length': [['Content-Length', String(Buffer.byteLength(SMUGGLED))]],
+  both: [['Content-Length', String(Buffer.byteLength(SMUGGLED))], ['Transfer-Encoding', 'chunked']],
+  none: [],
+};
+const CONNECTION: Record<string, string> = { chunked: 'transfer-encoding', 'content-length': 'content-length', both: 'content-length, transfer-encoding', none: 'content-length' };
+
+let origin: Server;
+const parsed: Parsed[] = [];
+let handler: LambdaHandler;
+
+beforeAll(async () => {
+  // A plain keep-alive origin: answers each request it parses with its method and target.
+  origin = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      parsed.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks) });
+      res.end(`${req.method} ${req.url}`);
+    });
+  });
+  await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+  handler = await loadLambda({
+    LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 1_000_000, refillPerSecond: 1_000 } }),
+    PERMIT_TOKENS: 'lambda-token',
+    GATE_ORIGIN: `http://127.0.0.1:${(origin.address() as AddressInfo).port}`,
+    GATE_POLICY: 'gate',
+    GATE_KEY: 'header:x-api-key',
+  });
+});
+
+afterAll(async () => {
+  origin.closeAllConnections();
+  await new Promise<void>((r) => origin.close(() => r()));
+});
+
+describe('Lambda gateway framing: one invocation is one request at the origin', () => {
+  for (const kind of KINDS) {
+    it(`${kind}: every method × framing × Connection, then an unrelated GET`, async () => {
+      const failures: string[] = [];
+      for (const method of METHODS) {
+        for (const [framing, headers] of Object.entries(FRAMINGS)) {
+          for (const connection of [false, true]) {
+            const label = `${method} ${framing}${connection ? ` Connection: ${CONNECTION[framing]}` : ''}`;
+            const before = parsed.length;
+            const event = lambdaEvent(kind, {
+              method,
+              path: '/item',
+              headers: [['X-API-KEY', 'abc'], ['Content-Type', 'text/plain'], ...headers, ...(connection ? [['Connection', CONNECTION[framing]!] as [string, string]] : [])],
+              drop: ['authorization', 'connection'],
+              body: SMUGGLED,
+            });
+            const first = await handler(event, context);
+            const next = await handler(lambdaEvent(kind, { method: 'GET', path: `/next-${parsed.length}`, headers: [['X-API-KEY', 'other-client']], drop: ['authorization', 'content-type'] }), context);
+            const seen = parsed.slice(before);
+            if (method === 'GET' || method === 'HEAD') {
+              // A GET or HEAD cannot carry a body: refused, and nothing reaches the origin.
+              if (first.statusCode !== 400 || resultHeader(first, 'content-type') !== 'application/problem+json') failures.push(`${label}: answered ${first.statusCode} ${resultBytes(first).toString().slice(0, 80)}`);
+              if (seen.length !== 1 || !seen[0]!.url.startsWith('/next-')) failures.push(`${label}: origin parsed ${seen.map((p) => `${p.method} ${p.url}`).join(' | ')}`);
+            } else {
+              const [one, two] = seen;
+              if (seen.length !== 2 || one!.method !== method || one!.url !== '/item' || !two!.url.startsWith('/next-')) {
+                failures.push(`${label}: origin parsed ${seen.map((p) => `${p.method} ${p.url}`).join(' | ')}`);
+              } else if (!one!.body.equals(Buffer.from(SMUGGLED))) {
+                failures.push(`${label}: origin got the body ${JSON.stringify(one!.body.toString())}`);
+              }
+              if (first.statusCode !== 200 || resultBytes(first).toString() !== `${method} /item`) failures.push(`${label}: answered ${first.statusCode} ${resultBytes(first).toString()}`);
+            }
+            // The unrelated invocation gets its own answer, never one left on the connection.
+            if (next.statusCode !== 200 || !resultBytes(next).toString().startsWith('GET /next-')) failures.push(`${label}: the next invocation got ${next.statusCode} ${resultBytes(next).toString()}`);
+          }
+        }
+      }
+      expect(failures).toEqual([]);
+    });
+  }
+});
