@@ -2,7 +2,7 @@
 // the keys refused most often (space-saving, ./heavy-hitters.ts: at most `topKeys` entries per policy
 // whatever the traffic). Fed by the limiter's onDecision hook; keys are recorded as the limiter saw them
 // (the key passed to take: a header key's SHA-256, an IPv6 client's /64).
-import type { DecisionEvent } from '../limiter.js';
+import type { DecisionEvent } from './types.js';
 import { createHeavyHitters, type HeavyHitters } from './heavy-hitters.js';
 
 /** The outcomes every policy reports, zero until seen. A decision's `reason`, else allowed/denied. */

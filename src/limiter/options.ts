@@ -4,7 +4,7 @@ import { stepArgs } from '../core/gcra.js';
 import { resolvePolicy, validateFailMode, validateTimeoutMs, type ResolvedPolicy } from '../core/policy.js';
 import { ConfigError } from '../errors.js';
 import type { StepArgs } from '../store.js';
-import type { LimiterOptions } from '../limiter.js';
+import type { LimiterOptions } from './types.js';
 
 /** What a decision needs of its policy, built once per policy. */
 export interface PolicyEntry {

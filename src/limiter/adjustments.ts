@@ -1,0 +1,53 @@
+// Adjustments: settling a cost after the fact (adjust, one atomic store step through the idempotent
+// path) and refilling a bucket (reset, one store call bounded like a decision, which also clears this
+// node's deny cache entry, lease and local bucket for the key).
+import { adjustArgs } from '../core/gcra.js';
+import type { Decision } from '../core/decision.js';
+import { assertIdempotencyKey, assertKey, resolveAdjustment, type Cost } from '../core/key.js';
+import { StoreError } from '../errors.js';
+import type { Idempotent } from './idempotent.js';
+import type { Wiring } from './wiring.js';
+
+export interface Adjustments {
+  adjust(name: string, key: string, cost: Cost, options?: { idempotencyKey?: string }): Promise<Decision>;
+  reset(name: string, key: string): Promise<void>;
+}
+
+/** A reset is one store call too, bounded like a decision. */
+async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StoreError(store, `timed out after ${ms} ms`)), ms);
+  });
+  promise.catch(() => {});
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustments {
+  const { store, getEntry, monotonicMs } = w;
+  return {
+    async adjust(name, key, cost, opts = {}) {
+      const { policy, keyPrefix } = getEntry(name);
+      assertKey(key);
+      const costs = resolveAdjustment(policy, cost);
+      if (opts.idempotencyKey !== undefined) assertIdempotencyKey(opts.idempotencyKey);
+      const args = adjustArgs(policy, costs);
+      const withOp = opts.idempotencyKey === undefined ? args : idempotent.withOp(args, opts.idempotencyKey, `adjust|${JSON.stringify(costs)}`);
+      return idempotent.once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0);
+    },
+    async reset(name, key) {
+      const { policy, keyPrefix } = getEntry(name);
+      assertKey(key);
+      const storageKey = keyPrefix + key;
+      w.denied?.forget(storageKey, monotonicMs());
+      w.leases?.forget(storageKey);
+      await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);
+      // Only a reset the store applied refills the local bucket too: a failed one leaves it as it is.
+      w.fallback?.forget(storageKey);
+    },
+  };
+}

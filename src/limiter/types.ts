@@ -1,0 +1,169 @@
+// The limiter's public types: its options, the options of one call, the Limiter itself, its stats and the
+// event its onDecision hook receives. The one place they are defined; src/limiter.ts re-exports them.
+import type { Costs } from '../core/gcra.js';
+import type { Decision } from '../core/decision.js';
+import type { Cost } from '../core/key.js';
+import type { FailMode, PolicyConfig, ResolvedPolicy } from '../core/policy.js';
+import type { Store } from '../store.js';
+import type { CircuitBreakerOptions, CircuitState } from './breaker.js';
+import type { WaitUntil } from './lease.js';
+import type { StoreStatusEvent } from './store-call.js';
+
+export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil };
+
+export interface DecisionEvent {
+  policy: string;
+  key: string;
+  /** Tokens charged: one number for every limit, or per limit in the policy's order (0 for a peek). */
+  cost: Costs;
+  /** 'take', 'acquire', 'peek' or 'adjust'. */
+  op: 'take' | 'acquire' | 'peek' | 'adjust';
+  decision: Decision;
+  /** Wall time of the store call, in ms. */
+  durationMs: number;
+  /** The store error, when reason is 'store_error'. */
+  error?: unknown;
+}
+
+export interface LimiterOptions<P extends string = string> {
+  /** Where buckets live. */
+  store: Store;
+  /** Named policies; validated now, and an invalid one throws a ConfigError naming the field. */
+  policies: Record<P, PolicyConfig>;
+  /** Prefix of every store key: `{prefix}{policy}:{key}`. @default 'el:' */
+  prefix?: string;
+  /** Bound on one store call, in ms, unless a policy sets its own. @default 1000 */
+  timeoutMs?: number;
+  /** Outcome when the store fails, unless a policy sets its own. @default 'deny' */
+  onStoreError?: FailMode;
+  /**
+   * How many nodes share the store. A policy with onStoreError 'local' and no `local` block falls back to
+   * its own numbers divided by this, so that during an outage the nodes together admit about what the
+   * policy does (at most nodes × (local capacity + local rate × outage length)). An integer from 1 to
+   * 100000. @default 1
+   */
+  expectedNodes?: number;
+  /** Hook called after every decision, e.g. for a structured log line. Off by default. Errors it throws are ignored. */
+  onDecision?: (event: DecisionEvent) => void;
+  /** Fail fast while the store is down. `false` disables it. @default { failureThreshold: 5, cooldownMs: 500 } */
+  circuitBreaker?: CircuitBreakerOptions | false;
+  /**
+   * Remember denials on this node and answer them locally until their retryAfterMs has passed, without a
+   * store call; `remaining` and `resetAfterMs` of such an answer are recomputed from the time elapsed.
+   * Measured on this node's monotonic clock (relative time), so clock skew cannot affect it, and it can
+   * only deny what the store would deny.
+   *
+   * Trade-off: a `reset` (or any refill) made through another node is not seen on this node until the
+   * cached refusal's retryAfterMs has passed. `reset` through this limiter clears its own entry.
+   * @default false
+   */
+  denyCache?: boolean | { maxKeys?: number };
+  /**
+   * Most store calls in flight at once. A call stops counting when it settles or when its timeoutMs
+   * passes (its I/O is then aborted through the signal passed to `Store.step`), so a store whose calls
+   * never settle cannot lock the limiter. Beyond it, decisions fail at once per onStoreError.
+   * @default 1024
+   */
+  maxPendingStoreCalls?: number;
+  /**
+   * Called once when decisions start failing because of the store (timeouts, errors, open circuit) and
+   * once when the store decides again: one log line per outage, not one per request. Errors it throws
+   * are ignored.
+   */
+  onStoreStatus?: (event: StoreStatusEvent) => void;
+  /**
+   * Bounds the token leases of policies that opt in (PolicyConfig.lease): at most this many keys hold a
+   * lease on this node; beyond it the oldest lease gives its tokens back. @default { maxKeys: 10000 }
+   */
+  leases?: { maxKeys?: number };
+  /**
+   * How long the store remembers an idempotency key (TakeOptions.idempotencyKey, an adjust's), in ms of
+   * its clock: a retry within it gets the first answer and is not charged again. From 1000 to 86400000.
+   * @default 300000 (5 minutes)
+   */
+  idempotencyWindowMs?: number;
+  /** Monotonic clock in ms for timeouts, the breaker, the deny cache and leases. Tests pass a fake one. @default performance.now */
+  monotonicMs?: () => number;
+}
+
+export interface TakeOptions {
+  /**
+   * Tokens to take: an integer from 1 to the policy's capacity (every limit of a policy with several
+   * pays it), or per limit, `{ requests: 1, tokens: 1200 }` (a limit not named pays 0). @default 1
+   */
+  cost?: Cost;
+  /** Reserve if the tokens will exist within this many ms; the decision's waitMs says how long to wait. @default 0 */
+  maxWaitMs?: number;
+  /**
+   * Applies this take at most once per key within the limiter's idempotencyWindowMs: a take with the
+   * same key again (a client's retry) gets the first answer, `repeated: true`, and charges nothing; the
+   * same key with another cost or wait is an IdempotencyConflictError. The store records it in the same
+   * atomic step (such a take always goes to the store: no lease or deny cache answers it). 1 to 256
+   * printable ASCII characters (space to `~`), as the Idempotency-Key header carries them. Off by default.
+   */
+  idempotencyKey?: string;
+  /**
+   * Where background store calls of token leases (refills, refunds) are handed to the runtime: on
+   * Workers pass `ctx.waitUntil.bind(ctx)` (the middleware and permit endpoint do), so they finish after
+   * the response; a grant whose expiry will give tokens back also keeps its request until then. Not
+   * needed on Node (an unref'd timer gives aged grants back).
+   */
+  waitUntil?: WaitUntil;
+}
+
+export interface AcquireOptions {
+  /** As TakeOptions.cost. @default 1 */
+  cost?: Cost;
+  /** As TakeOptions.idempotencyKey: a retried acquire gets the first reservation, not a second. */
+  idempotencyKey?: string;
+  /** The longest acceptable wait, in ms. @default 30000 */
+  timeoutMs?: number;
+  /** Aborts the wait. A reservation already made is then forfeited (its tokens stay taken). */
+  signal?: AbortSignal;
+  /** See TakeOptions.waitUntil. */
+  waitUntil?: WaitUntil;
+}
+
+export interface Limiter<P extends string = string> {
+  /** One decision; consumes tokens only when allowed. Rejects with InvalidInputError/UnknownPolicyError on bad input. */
+  take(policy: P, key: string, options?: TakeOptions): Promise<Decision>;
+  /** Reserves a slot in one store call, then sleeps until it is due. Rejects with AcquireTimeoutError (nothing consumed) if it would wait longer than timeoutMs. */
+  acquire(policy: P, key: string, options?: AcquireOptions): Promise<Decision>;
+  /** The bucket's state now; consumes nothing. */
+  peek(policy: P, key: string): Promise<Decision>;
+  /**
+   * Settles a cost after the fact, in one atomic store call on the store's clock: below 0 a refund
+   * (never fuller than full), above 0 a charge, which may put a limit into debt (up to one hour of its
+   * refill beyond empty; later takes then wait until it is repaid). `cost` is a number (every limit) or
+   * per limit, `{ tokens: -300 }`. Resolves with the bucket as `peek` reads it right after (allowed: a
+   * take of 1 would pass now), or per the fail mode when the store fails.
+   */
+  adjust(policy: P, key: string, cost: Cost, options?: { idempotencyKey?: string }): Promise<Decision>;
+  /** Refills the bucket. */
+  reset(policy: P, key: string): Promise<void>;
+  /** The validated policy, or undefined. */
+  policy(name: string): ResolvedPolicy | undefined;
+  readonly policies: ReadonlyMap<string, ResolvedPolicy>;
+  readonly store: Store;
+  /** Store calls in flight now, the most allowed, the breaker state, and the tokens held in leases. */
+  stats(): LimiterStats;
+  /**
+   * Gives every token held in a lease back to the store (what the bucket has not refilled since its
+   * grant; 32 refunds at a time, outside maxPendingStoreCalls) and waits for those calls and for the
+   * grants in flight. Call it when the process shuts down; afterwards leased policies go to the store
+   * on every decision. A no-op without leases.
+   */
+  close(): Promise<void>;
+}
+
+export interface LimiterStats {
+  /** Store calls started and neither settled nor timed out. */
+  pendingStoreCalls: number;
+  /** The maxPendingStoreCalls option: at it, decisions fail without calling the store. */
+  maxPendingStoreCalls: number;
+  circuit: CircuitState;
+  /** Keys holding a token lease on this node, and the tokens they hold. */
+  leases: { keys: number; tokens: number };
+  /** Keys with a local fallback bucket on this node (onStoreError 'local'; 0 while the store answers). */
+  localKeys: number;
+}

@@ -1,0 +1,111 @@
+// The limiter's parts, built once from its options: the validated policies (./options.ts), the guarded
+// store call (./store-call.ts; an in-process store is called directly), the deny cache, the token leases
+// and the local fallback, with the answers every path shares: a store failure's decision, and the hook.
+import type { Costs } from '../core/gcra.js';
+import type { Decision, StoreErrorDecision } from '../core/decision.js';
+import type { ResolvedPolicy } from '../core/policy.js';
+import { ConfigError, UnknownPolicyError } from '../errors.js';
+import type { StepArgs, Store } from '../store.js';
+import { createBreaker } from './breaker.js';
+import { createDenyCache, type DenyCache } from './deny-cache.js';
+import { createLeases, type Leases } from './lease.js';
+import { createLocalFallback, type LocalFallback } from './local-fallback.js';
+import { resolveSettings, type PolicyEntry } from './options.js';
+import { createStoreCaller, type CallOutcome, type StoreCaller } from './store-call.js';
+import type { DecisionEvent, LimiterOptions } from './types.js';
+
+/** Retry-After suggested for a refusal caused by a store failure. */
+export const STORE_ERROR_RETRY_MS = 1000;
+/** Most keys with a local fallback bucket on one node (the memory store's default bound). */
+const LOCAL_MAX_KEYS = 100_000;
+
+/** What the decision, idempotent and adjustment paths share. */
+export interface Wiring {
+  store: Store;
+  policies: Map<string, ResolvedPolicy>;
+  entries: Map<string, PolicyEntry>;
+  idempotencyWindowMs: number;
+  monotonicMs: () => number;
+  /** The onDecision hook, if any: a path calls emit() only when it is set (no event built otherwise). */
+  onDecision: ((event: DecisionEvent) => void) | undefined;
+  denied: DenyCache | undefined;
+  leases: Leases | undefined;
+  fallback: LocalFallback | undefined;
+  caller: StoreCaller;
+  /** The policy's entry; an UnknownPolicyError for a name the limiter has no policy for. */
+  getEntry(name: string): PolicyEntry;
+  /**
+   * One store step, bounded (timeout, breaker, pending cap) unless the store is in-process. A
+   * `background` step (a lease refund) is outside the pending cap; the leases bound their own.
+   */
+  storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background?: boolean): Promise<CallOutcome>;
+  /** The decision when the store did not decide: the policy's fail mode. */
+  failed(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number): Decision;
+  /** Calls the onDecision hook; what it throws is ignored. */
+  emit(event: DecisionEvent): void;
+}
+
+export function wire(options: LimiterOptions): Wiring {
+  if (!options || typeof options !== 'object') throw new ConfigError('options', 'must be an object');
+  const { store } = options;
+  if (!store || typeof store.step !== 'function') throw new ConfigError('store', 'must be a Store (memoryStore(), redisStore(), mongoStore())');
+  const { policies, entries, idempotencyWindowMs, maxPending, denyCacheMax, leaseMaxKeys } = resolveSettings(options);
+  const onDecision = options.onDecision;
+  const monotonicMs = options.monotonicMs ?? (() => performance.now());
+  const caller = createStoreCaller({ store, breaker: createBreaker(options.circuitBreaker, monotonicMs), maxPending, monotonicMs, onStatus: options.onStoreStatus });
+  const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax) : undefined;
+  const leases = [...policies.values()].some((p) => p.lease)
+    ? createLeases({
+        call: (storageKey, args, policy, background) => storeCall(policy, storageKey, args, background),
+        monotonicMs,
+        maxKeys: leaseMaxKeys,
+        // A refund makes tokens this node may have refused from its deny cache: the store decides again.
+        onRefund: denied ? (storageKey) => denied.forget(storageKey, monotonicMs()) : undefined,
+      })
+    : undefined;
+  const fallback = [...policies.values()].some((p) => p.local) ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, monotonicMs, policies: policies.values() }) : undefined;
+
+  function getEntry(name: string): PolicyEntry {
+    const e = typeof name === 'string' ? entries.get(name) : undefined;
+    if (!e) throw new UnknownPolicyError(String(name));
+    return e;
+  }
+
+  /** 'local' decides from this node's bucket for the key; 'allow' and 'deny' claim no bucket numbers. */
+  function failed(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number): Decision {
+    if (policy.local) return fallback!.decide(policy, storageKey, cost, maxWaitMs);
+    const allowed = policy.onStoreError === 'allow';
+    return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' } satisfies StoreErrorDecision;
+  }
+
+  function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background = false): Promise<CallOutcome> {
+    if (store.inProcess) return inProcessCall(storageKey, args);
+    const outcome = caller.call(storageKey, args, policy.timeoutMs, background);
+    return fallback ? outcome.then(answeredAgain) : outcome;
+  }
+
+  /** No I/O, so no timer, breaker or pending count: they would only cost time on the hot path. */
+  async function inProcessCall(storageKey: string, args: StepArgs): Promise<CallOutcome> {
+    try {
+      return { ok: true, result: await store.step(storageKey, args) };
+    } catch (error) {
+      return { ok: false, error };
+    }
+  }
+
+  /** The store answers again: this decision is its own (the local buckets go once it keeps answering). */
+  function answeredAgain(outcome: CallOutcome): CallOutcome {
+    if (outcome.ok) fallback!.storeAnswered();
+    return outcome;
+  }
+
+  function emit(event: DecisionEvent): void {
+    try {
+      onDecision!(event);
+    } catch {
+      // A logging hook must never change a decision.
+    }
+  }
+
+  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, caller, getEntry, storeCall, failed, emit };
+}
