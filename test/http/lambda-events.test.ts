@@ -3,24 +3,22 @@
 // request headers joined as HTTP joins them and passed on as their bytes, control characters and bad
 // base64 refused before the limiter, and the origin's response bytes and Set-Cookie headers kept.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { KINDS, context, lambdaEvent, loadLambda, resultBytes, resultCookies, resultHeader, type Kind, type LambdaHandler, type LambdaResult } from '../support/lambda-events.js';
-
-type Seen = { method: string; url: string; headers: IncomingMessage['headers']; rawHeaders: string[]; body: Buffer };
+import { startLoggingOrigin, type LoggedRequest, type LoggingOrigin } from '../support/logging-origin.js';
 
 const LATIN1 = Buffer.from('café à!', 'latin1'); // 7 bytes, not UTF-8
 const JSON_BOM = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"ok":"ünïcode ☕"}')]);
 const GZIPPED = gzipSync('hello '.repeat(50));
 const COOKIES = ['a=1; Path=/; HttpOnly', 'b=2; Path=/; Secure', 'c=3; Max-Age=60'];
 
-let origin: Server;
-const seen: Seen[] = [];
+let origin: LoggingOrigin;
+let seen: LoggedRequest[];
 let originUrl: string;
 
-function answer(req: IncomingMessage, res: import('node:http').ServerResponse): void {
-  switch (req.url) {
+function answer(req: LoggedRequest, res: ServerResponse): void {
+  switch (req.path) {
     case '/latin1':
       res.writeHead(200, { 'Content-Type': 'text/plain; charset=iso-8859-1', 'Content-Length': LATIN1.length });
       return void res.end(LATIN1);
@@ -36,27 +34,17 @@ function answer(req: IncomingMessage, res: import('node:http').ServerResponse): 
       return void res.end('cookies');
     default:
       res.writeHead(200, { 'Content-Type': 'text/plain' });
-      res.end(`${req.method} ${req.url}`);
+      res.end(`${req.method} ${req.path}`);
   }
 }
 
 beforeAll(async () => {
-  origin = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      seen.push({ method: req.method!, url: req.url!, headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks) });
-      answer(req, res);
-    });
-  });
-  await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
-  originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  origin = await startLoggingOrigin({ respond: answer });
+  seen = origin.requests;
+  originUrl = origin.url;
 });
 
-afterAll(async () => {
-  origin.closeAllConnections();
-  await new Promise<void>((r) => origin.close(() => r()));
-});
+afterAll(() => origin.close());
 
 /** Gateway mode, keyed by X-API-KEY, one request per key and never refilled within a test. */
 const gatewayEnv = (extra: Record<string, string> = {}) => ({
@@ -86,7 +74,7 @@ function expectProblem(res: LambdaResult, status: number, type: string, label: s
 const lastSeen = (before: number) => (seen.length > before ? seen.at(-1) : undefined);
 
 /** A header's bytes as the origin received them (Node's parser reads one character per byte). */
-const rawHeaderBytes = (s: Seen, name: string) => {
+const rawHeaderBytes = (s: LoggedRequest, name: string) => {
   const i = s.rawHeaders.findIndex((h, j) => j % 2 === 0 && h.toLowerCase() === name);
   return i < 0 ? undefined : Buffer.from(s.rawHeaders[i + 1]!, 'latin1');
 };
@@ -161,7 +149,7 @@ describe('Host', () => {
         const before = seen.length;
         const res = await handler(gatewayGet(kind, '/public/page', [['Host', host]]), context);
         expect(res.statusCode, `${kind} Host ${host}`).toBe(200);
-        expect(lastSeen(before)?.url, `${kind} Host ${host}`).toBe('/public/page');
+        expect(lastSeen(before)?.path, `${kind} Host ${host}`).toBe('/public/page');
         expect(lastSeen(before)?.headers['x-forwarded-host'], `${kind} Host ${host}`).toBe(host);
       }
     }
@@ -172,7 +160,7 @@ describe('Host', () => {
       const before = seen.length;
       const event = lambdaEvent(kind, { method: 'GET', path: '/a?b#c', query: [['q', '1 2'], ['r', 'x&y']], headers: [['X-API-KEY', freshKey()]], drop: ['authorization', 'content-type'] });
       expect((await handler(event, context)).statusCode, kind).toBe(200);
-      expect(lastSeen(before)?.url, kind).toBe(kind === 'apigw-v2' || kind === 'function-url' ? '/a%3Fb%23c?q=1+2&r=x%26y' : '/a%3Fb%23c?q=1%202&r=x%26y');
+      expect(lastSeen(before)?.path, kind).toBe(kind === 'apigw-v2' || kind === 'function-url' ? '/a%3Fb%23c?q=1+2&r=x%26y' : '/a%3Fb%23c?q=1%202&r=x%26y');
     }
   });
 

@@ -4,11 +4,8 @@
 // origin keeps its connections alive and logs every request it parses: each invocation must reach it as
 // exactly one request (or none, when refused), and the next, unrelated invocation gets its own answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { KINDS, context, lambdaEvent, loadLambda, resultBytes, resultHeader, type LambdaHandler } from '../support/lambda-events.js';
-
-type Parsed = { method: string; url: string; headers: Record<string, string | string[] | undefined>; body: Buffer };
+import { startLoggingOrigin, type LoggingOrigin } from '../support/logging-origin.js';
 
 const SMUGGLED = 'GET /smuggled-admin HTTP/1.1\r\nHost: origin\r\nX-API-KEY: never-limited\r\nX-Forwarded-For: 6.6.6.6\r\nX-Real-IP: 6.6.6.6\r\n\r\n';
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -20,34 +17,22 @@ const FRAMINGS: Record<string, [string, string][]> = {
 };
 const CONNECTION: Record<string, string> = { chunked: 'transfer-encoding', 'content-length': 'content-length', both: 'content-length, transfer-encoding', none: 'content-length' };
 
-let origin: Server;
-const parsed: Parsed[] = [];
+let origin: LoggingOrigin;
 let handler: LambdaHandler;
 
 beforeAll(async () => {
-  // A plain keep-alive origin: answers each request it parses with its method and target.
-  origin = createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      parsed.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks) });
-      res.end(`${req.method} ${req.url}`);
-    });
-  });
-  await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+  // Answers each request it parses with `<method> <path> <body length>`.
+  origin = await startLoggingOrigin();
   handler = await loadLambda({
     LIMITER_POLICIES: JSON.stringify({ gate: { capacity: 1_000_000, refillPerSecond: 1_000 } }),
     PERMIT_TOKENS: 'lambda-token',
-    GATE_ORIGIN: `http://127.0.0.1:${(origin.address() as AddressInfo).port}`,
+    GATE_ORIGIN: origin.url,
     GATE_POLICY: 'gate',
     GATE_KEY: 'header:x-api-key',
   });
 });
 
-afterAll(async () => {
-  origin.closeAllConnections();
-  await new Promise<void>((r) => origin.close(() => r()));
-});
+afterAll(() => origin.close());
 
 describe('Lambda gateway framing: one invocation is one request at the origin', () => {
   for (const kind of KINDS) {
@@ -57,7 +42,7 @@ describe('Lambda gateway framing: one invocation is one request at the origin', 
         for (const [framing, headers] of Object.entries(FRAMINGS)) {
           for (const connection of [false, true]) {
             const label = `${method} ${framing}${connection ? ` Connection: ${CONNECTION[framing]}` : ''}`;
-            const before = parsed.length;
+            origin.clear();
             const event = lambdaEvent(kind, {
               method,
               path: '/item',
@@ -66,23 +51,25 @@ describe('Lambda gateway framing: one invocation is one request at the origin', 
               body: SMUGGLED,
             });
             const first = await handler(event, context);
-            const next = await handler(lambdaEvent(kind, { method: 'GET', path: `/next-${parsed.length}`, headers: [['X-API-KEY', 'other-client']], drop: ['authorization', 'content-type'] }), context);
-            const seen = parsed.slice(before);
+            const next = await handler(lambdaEvent(kind, { method: 'GET', path: '/next', headers: [['X-API-KEY', 'other-client']], drop: ['authorization', 'content-type'] }), context);
+            await origin.settled();
+            const seen = origin.requests.slice();
+            if (origin.parseErrors.length > 0) failures.push(`${label}: the origin's parser failed on ${JSON.stringify(origin.parseErrors)}`);
             if (method === 'GET' || method === 'HEAD') {
               // A GET or HEAD cannot carry a body: refused, and nothing reaches the origin.
               if (first.statusCode !== 400 || resultHeader(first, 'content-type') !== 'application/problem+json') failures.push(`${label}: answered ${first.statusCode} ${resultBytes(first).toString().slice(0, 80)}`);
-              if (seen.length !== 1 || !seen[0]!.url.startsWith('/next-')) failures.push(`${label}: origin parsed ${seen.map((p) => `${p.method} ${p.url}`).join(' | ')}`);
+              if (seen.length !== 1 || seen[0]!.path !== '/next') failures.push(`${label}: origin parsed ${seen.map((p) => `${p.method} ${p.path}`).join(' | ')}`);
             } else {
               const [one, two] = seen;
-              if (seen.length !== 2 || one!.method !== method || one!.url !== '/item' || !two!.url.startsWith('/next-')) {
-                failures.push(`${label}: origin parsed ${seen.map((p) => `${p.method} ${p.url}`).join(' | ')}`);
+              if (seen.length !== 2 || one!.method !== method || one!.path !== '/item' || two!.path !== '/next') {
+                failures.push(`${label}: origin parsed ${seen.map((p) => `${p.method} ${p.path}`).join(' | ')}`);
               } else if (!one!.body.equals(Buffer.from(SMUGGLED))) {
                 failures.push(`${label}: origin got the body ${JSON.stringify(one!.body.toString())}`);
               }
-              if (first.statusCode !== 200 || resultBytes(first).toString() !== `${method} /item`) failures.push(`${label}: answered ${first.statusCode} ${resultBytes(first).toString()}`);
+              if (first.statusCode !== 200 || resultBytes(first).toString() !== `${method} /item ${Buffer.byteLength(SMUGGLED)}`) failures.push(`${label}: answered ${first.statusCode} ${resultBytes(first).toString()}`);
             }
             // The unrelated invocation gets its own answer, never one left on the connection.
-            if (next.statusCode !== 200 || !resultBytes(next).toString().startsWith('GET /next-')) failures.push(`${label}: the next invocation got ${next.statusCode} ${resultBytes(next).toString()}`);
+            if (next.statusCode !== 200 || resultBytes(next).toString() !== 'GET /next 0') failures.push(`${label}: the next invocation got ${next.statusCode} ${resultBytes(next).toString()}`);
           }
         }
       }
