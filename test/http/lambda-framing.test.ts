@@ -1,6 +1,6 @@
 // Request smuggling through the Lambda entry's gateway (issue 30, 1b): in every event kind, for every
 // method the gateway forwards, a body that holds a whole HTTP request, with the client's framing headers
-// chunked / Content-Length / both / none, each with and without a Connection header naming them. The
+// chunked / Content-Length / both / none (and a Content-Length shorter or longer than the body), each with and without a Connection header naming them. The
 // origin keeps its connections alive and logs every request it parses: each invocation must reach it as
 // exactly one request (or none, when refused), and the next, unrelated invocation gets its own answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,8 +14,18 @@ const FRAMINGS: Record<string, [string, string][]> = {
   'content-length': [['Content-Length', String(Buffer.byteLength(SMUGGLED))]],
   both: [['Content-Length', String(Buffer.byteLength(SMUGGLED))], ['Transfer-Encoding', 'chunked']],
   none: [],
+  // A Content-Length that does not match the event's body: the body is what the event holds.
+  'short content-length': [['Content-Length', '5']],
+  'long content-length': [['Content-Length', '4096']],
 };
-const CONNECTION: Record<string, string> = { chunked: 'transfer-encoding', 'content-length': 'content-length', both: 'content-length, transfer-encoding', none: 'content-length' };
+const CONNECTION: Record<string, string> = {
+  chunked: 'transfer-encoding',
+  'content-length': 'content-length',
+  both: 'content-length, transfer-encoding',
+  none: 'content-length',
+  'short content-length': 'content-length',
+  'long content-length': 'content-length',
+};
 
 let origin: LoggingOrigin;
 let handler: LambdaHandler;
