@@ -69,8 +69,8 @@ const rateLimitHeaders = {
 };
 const internalError = problem(
   undefined,
-  'Another error, as problem+json: an unexpected one (a bug: it is logged); from the Node server, a request it could not read (408 request-timeout, 417 expectation-failed, 431 headers-too-large, 501 method-not-implemented, 400 invalid-request for a missing Host), and from the Lambda entry 501 method-not-implemented for a method it cannot carry.',
-  ['internal-error', 'request-timeout', 'expectation-failed', 'headers-too-large', 'method-not-implemented', 'invalid-request'],
+  'Another error, as problem+json: an unexpected one (a bug: it is logged); from the Node server, a request it could not read (408 request-timeout, 417 expectation-failed, 431 headers-too-large, 501 method-not-implemented, 501 transfer-coding-not-implemented for a Transfer-Encoding other than chunked, 400 invalid-request for a missing Host), from every entry 400 invalid-request for an empty Host or several, and from the Lambda entry 501 method-not-implemented for a method it cannot carry.',
+  ['internal-error', 'request-timeout', 'expectation-failed', 'headers-too-large', 'method-not-implemented', 'transfer-coding-not-implemented', 'invalid-request'],
 );
 
 const int = (description: string, extra: object = {}) => ({ type: 'integer', description, ...extra });

@@ -17,6 +17,7 @@ export const PROBLEMS = {
   'server-misconfigured': { status: 500, title: 'Server configuration is invalid' },
   'internal-error': { status: 500, title: 'Internal error' },
   'method-not-implemented': { status: 501, title: 'Method not supported' },
+  'transfer-coding-not-implemented': { status: 501, title: 'Transfer coding not supported' },
   'bad-gateway': { status: 502, title: 'Origin unreachable' },
   'store-unavailable': { status: 503, title: 'Rate-limit store unavailable' },
   'gateway-timeout': { status: 504, title: 'Origin did not answer in time' },
