@@ -1,6 +1,6 @@
 // The deployable app shared by the Worker, Lambda and Node entries: the permit API, /healthz, and in
 // gateway mode every other path gated by GATE_POLICY and forwarded to GATE_ORIGIN.
-import type { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import type { AppConfig } from './env.js';
 import { inEnv } from './env.js';
 import { createLimiter, type Limiter, type LimiterOptions, type StoreStatusEvent } from '../../src/limiter.js';
@@ -9,6 +9,7 @@ import { createForwarder, type ForwardSend } from '../../src/http/gateway.js';
 import { headerKey, ipKey } from '../../src/http/key.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { permitApp } from '../../src/http/permit-app.js';
+import { problemResponse } from '../../src/http/problem.js';
 import { createDecisionStats, type DecisionStats } from '../../src/limiter/decision-stats.js';
 import { composeOnDecision, serveStats } from './stats.js';
 
@@ -50,6 +51,20 @@ export interface BuildOptions {
   send?: ForwardSend;
 }
 
+/**
+ * Host rules (RFC 9112 §3.2) on every entry, before any route and before the limiter: a request with an
+ * empty Host, or with several (a platform joins repeated lines into one value, with ", " or "; "), gets
+ * 400 invalid-request. A host is a name or an address and a port: never empty, never a comma or a space.
+ * A request without Host passes here: a Lambda event may carry none, and the Node server refuses an
+ * HTTP/1.1 request without one itself.
+ */
+export const hostRules: MiddlewareHandler = async function hostRules(c, next) {
+  const host = c.req.header('host');
+  if (host === '') return problemResponse('invalid-request', 'the Host header is empty');
+  if (host !== undefined && /[\s,]/.test(host)) return problemResponse('invalid-request', 'a request must carry one Host header, not several');
+  return next();
+};
+
 export function buildLimiter(config: AppConfig, store: Store, options: BuildOptions = {}): Limiter {
   const log = options.log ?? consoleLog;
   try {
@@ -70,7 +85,17 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
   // Counts every decision (LIMITER_TOP_KEYS: and keeps the most refused keys) before options.onDecision sees it.
   const stats = createDecisionStats({ topKeys: config.stats.topKeys, policies: Object.keys(config.policies) });
   const limiter = buildLimiter(config, store, { ...options, onDecision: composeOnDecision(stats.onDecision, options.onDecision) });
-  const app = permitApp({ limiter, tokens: config.tokens, log });
+  // The Host rules first (a middleware runs only for the routes added after it), then the permit API's
+  // routes, with its refusals for a path none serves and for an unexpected error.
+  const permits = permitApp({ limiter, tokens: config.tokens, log });
+  const app = new Hono();
+  app.use('*', hostRules);
+  app.route('/', permits);
+  app.notFound(() => problemResponse('not-found', 'no such route'));
+  app.onError((err) => {
+    log('error', { msg: 'unhandled error', error: errorText(err) });
+    return problemResponse('internal-error', 'an unexpected error occurred');
+  });
   serveStats(app, stats);
   const gate = config.gate;
   if (gate) {

@@ -9,6 +9,7 @@ import { buildWorker, startDevWorker, type DevWorker, type WorkerBuild } from '.
 import { freePort } from '../../scripts/lib/redis-server.js';
 import { openApiJson } from '../../src/http/openapi.js';
 import { gzipSync } from 'node:zlib';
+import { connect } from 'node:net';
 
 /** The deployed Worker's size budget (gzip -9 of `wrangler deploy --dry-run`'s bundle, as Cloudflare counts it). */
 const BUDGET_KIB = 60;
@@ -159,6 +160,33 @@ describe('Worker in workerd (memory store)', () => {
     const c = await fetch(dev.url + '/other', { headers: { 'CF-Connecting-IP': '203.0.113.6' } });
     expect(c.status).toBe(201);
     await c.arrayBuffer();
+  });
+
+  it('two Host lines or an empty Host never reach the Worker: wrangler dev refuses them in front of it (nothing charged, nothing forwarded)', async () => {
+    // What the dev server in front of workerd answers (its own plain-text answers, not the app's): a
+    // 500 for two Host lines, a 400 for an empty one. The app's own rule (400 invalid-request for a Host
+    // that is empty or holds several, functions/app/app.ts) is held in test/http/host-rules.test.ts.
+    const { port } = new URL(dev.url);
+    const rawStatus = (request: string) =>
+      new Promise<number>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => socket.write(request));
+        let data = '';
+        socket.on('data', (d: Buffer) => (data += d.toString('latin1')));
+        socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)));
+        socket.on('error', reject);
+      });
+    const seenBefore = originSaw;
+    const ip = 'CF-Connecting-IP: 203.0.113.77\r\n';
+    for (const [hosts, status] of [['Host: a.example\r\nHost: b.example\r\n', 500], ['Host: a.example\r\nHost: a.example\r\n', 500], ['Host:\r\n', 400], ['Host: \r\n', 400]] as const) {
+      expect(await rawStatus(`GET /hosts HTTP/1.1\r\n${hosts}${ip}Connection: close\r\n\r\n`), hosts).toBe(status);
+      expect(await rawStatus(`GET /healthz HTTP/1.1\r\n${hosts}Connection: close\r\n\r\n`), hosts).toBe(status);
+    }
+    expect(originSaw).toBe(seenBefore);
+    // The gate's bucket for that address (capacity 1) is whole: the first request it lets through is its first charge.
+    const ok = await fetch(dev.url + '/hosts', { headers: { 'CF-Connecting-IP': '203.0.113.77' } });
+    expect(ok.status).toBe(201);
+    expect(ok.headers.get('RateLimit')).toBe('"gate";r=0;t=2');
+    await ok.arrayBuffer();
   });
 
   it('gateway mode: the origin gets the platform’s CF-Connecting-IP and the forwarding headers from it, no client claims', async () => {
