@@ -52,9 +52,9 @@ function setCookieSpellings(count: number): string[] {
 }
 
 export async function toResult(kind: EventKind, res: Response): Promise<LambdaResult> {
-  const bytes = new Uint8Array(await res.arrayBuffer());
+  const bytes = Buffer.from(await res.arrayBuffer());
   const text = utf8Text(bytes);
-  const body = text ?? Buffer.from(bytes).toString('base64');
+  const body = text ?? bytes.toString('base64');
   const result = { statusCode: res.status, body, isBase64Encoded: text === undefined };
   const cookies = res.headers.getSetCookie().map(headerText);
   // Repeated fields other than Set-Cookie are one value joined with ", " (Headers does that).
