@@ -78,3 +78,11 @@ export class AcquireTimeoutError extends LimiterError {
     this.retryAfterMs = retryAfterMs;
   }
 }
+
+/** Renders a config value for an error message without dumping large or nested input. */
+export function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}

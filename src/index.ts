@@ -2,7 +2,7 @@
 export { createLimiter } from './limiter.js';
 export type { Limiter, LimiterOptions, LimiterStats, TakeOptions, AcquireOptions, DecisionEvent, CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil } from './limiter.js';
 export type { Decision, DecisionReason, BucketDecision, StoreErrorDecision, LimitDecision } from './core/decision.js';
-export type { PolicyConfig, PolicyOptions, LimitConfig, LocalLimitConfig, ResolvedPolicy, ResolvedLimit, FailMode, LeaseConfig, LeaseSettings } from './core/policy.js';
+export type { PolicyConfig, PolicyOptions, LimitConfig, RefillLimitConfig, Refill, LocalLimitConfig, ResolvedPolicy, ResolvedLimit, FailMode, LeaseConfig, LeaseSettings } from './core/policy.js';
 export type { Cost } from './core/key.js';
 export type { Store, StepArgs, StepResult } from './store.js';
 export type { LimitStep } from './core/gcra.js';

@@ -1,22 +1,11 @@
-// Policy validation and the derived numbers the token-bucket math needs. Pure: no I/O, no clock.
-import { ConfigError } from '../errors.js';
+// Policies: the config types a user writes, and their validation into the resolved policy every decision
+// reads (the exact rate arithmetic is ./rate.ts). Pure: no I/O, no clock.
+import { ConfigError, show } from '../errors.js';
+import { exactRate, MAX_REFILL_PER_SECOND, MIN_REFILL_PER_SECOND, refillOf, type Refill } from './rate.js';
+
+export { MAX_CAPACITY_UNITS, MAX_LIMIT_UNITS, MAX_RATE_ROUNDING, MAX_REFILL_PER_SECOND, MIN_REFILL_PER_SECOND, exactRate, type Refill } from './rate.js';
 
 export const MAX_CAPACITY = 1e9;
-export const MIN_REFILL_PER_SECOND = 1e-6;
-export const MAX_REFILL_PER_SECOND = 1e6;
-/**
- * Buckets are kept in integer units (see ResolvedPolicy.tokenUnits), which every store holds exactly in
- * a double (Lua's numbers, JavaScript's, MongoDB's). A full bucket is at most 2^51 units, and a bucket
- * holding a reservation at most 2^52, so every sum a step forms stays below 2^53 and is exact. For a rate
- * that divides a million tokens per second evenly (1, 10, 1000, 0.001 per second...), one unit is one µs
- * of refill, so the bucket must refill from empty within 2^51 µs: about 71 years.
- */
-export const MAX_CAPACITY_UNITS = 2 ** 51;
-/** The most debt a step may reach, reservations included (see MAX_CAPACITY_UNITS). */
-export const MAX_LIMIT_UNITS = 2 ** 52;
-/** A rate that is no ratio of integers small enough is rounded to one that is, within this relative error. */
-export const MAX_RATE_ROUNDING = 1e-9;
-
 /** Policy names become part of store keys and of quoted header values, so they are kept plain. */
 export const POLICY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -31,12 +20,29 @@ export const LIMIT_NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
 /** The most limits one policy may hold. */
 export const MAX_LIMITS = 8;
 
-/** One token bucket: a limit of a policy. */
+/** One token bucket: a limit of a policy (or written with `refill`, RefillLimitConfig). */
 export interface LimitConfig {
   /** Bucket size in tokens: an integer from 1 to 1e9. Also the largest cost one request can ask of it. */
   capacity: number;
   /** Tokens added per second, continuously: a finite number from 1e-6 to 1e6 (1/30 is fine). */
   refillPerSecond: number;
+  refill?: undefined;
+}
+
+/**
+ * A limit whose refill is written per second, minute, hour or day: `{ capacity: 1000, refill: '1000/day' }`
+ * is exactly `{ capacity: 1000, refillPerSecond: 1000 / 86400 }`.
+ */
+export interface RefillLimitConfig {
+  /** As LimitConfig.capacity. */
+  capacity: number;
+  /**
+   * Tokens added per second, minute, hour or day, continuously (not all at once when the period turns: a
+   * daily limit is not reset at midnight): `'10/second'`, `'1000/day'`. Exactly the rate
+   * `refillPerSecond: count / seconds` is; from 1e-6 to 1e6 per second.
+   */
+  refill: Refill;
+  refillPerSecond?: undefined;
 }
 
 /**
@@ -46,16 +52,17 @@ export interface LimitConfig {
  */
 export type PolicyConfig = PolicyOptions &
   (
-    | (LimitConfig & { limits?: undefined })
+    | ((LimitConfig | RefillLimitConfig) & { limits?: undefined })
     | {
         /**
          * Several limits, by name (/^[A-Za-z0-9_-]{1,32}$/, 1 to 8 of them), e.g. `{ burst: { capacity: 10,
          * refillPerSecond: 10 }, daily: { capacity: 1000, refillPerSecond: 1000 / 86400 } }`. Each keeps the
          * exact continuous refill of a single bucket.
          */
-        limits: Record<string, LimitConfig>;
+        limits: Record<string, LimitConfig | RefillLimitConfig>;
         capacity?: undefined;
         refillPerSecond?: undefined;
+        refill?: undefined;
       }
   );
 
@@ -90,13 +97,11 @@ export interface PolicyOptions {  /**
   lease?: LeaseConfig;
 }
 
-/** A local fallback limit (PolicyConfig.local). */
-export interface LocalLimitConfig {
-  /** An integer from 1 to the policy's capacity. */
-  capacity: number;
-  /** A number from 1e-6 to the policy's refillPerSecond. */
-  refillPerSecond: number;
-}
+/**
+ * A local fallback limit (PolicyConfig.local): a capacity from 1 to the policy's, and a refill from 1e-6
+ * per second to the policy's (`refillPerSecond`, or `refill` as in LimitConfig).
+ */
+export type LocalLimitConfig = LimitConfig | RefillLimitConfig;
 
 export interface LeaseConfig {
   /** Most tokens taken in one store call: an integer from 1 to the capacity. */
@@ -163,8 +168,8 @@ export interface ResolvedPolicy extends ResolvedLimit {
   readonly local?: ResolvedPolicy;
 }
 
-const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'limits', 'onStoreError', 'shadow', 'timeoutMs', 'lease', 'local']);
-const LIMIT_FIELDS = new Set(['capacity', 'refillPerSecond']);
+const KNOWN_FIELDS = new Set(['capacity', 'refillPerSecond', 'refill', 'limits', 'onStoreError', 'shadow', 'timeoutMs', 'lease', 'local']);
+const LIMIT_FIELDS = new Set(['capacity', 'refillPerSecond', 'refill']);
 const LEASE_FIELDS = new Set(['tokens', 'maxAgeMs', 'lowWater']);
 
 export interface PolicyDefaults {
@@ -240,9 +245,9 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
  * `policies.<p>.limits.<limit>.capacity` for a named limit.
  */
 function resolveLimits(policy: string, at: (field: string) => string, c: Record<string, unknown>): ResolvedLimit[] {
-  if (c.limits === undefined) return [resolveLimit(policy, at, c.capacity, c.refillPerSecond)];
-  if (c.capacity !== undefined || c.refillPerSecond !== undefined) {
-    throw new ConfigError(at('limits'), 'replaces capacity and refillPerSecond: write the policy with one or the other');
+  if (c.limits === undefined) return [resolveLimit(policy, at, c.capacity, refillOf(at, c), rateField(c))];
+  if (c.capacity !== undefined || c.refillPerSecond !== undefined || c.refill !== undefined) {
+    throw new ConfigError(at('limits'), 'replaces capacity and refillPerSecond (or refill): write the policy with one or the other');
   }
   const raw = c.limits;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(at('limits'), `must be an object of named limits, got ${show(raw)}`);
@@ -254,13 +259,16 @@ function resolveLimits(policy: string, at: (field: string) => string, c: Record<
     const l = (raw as Record<string, unknown>)[limit];
     if (typeof l !== 'object' || l === null || Array.isArray(l)) throw new ConfigError(at(field), `must be an object, got ${show(l)}`);
     for (const f of Object.keys(l)) if (!LIMIT_FIELDS.has(f)) throw new ConfigError(at(`${field}.${f}`), 'is not a known field');
-    const { capacity, refillPerSecond } = l as Record<string, unknown>;
-    return resolveLimit(limit, (f) => at(`${field}.${f}`), capacity, refillPerSecond);
+    const limitAt = (f: string) => at(`${field}.${f}`);
+    return resolveLimit(limit, limitAt, (l as Record<string, unknown>).capacity, refillOf(limitAt, l as Record<string, unknown>), rateField(l as Record<string, unknown>));
   });
 }
 
+/** The field a limit's rate was written in, for its errors. */
+const rateField = (limit: Record<string, unknown>) => (limit.refill === undefined ? 'refillPerSecond' : 'refill');
+
 /** One limit, validated, with its exact arithmetic (see ResolvedLimit). */
-function resolveLimit(name: string, at: (field: string) => string, capacity: unknown, refillPerSecond: unknown): ResolvedLimit {
+function resolveLimit(name: string, at: (field: string) => string, capacity: unknown, refillPerSecond: unknown, written: string): ResolvedLimit {
   if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
     throw new ConfigError(at('capacity'), `must be an integer from 1 to 1e9, got ${show(capacity)}`);
   }
@@ -270,9 +278,9 @@ function resolveLimit(name: string, at: (field: string) => string, capacity: unk
     refillPerSecond < MIN_REFILL_PER_SECOND ||
     refillPerSecond > MAX_REFILL_PER_SECOND
   ) {
-    throw new ConfigError(at('refillPerSecond'), `must be a finite number from 1e-6 to 1e6, got ${show(refillPerSecond)}`);
+    throw new ConfigError(at(written), `must be a finite number from 1e-6 to 1e6, got ${show(refillPerSecond)}`);
   }
-  const exact = exactRate(at('refillPerSecond'), refillPerSecond, capacity);
+  const exact = exactRate(at(written), refillPerSecond, capacity);
   const intervalMs = 1000 / exact.refillPerSecond;
   const burstMs = capacity * intervalMs;
   return Object.freeze({
@@ -350,77 +358,12 @@ function localLimit(field: string, value: unknown, limit: ResolvedLimit): LocalL
   if (typeof l.capacity !== 'number' || !Number.isInteger(l.capacity) || l.capacity < 1 || l.capacity > capacity) {
     throw new ConfigError(`${field}.capacity`, `must be an integer from 1 to the policy's capacity (${capacity}), got ${show(l.capacity)}`);
   }
-  if (
-    typeof l.refillPerSecond !== 'number' ||
-    !Number.isFinite(l.refillPerSecond) ||
-    l.refillPerSecond < MIN_REFILL_PER_SECOND ||
-    l.refillPerSecond > refillPerSecond
-  ) {
-    throw new ConfigError(`${field}.refillPerSecond`, `must be a number from 1e-6 to the policy's refillPerSecond (${refillPerSecond}), got ${show(l.refillPerSecond)}`);
+  const rate = refillOf((f) => `${field}.${f}`, l);
+  if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < MIN_REFILL_PER_SECOND || rate > refillPerSecond) {
+    const written = rateField(l);
+    throw new ConfigError(`${field}.${written}`, `must be a number from 1e-6 to the policy's refillPerSecond (${refillPerSecond}), got ${show(l[written])}`);
   }
-  return { capacity: l.capacity, refillPerSecond: l.refillPerSecond };
-}
-
-interface ExactRate {
-  refillPerSecond: number;
-  numerator: number;
-  denominator: number;
-  tokenUnits: number;
-  refillUnitsPerUs: number;
-}
-
-function gcd(a: bigint, b: bigint): bigint {
-  while (b !== 0n) [a, b] = [b, a % b];
-  return a;
-}
-
-/**
- * The rate as units: with refillPerSecond = p / q, a token is 1e6 * q / g units and a µs refills p / g of
- * them (g = gcd(1e6 * q, p)), so a take, a refill and a bucket are all whole numbers of units.
- */
-function unitsOf(p: number, q: number): { tokenUnits: number; refillUnitsPerUs: number } {
-  const g = gcd(1_000_000n * BigInt(q), BigInt(p));
-  return { tokenUnits: Number((1_000_000n * BigInt(q)) / g), refillUnitsPerUs: Number(BigInt(p) / g) };
-}
-
-/**
- * The ratio of integers p / q that the rate is, found as the first convergent of its continued fraction
- * that rounds to the same double (1000 / 86400 is 5 / 432, 0.1 is 1 / 10, 1 / 3 is 1 / 3). A bucket of
- * `capacity` tokens must fit MAX_CAPACITY_UNITS; a rate whose exact ratio does not fit is rounded to the
- * closest convergent that does, if that is within MAX_RATE_ROUNDING of it, and refused otherwise.
- */
-export function exactRate(field: string, rate: number, capacity: number): ExactRate {
-  // Convergents h/k of the continued fraction of `rate`.
-  let [h0, h1, k0, k1] = [0, 1, 1, 0];
-  let x = rate;
-  let best: ExactRate | undefined;
-  let unitsNeeded = 0;
-  for (let i = 0; i < 64; i++) {
-    const a = Math.floor(x);
-    [h0, h1] = [h1, a * h1 + h0];
-    [k0, k1] = [k1, a * k1 + k0];
-    if (!Number.isSafeInteger(h1) || !Number.isSafeInteger(k1)) break;
-    if (h1 > 0) {
-      const units = unitsOf(h1, k1);
-      if (capacity * units.tokenUnits > MAX_CAPACITY_UNITS) {
-        unitsNeeded = capacity * units.tokenUnits;
-        break;
-      }
-      best = { refillPerSecond: h1 / k1, numerator: h1, denominator: k1, ...units };
-      if (h1 / k1 === rate) return best;
-    }
-    const frac = x - a;
-    if (frac === 0) break;
-    x = 1 / frac;
-  }
-  if (best && Math.abs(best.refillPerSecond - rate) <= rate * MAX_RATE_ROUNDING) return best;
-  throw new ConfigError(
-    field,
-    `is too slow for capacity ${capacity}, or too far from any ratio of integers: a bucket is kept exactly as at most 2^51 ` +
-      `integer units, and ${capacity} tokens at ${rate}/s would need ${unitsNeeded > 0 ? unitsNeeded.toExponential(3) : 'more'}. ` +
-      `For rates that divide 1e6 per second (one unit per µs), capacity / refillPerSecond must be at most ` +
-      `${Math.floor(MAX_CAPACITY_UNITS / 1e6)} s (about 71 years); other rates allow less`,
-  );
+  return { capacity: l.capacity, refillPerSecond: rate };
 }
 
 function resolveLease(field: string, value: unknown, capacity: number): LeaseSettings {
@@ -439,12 +382,4 @@ function resolveLease(field: string, value: unknown, capacity: number): LeaseSet
     throw new ConfigError(`${field}.lowWater`, `must be an integer from 0 to tokens - 1 (${tokens - 1}), got ${show(lowWater)}`);
   }
   return Object.freeze({ tokens, maxAgeMs, lowWater });
-}
-
-/** Renders a config value for an error message without dumping large or nested input. */
-export function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
-  if (Array.isArray(value)) return 'an array';
-  return `a ${typeof value}`;
 }
