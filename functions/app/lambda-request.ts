@@ -107,9 +107,24 @@ function bodyOf(event: LambdaHttpEvent): Uint8Array<ArrayBuffer> | undefined | {
 }
 
 /**
+ * A Transfer-Encoding other than `chunked` alone is refused as the Node server refuses it (RFC 9112
+ * §6.1): AWS has undone the chunking, but a coding such as gzip would reach the origin as raw bytes
+ * with nothing to say so.
+ */
+function transferCodingRefusal(values: string[] | undefined): { refusal: Response } | undefined {
+  if (!values) return undefined;
+  const codings = values.join(',').split(',').map((c) => c.trim().toLowerCase());
+  if (codings.length === 1 && codings[0] === 'chunked') return undefined;
+  const named = JSON.stringify(values.join(', ').slice(0, 64));
+  if (codings.at(-1) !== 'chunked') return invalid(`the body's length cannot be known: chunked is not the last of the transfer codings ${named}`);
+  return { refusal: problemResponse('transfer-coding-not-implemented', `this server applies no transfer coding but chunked, once; got ${named}`) };
+}
+
+/**
  * The Request the app serves for this event, or the problem+json refusal of an event that is not a
- * valid request: an invalid method, header name or value (a control character), a Host that is empty,
- * repeated or not a host, a body that is not the base64 it claims, or a GET or HEAD with a body.
+ * valid request: an invalid method, header name or value (a control character), a transfer coding
+ * other than chunked, a Host that is empty, repeated or not a host, a body that is not the base64 it
+ * claims, or a GET or HEAD with a body.
  * The Request's URL is built from the event's path alone (the Host cannot add to it), its body is the
  * event's decoded bytes and its Content-Length their count: no framing header of the client's is kept.
  */
@@ -121,6 +136,8 @@ export function toRequest(event: LambdaHttpEvent, kind: EventKind): { request: R
     if (!TOKEN.test(name)) return invalid('a header name is not a valid token');
     if (values.some((v) => CONTROL.test(v))) return invalid(`the ${name} header holds a control character`);
   }
+  const coding = transferCodingRefusal(fields.get('transfer-encoding'));
+  if (coding) return coding;
 
   const hosts = fields.get('host');
   if (hosts && hosts.length > 1) return invalid('the request has more than one Host header');

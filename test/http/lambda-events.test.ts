@@ -236,6 +236,28 @@ describe('request headers and bodies', () => {
     }
   });
 
+  it('a Transfer-Encoding other than chunked alone: 501 (400 when chunked is not last) before the limiter, as on Node', async () => {
+    const cases: [[string, string][], number, string][] = [
+      [[['Transfer-Encoding', 'gzip, chunked']], 501, 'transfer-coding-not-implemented'],
+      [[['Transfer-Encoding', 'chunked, chunked']], 501, 'transfer-coding-not-implemented'],
+      [[['Transfer-Encoding', 'gzip'], ['Transfer-Encoding', 'chunked']], 501, 'transfer-coding-not-implemented'],
+      [[['Transfer-Encoding', 'gzip']], 400, 'invalid-request'],
+      [[['Transfer-Encoding', 'chunked, identity']], 400, 'invalid-request'],
+    ];
+    for (const kind of KINDS) {
+      for (const [te, status, type] of cases) {
+        // A single-value ALB keeps only the last line.
+        if (kind === 'alb' && te.length > 1) continue;
+        const key = freshKey();
+        const before = seen.length;
+        const event = lambdaEvent(kind, { method: 'POST', path: '/upload', headers: [['X-API-KEY', key], ...te], drop: ['authorization'], body: gzipSync('abc') });
+        expectProblem(await handler(event, context), status, type, `${kind} ${JSON.stringify(te)}`);
+        expect(seen.length).toBe(before);
+        expect((await handler(gatewayGet(kind, '/te', [], key), context)).statusCode, `${kind} ${JSON.stringify(te)} charged`).toBe(200);
+      }
+    }
+  });
+
   it('isBase64Encoded with a body that is not base64: 400 problem+json, not a plain-text 500, before the limiter', async () => {
     for (const kind of KINDS) {
       for (const raw of ['not base64!', 'abc', 'YW Jj', 'YWJj=']) {
