@@ -1,6 +1,6 @@
 // Prometheus metrics of the Node server, fed by onDecision: after a known mix of decisions the
 // counters and the histogram count match it exactly; a reservation is op="acquire" and a peek is
-// never a denial, through the permit endpoint too; and the README's metrics table names exactly the
+// never a denial, through the permit endpoint too; and the metrics table of docs/operating.md names exactly the
 // metrics, types and label values /metrics serves.
 import { describe, expect, it } from 'vitest';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
@@ -8,7 +8,7 @@ import { permitApp } from '../src/http/permit-app.js';
 import { checked } from './support/openapi-contract.js';
 import { createMetrics } from '../functions/app/metrics.js';
 import { sample } from './support/prometheus.js';
-import { metricsTable } from './support/readme.js';
+import { metricsTable } from './support/guides.js';
 
 describe('metrics', () => {
   it('count every outcome per policy and op, and time every decision that called the store', async () => {
@@ -86,7 +86,7 @@ describe('metrics', () => {
     expect(text.match(/^edge_limiter_decisions_total\{/gm)).toHaveLength(4);
   });
 
-  it('the README metrics table names exactly the metrics, types and label values /metrics serves', async () => {
+  it('the metrics table of docs/operating.md names exactly the metrics, types and label values /metrics serves', async () => {
     const rows = metricsTable();
     const listed = (metric: string, label: string) => rows.find((r) => r.metric === metric)?.labels.get(label) ?? [];
     expect(listed('edge_limiter_decisions_total', 'op').length).toBeGreaterThanOrEqual(3);
@@ -135,10 +135,10 @@ describe('metrics', () => {
     // Metric families and types: each served family is a row of the table, and each row is served.
     const served = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
     const rowOf = (family: string) => rows.find((r) => (r.metric.endsWith('*') ? family.startsWith(r.metric.slice(0, -1)) : family === r.metric));
-    for (const family of served.keys()) expect(rowOf(family), `/metrics serves ${family}, the README table does not name it`).toBeDefined();
+    for (const family of served.keys()) expect(rowOf(family), `/metrics serves ${family}, docs/operating.md does not name it`).toBeDefined();
     for (const r of rows) {
       const families = [...served.keys()].filter((f) => rowOf(f) === r);
-      expect(families.length, `the README names ${r.metric}, /metrics serves no such metric`).toBeGreaterThan(0);
+      expect(families.length, `docs/operating.md names ${r.metric}, /metrics serves no such metric`).toBeGreaterThan(0);
       if (r.type) expect(served.get(r.metric), `${r.metric}'s type`).toBe(r.type);
     }
 
@@ -148,7 +148,7 @@ describe('metrics', () => {
         const seen = new Set([...text.matchAll(new RegExp(`^${r.metric}(?:_bucket|_sum|_count)?\\{[^}]*\\b${label}="([^"]*)"`, 'gm'))].map((m) => m[1]!));
         expect(seen.size, `${r.metric} has no ${label} label`).toBeGreaterThan(0);
         if (values.length === 0) continue; // free-form: the policy's or the store's name
-        expect([...seen].sort(), `${r.metric} ${label}: served vs the README`).toEqual([...values].sort());
+        expect([...seen].sort(), `${r.metric} ${label}: served vs docs/operating.md`).toEqual([...values].sort());
       }
     }
   });

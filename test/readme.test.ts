@@ -1,22 +1,50 @@
-// Every TypeScript block in the README is one of examples/*.ts, verbatim, so the package check's
-// type-check of examples/ (against the packed package) covers every code block a user may copy.
+// Every TypeScript block in the README and in the guides (docs/*.md) is one of examples/*.ts,
+// verbatim, and every example file is shown somewhere, so the package check's type-check of examples/
+// (against the packed package) covers every code block a user may copy.
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-const readme = readFileSync('README.md', 'utf8');
-const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+const pages = ['README.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const text = new Map(pages.map((p) => [p, readFileSync(p, 'utf8')]));
+const fences = (md: string, lang: string) => [...md.matchAll(new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\``, 'gm'))].map((m) => m[1]!.trim());
+const blocks = pages.flatMap((page) => fences(text.get(page)!, 'ts').map((block) => ({ page, block })));
 const examples = new Map(readdirSync('examples').filter((f) => f.endsWith('.ts')).map((f) => [f, readFileSync(`examples/${f}`, 'utf8').trim()]));
 
-describe('README code blocks', () => {
+describe('code blocks of the README and docs/', () => {
+  it('reads the README and at least ten guides', () => {
+    expect(pages.length).toBeGreaterThanOrEqual(11);
+  });
+
   it('has TypeScript blocks, and each one is an example file in full', () => {
     expect(blocks.length).toBeGreaterThanOrEqual(examples.size);
-    for (const block of blocks) {
-      const match = [...examples].find(([, text]) => text === block);
-      expect(match, `README block not in examples/:\n${block.slice(0, 200)}`).toBeDefined();
+    for (const { page, block } of blocks) {
+      const match = [...examples].find(([, t]) => t === block);
+      expect(match, `${page}: block not in examples/:\n${block.slice(0, 200)}`).toBeDefined();
     }
   });
 
   it('shows every example file', () => {
-    for (const [file, text] of examples) expect(blocks.includes(text), `examples/${file} is not in the README`).toBe(true);
+    for (const [file, t] of examples) expect(blocks.some(({ block }) => block === t), `examples/${file} is in neither the README nor docs/`).toBe(true);
+  });
+
+  it('writes TypeScript only as ```ts (another tag would escape the checks above)', () => {
+    for (const [page, md] of text) {
+      const tags = [...md.matchAll(/^```(\S+)/gm)].map((m) => m[1]!);
+      for (const tag of tags) expect(['ts', 'sh', 'python', 'toml', 'json', 'text'], `${page}: a block tagged ${tag}`).toContain(tag);
+    }
+  });
+
+  it('every ```toml block is wrangler.toml\'s own text', () => {
+    const wrangler = readFileSync('wrangler.toml', 'utf8');
+    const tomls = pages.flatMap((page) => fences(text.get(page)!, 'toml').map((block) => ({ page, block })));
+    expect(tomls.length).toBeGreaterThan(0);
+    for (const { page, block } of tomls) expect(wrangler, `${page}: toml block not in wrangler.toml`).toContain(block);
+  });
+
+  it("names the tarball npm pack writes for this version", () => {
+    const { name, version } = JSON.parse(readFileSync('package.json', 'utf8')) as { name: string; version: string };
+    const named = [...text.get('README.md')!.matchAll(/edge-limiter-[\d.]+\.tgz/g)].map((m) => m[0]);
+    expect(named.length).toBeGreaterThan(0);
+    for (const n of named) expect(n).toBe(`${name}-${version}.tgz`);
   });
 });

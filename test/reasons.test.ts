@@ -1,10 +1,10 @@
 // Every value of DecisionReason (src/core/decision.ts) is documented where a reason reaches people:
-// the X-RateLimit-Reason values of the README's header block, the doc of src/http/headers.ts, and the
-// outcome values of the README's metrics table.
+// the X-RateLimit-Reason values of the header block of docs/headers.md, the doc of src/http/headers.ts, and the
+// outcome values of the metrics table in docs/operating.md.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { DecisionReason } from '../src/core/decision.js';
-import { metricsTable, reasonHeaderValues } from './support/readme.js';
+import { metricsTable, reasonHeaderValues } from './support/guides.js';
 
 /** The string literals of the DecisionReason union, read from its source (comments stripped). */
 function reasonsInSource(): string[] {
@@ -27,7 +27,7 @@ describe('decision reasons', () => {
     expect([...reasons].sort()).toEqual(Object.keys(TYPED).sort());
   });
 
-  it('each is an X-RateLimit-Reason value in the README header block, and nothing else is', () => {
+  it('each is an X-RateLimit-Reason value in the header block of docs/headers.md, and nothing else is', () => {
     expect(reasonHeaderValues().sort()).toEqual([...reasons].sort());
   });
 
@@ -37,7 +37,7 @@ describe('decision reasons', () => {
     for (const r of reasons) expect(line, `headers.ts does not name ${r}`).toMatch(new RegExp(`\\b${r}\\b`));
   });
 
-  it('each is an outcome value in the README metrics table', () => {
+  it('each is an outcome value in the metrics table of docs/operating.md', () => {
     const outcomes = metricsTable().find((r) => r.metric === 'edge_limiter_decisions_total')?.labels.get('outcome') ?? [];
     for (const r of reasons) expect(outcomes, `the metrics table does not list outcome ${r}`).toContain(r);
   });

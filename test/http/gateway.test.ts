@@ -356,13 +356,13 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'X-Original-URL': '/admin',
     'X-Rewrite-URL': '/admin',
   };
-  // The headers README's gateway section says are dropped: every claim but the four rewritten ones.
+  // The headers docs/gateway.md says are dropped: every claim but the four rewritten ones.
   const dropped = Object.keys(claims)
     .map((name) => name.toLowerCase())
     .filter((name) => !['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-real-ip'].includes(name));
 
-  it('README names exactly the headers dropped here', () => {
-    const list = /this is the full list the gateway drops, and any header not in it goes\s+through: ([\s\S]*?), which on Workers/.exec(readFileSync('README.md', 'utf8'))?.[1];
+  it('docs/gateway.md names exactly the headers dropped here', () => {
+    const list = /this is the full list the gateway drops, and any header not in it goes\s+through: ([\s\S]*?), which on Workers/.exec(readFileSync('docs/gateway.md', 'utf8'))?.[1];
     expect(list).toBeDefined();
     // `A`, `B`/`-C` (B's prefix with C), and `D`
     const named = [...list!.replace(/\s+/g, ' ').matchAll(/`([^`]+)`((?:\/`-[^`]+`)*)/g)].flatMap(([, first, more]) => {
