@@ -1,5 +1,6 @@
 // Gateway mode's forwarding: a correct HTTP proxy to one origin. It forwards the client's request as
-// received (minus hop-by-hop headers), lets the client see the origin's redirects, passes a compressed
+// received (minus hop-by-hop headers; its body framed again by the transport, never by the client's
+// Content-Length or Transfer-Encoding), lets the client see the origin's redirects, passes a compressed
 // response through as the origin encoded it where the transport allows (raw `send`, workerd's fetch),
 // says who the client is in X-Forwarded-For/-Proto/-Host (from what the gateway knows, never from what
 // an untrusted client wrote), and answers 502/504 problem+json when the origin fails or is slow.
@@ -38,18 +39,27 @@ export interface ForwardOptions {
    */
   fetch?: typeof fetch;
   /**
-   * A raw HTTP transport used instead of fetch: it sends exactly the headers given (the client's
-   * Accept-Encoding included), streams the body, follows no redirect and returns the origin's response
-   * undecoded. The Node and Lambda entries use one built on node:http.
+   * A raw HTTP transport used instead of fetch: it sends the headers given (the client's Accept-Encoding
+   * included), frames and streams the body itself (`length` when known, else chunked), follows no
+   * redirect and returns the origin's response undecoded. The Node and Lambda entries use one built on
+   * node:http (functions/app/node-send.ts).
    */
   send?: ForwardSend;
 }
 
-/** What a `send` transport is given. `body` is null for GET and HEAD. */
+/** What a `send` transport is given. */
 export interface ForwardInit {
   method: string;
+  /** End-to-end headers. Never Content-Length or Transfer-Encoding: framing the body is the transport's. */
   headers: Headers;
+  /** The request body, or null when it has none (always for GET and HEAD). */
   body: ReadableStream<Uint8Array> | null;
+  /**
+   * The body's exact length in bytes when the client declared it (a Content-Length, which the server's
+   * parser held the body to): send it with that Content-Length and fail if the body is longer or
+   * shorter. Null: the length is not known, send the body chunked.
+   */
+  length: number | null;
   signal: AbortSignal;
 }
 
@@ -90,6 +100,33 @@ function limited(body: ReadableStream<Uint8Array>, max: number, exceeded: (err: 
 // RFC 9110 §7.6.1 hop-by-hop fields, plus the legacy Proxy-Connection. Expect is answered by our own
 // server (100-continue) and must not be forwarded: fetch implementations refuse it.
 const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection'];
+
+/**
+ * The request's framing fields. None is ever copied from the client: the transport frames the body
+ * it sends itself, from the length `bodyFraming` read (so a `Connection: content-length` that struck
+ * the header from the copy cannot leave a body unframed, and no client value reaches the origin).
+ */
+const FRAMING = ['content-length', 'transfer-encoding'];
+
+/**
+ * How the request's body is framed, read from the head alone (RFC 9112 §6): `length` is the
+ * declared Content-Length, null when the body is chunked (Transfer-Encoding), 0 when it has neither
+ * (no body). A string is why it cannot be forwarded: a Content-Length that is not one decimal number,
+ * or both fields (RFC 9112 §6.3 allows a server to refuse that; a proxy must, or the origin may frame
+ * the body differently from us).
+ */
+function bodyFraming(headers: Headers): { length: number | null } | string {
+  const te = headers.get('transfer-encoding');
+  const cl = headers.get('content-length');
+  if (te !== null && cl !== null) return 'a request may not carry both Content-Length and Transfer-Encoding';
+  if (te !== null) return { length: null };
+  if (cl === null) return { length: 0 };
+  const length = /^\s*\d{1,15}\s*$/.test(cl) ? Number(cl) : NaN;
+  return Number.isSafeInteger(length) ? { length } : `the Content-Length ${JSON.stringify(cl.slice(0, 32))} is not a byte count`;
+}
+
+/** Methods whose body the gateway refuses to forward: an origin may ignore its framing (RFC 9110 §9.3.1: no defined meaning). */
+const NO_BODY = new Set(['GET', 'HEAD']);
 
 /**
  * Headers in which a client can claim an address, a scheme, a host, a port or the URL it asked for
@@ -196,8 +233,11 @@ export interface Forwarder {
   (c: Context): Promise<Response>;
   /**
    * The answer to a request that cannot be forwarded, decided from its head alone: `501
-   * method-not-implemented` for CONNECT, TRACE and TRACK, `413 payload-too-large` for a Content-Length
-   * over `maxBodyBytes`. Undefined when it can be forwarded. Call it before a limiter charges for the request.
+   * method-not-implemented` for CONNECT, TRACE and TRACK; `400 invalid-request` for a GET or HEAD with
+   * a body (a Content-Length over 0, or any Transfer-Encoding), for both Content-Length and
+   * Transfer-Encoding, and for a Content-Length that is not a byte count; `413 payload-too-large` for a
+   * Content-Length over `maxBodyBytes`. Undefined when it can be forwarded. Call it before a limiter
+   * charges for the request.
    */
   refuse(c: Context): Response | undefined;
 }
@@ -220,10 +260,12 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   function refuse(c: Context): Response | undefined {
     const method = c.req.method.toUpperCase();
     if (UNFORWARDABLE.has(method)) return problemResponse('method-not-implemented', `the gateway does not forward ${method} requests`);
-    if (maxBodyBytes !== undefined) {
-      const declared = c.req.header('content-length');
-      if (declared !== undefined && Number(declared) > maxBodyBytes) return tooLarge();
-    }
+    const framing = bodyFraming(c.req.raw.headers);
+    if (typeof framing === 'string') return problemResponse('invalid-request', framing);
+    // A GET or HEAD body is refused, not dropped: dropping it would change the request silently, and an
+    // origin that ignores such a body's framing would read the body as a request of its own.
+    if (NO_BODY.has(method) && framing.length !== 0) return problemResponse('invalid-request', `the gateway does not forward a ${method} request with a body`);
+    if (maxBodyBytes !== undefined && framing.length !== null && framing.length > maxBodyBytes) return tooLarge();
     return undefined;
   }
 
@@ -234,7 +276,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const url = new URL(req.url);
     // Host is the origin's. Where the origin's encoding reaches the client (`send`, workerd) the client's
     // Accept-Encoding goes on; elsewhere fetch decodes what it asks for, so Accept-Encoding is left to it.
-    const headers = endToEnd(req.headers, ['host', 'expect', ...(passEncoding ? [] : ['accept-encoding']), ...CLIENT_CLAIMS]);
+    const headers = endToEnd(req.headers, ['host', 'expect', ...FRAMING, ...(passEncoding ? [] : ['accept-encoding']), ...CLIENT_CLAIMS]);
     const replaced = passEncoding && headers.has('accept-encoding') ? replacedAcceptEncoding(req) : undefined;
     if (replaced) headers.set('accept-encoding', replaced);
     else if (replaced === '') headers.delete('accept-encoding');
@@ -255,8 +297,9 @@ export function createForwarder(options: ForwardOptions): Forwarder {
 
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error('origin timeout')), timeoutMs);
-    const hasBody = req.body !== null && req.method !== 'GET' && req.method !== 'HEAD';
-    if (!hasBody) headers.delete('content-length');
+    // `refuse` has passed the head, so its framing is a length or chunked, and GET and HEAD have none.
+    const { length } = bodyFraming(req.headers) as { length: number | null };
+    const hasBody = req.body !== null && length !== 0;
     const overLimit = new AbortController();
     const body = !hasBody ? null : maxBodyBytes === undefined ? req.body! : limited(req.body!, maxBodyBytes, (err) => overLimit.abort(err));
     const target = `${origin}${url.pathname}${url.search}`;
@@ -265,9 +308,14 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     try {
       // With fetch the body goes as a stream in init; on Node that is not enough (fetch tees it anyway,
       // see the `fetch` option), which is why the Node and Lambda entries pass `send`.
-      res = send
-        ? await send(target, { method: req.method, headers, body, signal })
-        : await doFetch(target, { method: req.method, headers, body, redirect: 'manual', signal, ...(body ? { duplex: 'half' } : {}) } as RequestInit);
+      if (send) {
+        res = await send(target, { method: req.method, headers, body, length: body ? length : 0, signal });
+      } else {
+        // fetch frames the body itself: with the length when it is given (workerd and undici send it
+        // as Content-Length and hold the body to it), else chunked.
+        if (body && length !== null) headers.set('content-length', String(length));
+        res = await doFetch(target, { method: req.method, headers, body, redirect: 'manual', signal, ...(body ? { duplex: 'half' } : {}) } as RequestInit);
+      }
     } catch {
       if (overLimit.signal.aborted) return tooLarge();
       if (controller.signal.aborted) {
