@@ -2,7 +2,7 @@
 export { rateLimit } from './http/middleware.js';
 export type { RateLimitOptions } from './http/middleware.js';
 export { clientIp, ipKey, headerKey } from './http/key.js';
-export type { ClientIpOptions, IpKeyOptions, HeaderKeyOptions } from './http/key.js';
+export type { ClientIpOptions, IpKeyOptions, HeaderKeyOptions, KeyFunction } from './http/key.js';
 export { createForwarder } from './http/gateway.js';
 export type { ForwardOptions, Forwarder } from './http/gateway.js';
 export { permitApp, MAX_PERMIT_WAIT_MS } from './http/permit-app.js';

@@ -123,21 +123,28 @@ export function clientIp(c: Context, options: ClientIpOptions = {}): string | un
 }
 
 /**
+ * A `key` function for the middleware whose `missing` says what a request lacks when it answers
+ * undefined: the middleware's 400 (`invalid-request`) gives it as the detail.
+ */
+export type KeyFunction<R> = ((c: Context) => R) & { readonly missing: string };
+
+/**
  * A `key` function for the middleware: the client IP (see clientIp), canonicalised; IPv6 addresses are
  * keyed by their /64 unless `ipv6Subnet` says otherwise.
  */
-export function ipKey(options: IpKeyOptions = {}): (c: Context) => string | undefined {
+export function ipKey(options: IpKeyOptions = {}): KeyFunction<string | undefined> {
   const trust = compileTrust(options.trustedProxies);
   const subnet = options.ipv6Subnet ?? 64;
   if (subnet !== false && (!Number.isInteger(subnet) || subnet < 1 || subnet > 128)) {
     throw new RangeError(`[edge-limiter] ipv6Subnet must be an integer from 1 to 128, or false; got ${String(subnet)}`);
   }
-  return (c) => {
+  const key = (c: Context) => {
     // Canonical already (trustedChain holds only addresses): only IPv6 needs its subnet.
     const addr = trustedChain(c, trust)[0];
     if (addr === undefined || subnet === false || !addr.includes(':')) return addr;
     return ipv6Subnet(parseIp(addr)!, subnet);
   };
+  return Object.assign(key, { missing: 'the client address of the request is not known (no CF-Connecting-IP, event source IP or socket address) to identify the client' });
 }
 
 export interface HeaderKeyOptions {
@@ -158,11 +165,12 @@ async function sha256Base64url(value: string): Promise<string> {
  * A client can send any value in an unauthenticated header, so every new value is a new bucket: key by a
  * header only after something has checked it (or rate-limit by IP as well).
  */
-export function headerKey(name: string, options: HeaderKeyOptions = {}): (c: Context) => Promise<string | undefined> {
+export function headerKey(name: string, options: HeaderKeyOptions = {}): KeyFunction<Promise<string | undefined>> {
   const hash = options.hash ?? true;
-  return async (c) => {
+  const key = async (c: Context) => {
     const v = c.req.header(name);
     if (!v) return undefined;
     return hash ? sha256Base64url(v) : v;
   };
+  return Object.assign(key, { missing: `the request has no ${name.toLowerCase()} header (or an empty one) to identify the client` });
 }

@@ -17,8 +17,13 @@ export interface RateLimitOptions<E extends Env = Env> {
   limiter: Limiter;
   /** Policy name, or a function choosing it per request (tiers: premium keys get a bigger bucket). */
   policy: string | ((c: Context<E>) => MaybePromise<string>);
-  /** The bucket key for this request, e.g. `ipKey()` or `headerKey('x-api-key')`. Undefined gets a 400. */
-  key: (c: Context<E>) => MaybePromise<string | undefined>;
+  /**
+   * The bucket key for this request, e.g. `ipKey()` or `headerKey('x-api-key')`. Undefined (or '') gets a
+   * 400 `invalid-request` whose detail is the function's `missing` property if it has one (headerKey's
+   * names the header: "the request has no x-api-key header (or an empty one) to identify the client"),
+   * else "cannot identify the client to rate-limit this request".
+   */
+  key: ((c: Context<E>) => MaybePromise<string | undefined>) & { readonly missing?: string };
   /** Tokens this request costs: a number, or per limit (`{ requests: 1, tokens: 1200 }`). @default 1 */
   cost?: Cost | ((c: Context<E>) => MaybePromise<Cost>);
   /** Requests for which this returns true are not counted. @default none */
@@ -45,6 +50,7 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
   const maxWaitMs = options.maxWaitMs ?? 0;
   const legacyHeaders = options.legacyHeaders ?? true;
   const log = options.log ?? ((line) => console.warn(JSON.stringify(line)));
+  const noKey = typeof key.missing === 'string' && key.missing !== '' ? key.missing : 'cannot identify the client to rate-limit this request';
 
   return async function rateLimitMiddleware(c, next) {
     if (skip && (await skip(c))) return next();
@@ -54,7 +60,7 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
     // A key function that answers at once (ipKey) is not awaited: that would cost a microtask per request.
     const keyed = key(c);
     const k = typeof keyed === 'string' || keyed === undefined ? keyed : await keyed;
-    if (k === undefined || k === '') return problemResponse('invalid-request', 'cannot identify the client to rate-limit this request');
+    if (k === undefined || k === '') return problemResponse('invalid-request', noKey);
     const cost = typeof options.cost === 'function' ? await options.cost(c) : options.cost ?? 1;
     let decision: Decision;
     try {

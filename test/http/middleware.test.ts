@@ -177,6 +177,24 @@ describe('rateLimit middleware', () => {
     });
   });
 
+  it('answers a request it cannot key with 400 invalid-request whose detail names what is missing', async () => {
+    const problemOf = async (res: Response) => {
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      return (await res.json()) as { type: string; detail: string };
+    };
+    const { app } = appWith();
+    for (const headers of [{}, { 'x-api-key': '' }] as Record<string, string>[]) {
+      const problem = await problemOf(await app.request('/', { headers }));
+      expect(problem.type).toMatch(/invalid-request$/);
+      expect(problem.detail).toBe('the request has no x-api-key header (or an empty one) to identify the client');
+    }
+    expect((await problemOf(await appWith({ key: headerKey('X-Client-Id') }).app.request('/'))).detail).toContain('no x-client-id header');
+    expect((await problemOf(await appWith({ key: ipKey() }).app.request('/'))).detail).toMatch(/client address .* not known/);
+    // A key function of one's own has no `missing`: the general detail.
+    expect((await problemOf(await appWith({ key: () => undefined }).app.request('/'))).detail).toBe('cannot identify the client to rate-limit this request');
+  });
+
   it('misconfiguration throws when the middleware is created', () => {
     const limiter = createLimiter({ store: memoryStore(), policies });
     expect(() => rateLimit({ limiter, policy: 'nope', key: headerKey('x') })).toThrow(/unknown policy/);
