@@ -130,12 +130,13 @@ const NO_BODY = new Set(['GET', 'HEAD']);
 
 /**
  * Headers in which a client can claim an address, a scheme, a host, a port or the URL it asked for
- * (X-Original-URL, X-Rewrite-URL: some frameworks route by them). None is forwarded as the client wrote
+ * (X-Original-URL, X-Rewrite-URL, X-Original-URI, X-Forwarded-URI: some frameworks and auth
+ * proxies route or authorize by them). None is forwarded as the client wrote
  * it: X-Forwarded-For/-Proto/-Host and X-Real-IP are rewritten from what the gateway knows,
- * CF-Connecting-IP is set on Workers from the platform's own value, the rest are dropped. README's
- * gateway section names every one of them: keep the two lists the same.
+ * CF-Connecting-IP is set on Workers from the platform's own value, the rest are dropped. docs/gateway.md
+ * names every one of them (test/http/gateway.test.ts holds the two lists the same).
  */
-const CLIENT_CLAIMS = [
+export const CLIENT_CLAIMS: readonly string[] = [
   'forwarded',
   'forwarded-for',
   'x-forwarded',
@@ -167,6 +168,8 @@ const CLIENT_CLAIMS = [
   'x-host',
   'x-original-url',
   'x-rewrite-url',
+  'x-original-uri',
+  'x-forwarded-uri',
 ];
 
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$/;

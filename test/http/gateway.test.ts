@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
 import { buildApp } from '../../functions/app/app.js';
 import { memoryStore, type Store } from '../../src/index.js';
-import { createForwarder } from '../../src/http/gateway.js';
+import { CLIENT_CLAIMS, createForwarder } from '../../src/http/gateway.js';
 import { nodeSend } from '../../functions/app/node-send.js';
 import { Hono } from 'hono';
 
@@ -355,11 +355,17 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'X-Host': 'evil.example',
     'X-Original-URL': '/admin',
     'X-Rewrite-URL': '/admin',
+    'X-Original-URI': '/admin',
+    'X-Forwarded-URI': '/admin',
   };
   // The headers docs/gateway.md says are dropped: every claim but the four rewritten ones.
   const dropped = Object.keys(claims)
     .map((name) => name.toLowerCase())
     .filter((name) => !['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-real-ip'].includes(name));
+
+  it('the claims sent here are every claim the gateway holds (CLIENT_CLAIMS)', () => {
+    expect(Object.keys(claims).map((name) => name.toLowerCase()).sort()).toEqual([...CLIENT_CLAIMS].sort());
+  });
 
   it('docs/gateway.md names exactly the headers dropped here', () => {
     const list = /this is the full list the gateway drops, and any header not in it goes\s+through: ([\s\S]*?), which on Workers/.exec(readFileSync('docs/gateway.md', 'utf8'))?.[1];
