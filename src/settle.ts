@@ -11,6 +11,7 @@ export interface Settles {
   adjust(policy: string, key: string, cost: Cost): Promise<Decision>;
 }
 
+/** What settle reserves and settles: the policy and key, the estimated cost, and how to read the actual cost from the work's result. */
 export interface SettleOptions<T> {
   policy: string;
   key: string;

@@ -17,6 +17,7 @@ export interface StepOptions {
   timeoutMs?: number;
 }
 
+/** Where buckets live: one atomic, store-clocked step per decision. memoryStore, redisStore, mongoStore and durableObjectStore implement it. */
 export interface Store {
   /** Short name for logs, errors and /healthz: 'memory', 'redis', 'mongodb'. */
   readonly name: string;

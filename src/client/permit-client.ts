@@ -9,6 +9,7 @@ export { settle, costDifference } from '../settle.js';
 export type { Settles, SettleOptions } from '../settle.js';
 export type { Cost } from '../core/key.js';
 
+/** Options of PermitClient: the server, the token, and the bounds and retries of each call. */
 export interface PermitClientOptions {
   /** Base URL of the permit service, e.g. `https://limits.internal.example`. */
   url: string;
@@ -87,6 +88,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** A client of the permit endpoint (fetch only: Workers, Lambda, Node, browsers): take, acquire, adjust, peek and reset, with idempotency keys and bounded retries. */
 export class PermitClient {
   readonly #base: string;
   readonly #token: string;
@@ -219,6 +221,7 @@ export class PermitClient {
   }
 }
 
+/** Options of limitedFetch: where permits come from (a limiter or a PermitClient), and the policy, key, cost and longest wait of each call. */
 export interface LimitedFetchOptions {
   /** Decide in-process against a store... */
   limiter?: Limiter;

@@ -103,6 +103,7 @@ export interface PolicyOptions {  /**
  */
 export type LocalLimitConfig = LimitConfig | RefillLimitConfig;
 
+/** A policy's token lease (opt-in): this node takes up to `tokens` of a hot key's bucket in one store call and answers later takes from them. */
 export interface LeaseConfig {
   /** Most tokens taken in one store call: an integer from 1 to the capacity. */
   tokens: number;

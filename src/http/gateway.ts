@@ -8,6 +8,7 @@ import type { Context } from 'hono';
 import { trustedChain, compileTrust, onCloudflare, type ClientIpOptions } from './key.js';
 import { problemResponse } from './problem.js';
 
+/** Options of createForwarder: the origin, its timeout, the largest body, which forwarded headers to trust, and the transport. */
 export interface ForwardOptions {
   /** The origin, e.g. `https://api.internal:8443` (no trailing slash). */
   origin: string;
@@ -231,6 +232,7 @@ function replacedAcceptEncoding(req: Request): string | undefined {
  */
 const UNFORWARDABLE = new Set(['CONNECT', 'TRACE', 'TRACK']);
 
+/** What createForwarder returns: a handler that forwards a request to the origin, and the check to run before charging for it. */
 export interface Forwarder {
   /** Forwards the request to the origin; a request `refuse` refuses is answered with that refusal. */
   (c: Context): Promise<Response>;

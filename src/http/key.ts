@@ -3,6 +3,7 @@
 import type { Context } from 'hono';
 import { canonicalIp, formatIp, inCidr, ipv6Subnet, parseCidr, parseIp, parseIpPort, type Cidr } from './ip.js';
 
+/** How clientIp reads the client address: which X-Forwarded-For hops to trust. */
 export interface ClientIpOptions {
   /**
    * Which X-Forwarded-For hops to believe (a client can write anything there).
@@ -18,6 +19,7 @@ export interface ClientIpOptions {
   trustedProxies?: number | readonly string[];
 }
 
+/** Options of ipKey: the trusted proxies, and the IPv6 prefix clients share a bucket by. */
 export interface IpKeyOptions extends ClientIpOptions {
   /**
    * IPv6 clients are keyed by this prefix (one host usually owns a whole /64, so a per-address key lets
@@ -147,6 +149,7 @@ export function ipKey(options: IpKeyOptions = {}): KeyFunction<string | undefine
   return Object.assign(key, { missing: 'the client address of the request is not known (no CF-Connecting-IP, event source IP or socket address) to identify the client' });
 }
 
+/** Options of headerKey. */
 export interface HeaderKeyOptions {
   /**
    * Key by the SHA-256 of the value (base64url) instead of the value itself, so API keys and other

@@ -12,6 +12,7 @@ import { waitUntilOf } from './wait-until.js';
 
 type MaybePromise<T> = T | Promise<T>;
 
+/** Options of rateLimit: the limiter, the policy, key and cost per request, which requests to skip, what a refusal answers, and shadow mode. */
 export interface RateLimitOptions<E extends Env = Env> {
   /** The limiter holding the policies. */
   limiter: Limiter;
@@ -40,6 +41,7 @@ export interface RateLimitOptions<E extends Env = Env> {
   log?: (line: Record<string, unknown>) => void;
 }
 
+/** Hono middleware: one decision per request on `policy` and `key`; a refusal is 429 problem+json with Retry-After, and every response carries the rate-limit headers. */
 export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): MiddlewareHandler<E> {
   const { limiter, key, skip, onDenied } = options;
   if (!limiter || typeof limiter.take !== 'function') throw new TypeError('[edge-limiter] rateLimit: `limiter` is required');

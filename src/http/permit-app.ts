@@ -19,6 +19,7 @@ const HEALTH_TIMEOUT_MS = 1000;
 /** How long one store ping answers /healthz: each ping is a billed command on Upstash. */
 export const HEALTH_CACHE_MS = 1000;
 
+/** Options of permitApp: the limiter, the bearer tokens it accepts, the log sink and the health check's clock. */
 export interface PermitAppOptions {
   limiter: Limiter;
   /** Accepted bearer tokens. With none, every /v1 request gets 401 (and the log says why, once). */

@@ -1,5 +1,6 @@
 // RFC 9457 problem details with a stable `type` per error. Every refusal the HTTP layers make goes through here.
 
+/** Every problem type the HTTP layers answer, with its HTTP status and title. */
 export const PROBLEMS = {
   'invalid-json': { status: 400, title: 'Malformed JSON body' },
   'invalid-request': { status: 400, title: 'Invalid request' },
@@ -23,11 +24,13 @@ export const PROBLEMS = {
   'gateway-timeout': { status: 504, title: 'Origin did not answer in time' },
 } as const;
 
+/** The name of a problem type: a key of PROBLEMS. */
 export type ProblemType = keyof typeof PROBLEMS;
 
 /** The stable `type` URI of a problem. */
 export const problemType = (t: ProblemType) => `urn:edge-limiter:problem:${t}`;
 
+/** An RFC 9457 application/problem+json Response of a stable `type` (urn:edge-limiter:problem:<type>) with its status. */
 export function problemResponse(
   type: ProblemType,
   detail: string,

@@ -2,6 +2,7 @@
 // without touching the store; after the cool-down exactly one probe goes through and decides.
 import { ConfigError } from '../errors.js';
 
+/** When the circuit breaker opens (consecutive failed store requests) and how long it stays open. */
 export interface CircuitBreakerOptions {
   /** Consecutive store failures that open the circuit. @default 5 */
   failureThreshold?: number;
@@ -9,6 +10,7 @@ export interface CircuitBreakerOptions {
   cooldownMs?: number;
 }
 
+/** The circuit breaker's state: 'closed' (store calls go through), 'open' (decisions fail fast per onStoreError), 'half-open' (one probe is let through). */
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
 /** What `enter()` grants: a normal call, the one probe of a half-open circuit, or nothing (fail fast). */

@@ -11,6 +11,7 @@ import type { StoreStatusEvent } from './store-call.js';
 
 export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil };
 
+/** What the onDecision hook receives after every decision: the policy, key, cost and operation, the Decision, and the store call's duration. */
 export interface DecisionEvent {
   policy: string;
   key: string;
@@ -25,6 +26,7 @@ export interface DecisionEvent {
   error?: unknown;
 }
 
+/** Options of createLimiter: the store, the policies, and how store calls are bounded, broken off and reported. */
 export interface LimiterOptions<P extends string = string> {
   /** Where buckets live. */
   store: Store;
@@ -86,6 +88,7 @@ export interface LimiterOptions<P extends string = string> {
   monotonicMs?: () => number;
 }
 
+/** Options of limiter.take: the cost, how long a reservation may wait, an idempotency key, and where background lease calls go. */
 export interface TakeOptions {
   /**
    * Tokens to take: an integer from 1 to the policy's capacity (every limit of a policy with several
@@ -111,6 +114,7 @@ export interface TakeOptions {
   waitUntil?: WaitUntil;
 }
 
+/** Options of limiter.acquire: the cost, the longest wait, an abort signal and an idempotency key. */
 export interface AcquireOptions {
   /** As TakeOptions.cost. @default 1 */
   cost?: Cost;
@@ -124,6 +128,7 @@ export interface AcquireOptions {
   waitUntil?: WaitUntil;
 }
 
+/** The limiter createLimiter returns: each method is one decision (or read) in one bounded store call, answered as a Decision. */
 export interface Limiter<P extends string = string> {
   /** One decision; consumes tokens only when allowed. Rejects with InvalidInputError/UnknownPolicyError on bad input. */
   take(policy: P, key: string, options?: TakeOptions): Promise<Decision>;
@@ -156,6 +161,7 @@ export interface Limiter<P extends string = string> {
   close(): Promise<void>;
 }
 
+/** What limiter.stats() reports about this node: store calls in flight, the circuit, token leases and local fallback buckets. */
 export interface LimiterStats {
   /** Store calls started and neither settled nor timed out. */
   pendingStoreCalls: number;

@@ -31,6 +31,7 @@ export interface DurableObjectStateLike {
   };
 }
 
+/** Options of durableObjectStore: the RateLimiterObject namespace binding, and optional sharding of keys onto objects. */
 export interface DurableObjectStoreOptions {
   /** The binding of RateLimiterObject, e.g. `env.LIMITER_DO` (wrangler.toml `[[durable_objects.bindings]]`). */
   namespace: DurableObjectNamespaceLike;
@@ -59,6 +60,7 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** A store in Cloudflare Durable Objects (RateLimiterObject, exported by your Worker): each decision is one request to the object that owns the key, timed by its clock. */
 export function durableObjectStore(options: DurableObjectStoreOptions): Store {
   if (!options || typeof options !== 'object' || !options.namespace || typeof options.namespace.idFromName !== 'function') {
     throw new ConfigError('namespace', 'must be a Durable Object namespace binding of RateLimiterObject (e.g. env.LIMITER_DO)');

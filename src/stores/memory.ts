@@ -6,6 +6,7 @@ import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../core/key.js';
 import { ConfigError } from '../errors.js';
 import type { StepArgs, StepResult, Store } from '../store.js';
 
+/** Options of memoryStore. */
 export interface MemoryStoreOptions {
   /**
    * Most buckets kept. When a new bucket would exceed it, full buckets (which hold no information)
@@ -29,6 +30,7 @@ export interface MemoryStoreOptions {
   nowMs?: () => number;
 }
 
+/** The memory store: a Store that also steps synchronously (the limiter's fast path) and reports its size. */
 export interface MemoryStore extends Store {
   stepSync(key: string, args: StepArgs): StepResult;
   takeOneSync(prefix: string, key: string, limit: LimitStep): number;
@@ -70,6 +72,7 @@ const RATE = 2;
 const META = 3;
 const STRIDE = 4;
 
+/** A store in this process's memory, timed by performance.now(): for one process (development, single servers), bounded by maxKeys. */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const maxKeys = options.maxKeys ?? 100_000;
   if (!Number.isInteger(maxKeys) || maxKeys < 1) throw new ConfigError('maxKeys', `must be a positive integer, got ${String(maxKeys)}`);

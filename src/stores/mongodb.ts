@@ -70,6 +70,7 @@ export interface MongoCollectionLike {
   readonly db?: { command(cmd: object): Promise<unknown> };
 }
 
+/** Options of mongoStore. */
 export interface MongoStoreOptions {
   /** A driver Collection, e.g. `client.db('app').collection('token_buckets')`. */
   collection: MongoCollectionLike;
@@ -81,6 +82,7 @@ export interface MongoStoreOptions {
   maxTimeMS?: number;
 }
 
+/** The MongoDB store: a Store that can also create its TTL index. */
 export interface MongoStore extends Store {
   /** Creates the TTL index on `expiresAt` (expireAfterSeconds: 0). Idempotent; call it once at deploy or start. */
   ensureIndexes(): Promise<void>;
@@ -370,6 +372,7 @@ function callIds(): () => string {
   return () => `${prefix}${(n++).toString(36)}`;
 }
 
+/** A store in a MongoDB collection, one document per bucket: each decision is one findOneAndUpdate with an update pipeline, timed by $$NOW; a refusal writes nothing. */
 export function mongoStore(options: MongoStoreOptions): MongoStore {
   if (!options || typeof options !== 'object' || !options.collection) throw new ConfigError('collection', 'is required');
   const { collection } = options;

@@ -47,8 +47,10 @@ interface UpstashLike {
   ping(): Promise<unknown>;
 }
 
+/** Any Redis client redisStore accepts: ioredis (or its Cluster), the official `redis` client (or its cluster), @upstash/redis, or an adapter of your own. */
 export type RedisClientLike = RedisScriptClient | IoredisLike | NodeRedisLike | NodeRedisClusterLike | UpstashLike;
 
+/** Options of redisStore: the client, batching, and the opt-in to the caller's clock for servers that refuse TIME in scripts. */
 export interface RedisStoreOptions {
   /**
    * An @upstash/redis client, an ioredis client or Cluster, a `redis` client or cluster (createCluster),
@@ -316,6 +318,7 @@ interface Pending {
 const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
 const nextTurn: (f: () => void) => void = typeof immediate === 'function' ? (f) => void immediate(f) : queueMicrotask;
 
+/** A store in Redis (over TCP or Upstash's HTTP): each decision is one Lua script run by EVALSHA, timed by Redis TIME; decisions of one turn are batched into one call. */
 export function redisStore(options: RedisStoreOptions): Store {
   if (!options || typeof options !== 'object' || !options.client) throw new ConfigError('client', 'is required');
   const { client, abortable } = adapt(options.client);
