@@ -10,16 +10,16 @@ export type LambdaHttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2 | AL
 export type EventKind = 'v1' | 'v2' | 'alb' | 'alb-multi';
 
 export function eventKind(event: LambdaHttpEvent): EventKind {
-  const rc = (event as { requestContext?: object }).requestContext;
-  if (rc && 'elb' in rc) return (event as ALBEvent).multiValueHeaders ? 'alb-multi' : 'alb';
-  if ((event as APIGatewayProxyEventV2).version === '2.0' || (rc && 'http' in rc)) return 'v2';
-  if (typeof (event as APIGatewayProxyEvent).httpMethod === 'string') return 'v1';
+  const rc = typeof event === 'object' && event !== null ? (event as { requestContext?: unknown }).requestContext : undefined;
+  if (typeof rc === 'object' && rc !== null && 'elb' in rc) return (event as ALBEvent).multiValueHeaders ? 'alb-multi' : 'alb';
+  if (typeof rc === 'object' && rc !== null && 'http' in rc) return 'v2';
+  if (typeof (event as APIGatewayProxyEvent | null)?.httpMethod === 'string') return 'v1';
   // Not an HTTP event: there is no response shape to answer in, so the invocation fails.
   throw new TypeError('[edge-limiter] [lambda] not an API Gateway, Function URL or ALB event');
 }
 
 export function eventMethod(event: LambdaHttpEvent, kind: EventKind): string {
-  const method = kind === 'v2' ? (event as APIGatewayProxyEventV2).requestContext.http?.method : (event as ALBEvent).httpMethod;
+  const method = kind === 'v2' ? (event as APIGatewayProxyEventV2).requestContext.http.method : (event as ALBEvent).httpMethod;
   return typeof method === 'string' ? method : '';
 }
 
@@ -52,14 +52,15 @@ function fieldsOf(event: LambdaHttpEvent, kind: EventKind): Map<string, string[]
   const multi = (event as APIGatewayProxyEvent).multiValueHeaders;
   const single = (event as APIGatewayProxyEvent).headers;
   if ((kind === 'v1' || kind === 'alb-multi') && multi) {
-    for (const [name, values] of Object.entries(multi)) for (const v of values ?? []) add(name, v);
+    for (const [name, values] of Object.entries(multi)) if (Array.isArray(values)) for (const v of values) add(name, v);
     // A REST API repeats each field in `headers` (its last value); add only what multiValueHeaders lacks.
     if (kind === 'v1' && single) for (const [name, v] of Object.entries(single)) if (!fields.has(name.toLowerCase())) add(name, v);
   } else if (single) {
     for (const [name, v] of Object.entries(single)) add(name, v);
   }
   // HTTP API and Function URLs move Cookie lines out of the headers into `cookies`.
-  if (kind === 'v2') for (const c of (event as APIGatewayProxyEventV2).cookies ?? []) add('cookie', c);
+  const cookies = kind === 'v2' ? (event as APIGatewayProxyEventV2).cookies : undefined;
+  if (Array.isArray(cookies)) for (const c of cookies) add('cookie', c);
   return fields;
 }
 
@@ -80,7 +81,9 @@ function queryOf(event: LambdaHttpEvent, kind: EventKind): string {
   const encode = kind === 'v1' ? encodeURIComponent : (s: string) => s;
   const pairs: string[] = [];
   if (e.multiValueQueryStringParameters) {
-    for (const [k, values] of Object.entries(e.multiValueQueryStringParameters)) for (const v of values ?? []) pairs.push(`${encode(k)}=${encode(v)}`);
+    for (const [k, values] of Object.entries(e.multiValueQueryStringParameters)) {
+      if (Array.isArray(values)) for (const v of values) if (typeof v === 'string') pairs.push(`${encode(k)}=${encode(v)}`);
+    }
   } else if (e.queryStringParameters) {
     for (const [k, v] of Object.entries(e.queryStringParameters)) if (typeof v === 'string') pairs.push(`${encode(k)}=${encode(v)}`);
   }
@@ -142,7 +145,7 @@ export function toRequest(event: LambdaHttpEvent, kind: EventKind): { request: R
   const hosts = fields.get('host');
   if (hosts && hosts.length > 1) return invalid('the request has more than one Host header');
   const domainName = kind === 'v2' || kind === 'v1' ? (event as APIGatewayProxyEventV2).requestContext?.domainName : undefined;
-  const host = hosts ? hosts[0]!.trim() : domainName;
+  const host = hosts ? hosts[0]!.trim() : typeof domainName === 'string' ? domainName : undefined;
   if (!host) return invalid('the request has no Host header');
   if (!HOST.test(host)) return invalid('the Host header is not a host name or address with an optional port');
 

@@ -258,6 +258,22 @@ describe('request headers and bodies', () => {
     }
   });
 
+  it('events of a known kind in a shape AWS would not send get 400 problem+json, never a crash', async () => {
+    const v1 = lambdaEvent('apigw-v1', { method: 'GET', path: '/x' });
+    const albMulti = lambdaEvent('alb-multi', { method: 'GET', path: '/x' });
+    const v2 = lambdaEvent('apigw-v2', { method: 'GET', path: '/x' });
+    const cases: [string, Record<string, unknown>][] = [
+      ['v1 without a path', { ...v1, path: undefined }],
+      ['v1 with a relative path', { ...v1, path: 'x' }],
+      ['v1 with a method that is no token', { ...v1, httpMethod: 'GE T' }],
+      ['v1 with no headers and no domain name', { ...v1, headers: null, multiValueHeaders: null, requestContext: { ...v1.requestContext, domainName: undefined } }],
+      ['ALB with a header value that is no list', { ...albMulti, multiValueHeaders: { host: 'x.example' } }],
+      ['v2 with a header name that is no token', { ...v2, headers: { ...v2.headers, 'x bad': '1' } }],
+      ['v2 without a method', { ...v2, requestContext: { ...v2.requestContext, http: { ...v2.requestContext.http, method: undefined } } }],
+    ];
+    for (const [label, event] of cases) expectProblem(await handler(event, context), 400, 'invalid-request', label);
+  });
+
   it('isBase64Encoded with a body that is not base64: 400 problem+json, not a plain-text 500, before the limiter', async () => {
     for (const kind of KINDS) {
       for (const raw of ['not base64!', 'abc', 'YW Jj', 'YWJj=']) {
