@@ -52,14 +52,16 @@ try {
 const servers = [
   // serveNode: serve() with problem+json for what the adapter and Node's parser refuse (node-http.ts).
   serveNode({ fetch: app.fetch, port, hostname }, (info) => {
-    // A ready-to-paste line for people. It names the token through the shell (the first of
-    // PERMIT_TOKENS, where that variable is set) and never prints it: server logs must not hold tokens.
+    // A ready-to-paste line for people. It names the token through a shell variable and never prints
+    // it (server logs must not hold tokens). Not PERMIT_TOKENS: set inline (PERMIT_TOKENS=x npm start),
+    // it is not in the shell the line is pasted into, and an empty token got a silent 401; unset, TOKEN
+    // stops the shell with a line saying what to set.
     const host = hostname.includes(':') ? `[${hostname}]` : hostname;
     const body = JSON.stringify({ policy: Object.keys(config.policies)[0], key: 'user-1' });
     console.log(
       `${JSON.stringify({ msg: 'listening', port: info.port, store: store.name })}\n\n` +
-        `edge-limiter is up on the ${store.name} store.${config.tokens.length ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try:\n\n` +
-        `curl -i -X POST http://${host}:${info.port}/v1/permits -H "Authorization: Bearer \${PERMIT_TOKENS%%,*}" -H 'Content-Type: application/json' -d '${body}'\n`,
+        `edge-limiter is up on the ${store.name} store.${config.tokens.length ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try, with TOKEN set to one of PERMIT_TOKENS:\n\n` +
+        `curl -i -X POST http://${host}:${info.port}/v1/permits -H "Authorization: Bearer \${TOKEN:?set TOKEN to one of the server's PERMIT_TOKENS}" -H 'Content-Type: application/json' -d '${body}'\n`,
     );
   }),
 ];

@@ -22,9 +22,19 @@ describe('npm start for operators', () => {
       // The token is named through the shell, never printed.
       expect(server.output()).not.toContain('ops-token');
       const key = `ops-${Date.now()}`;
-      // The printed line, pasted into a shell that has PERMIT_TOKENS (with this run's key), answers 200.
-      const { stdout } = await promisify(execFile)('sh', ['-c', line!.replace('user-1', key)], { env: { ...process.env, PERMIT_TOKENS: 'ops-token,other' } });
+      // The printed line, pasted into another shell (the server's PERMIT_TOKENS was set inline, so that
+      // shell does not have it) with TOKEN set as the line says (and this run's key), answers 200.
+      const { PERMIT_TOKENS: _unset, ...shellEnv } = process.env;
+      const { stdout } = await promisify(execFile)('sh', ['-c', line!.replace('user-1', key)], { env: { ...shellEnv, TOKEN: 'ops-token' } });
       expect(stdout).toMatch(/^HTTP\/1\.1 200 OK/);
+      // Without TOKEN the shell stops with a line saying what to set, and sends nothing (no silent 401).
+      const unset = await promisify(execFile)('sh', ['-c', line!], { env: shellEnv }).then(
+        () => ({ code: 0, stdout: '', stderr: '' }),
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
+      expect(unset.code).not.toBe(0);
+      expect(unset.stdout).toBe('');
+      expect(unset.stderr).toMatch(/TOKEN.*PERMIT_TOKENS/);
       const post = () =>
         fetch(`${server.url}/v1/permits`, {
           method: 'POST',
