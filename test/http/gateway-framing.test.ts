@@ -144,8 +144,12 @@ function exchange(port: number, bytes: string, methods: string[]): Promise<Answe
 /** A refusal as every refusal of ours is: problem+json 4xx. */
 const isProblem = (a: Answer) => a.status >= 400 && a.status < 500 && a.headers['content-type'] === 'application/problem+json';
 
-/** Runs every case against the gateway on `port`; returns what went wrong, one line each, and how often each answer came. */
-async function runCases(port: number, origin: LoggingOrigin, first: number, dropsChunkedGet: boolean): Promise<{ failures: string[]; outcomes: Map<string, number> }> {
+/**
+ * Runs every case against the gateway on `port`; returns what went wrong, one line each, and how often
+ * each answer came. `keepsHeaders`: also check that an origin answer without Content-Type (the logging
+ * origin sends none) reaches the client without one (issue 30, 7a).
+ */
+async function runCases(port: number, origin: LoggingOrigin, first: number, dropsChunkedGet: boolean, keepsHeaders: boolean): Promise<{ failures: string[]; outcomes: Map<string, number> }> {
   const failures: string[] = [];
   const outcomes = new Map<string, number>();
   let n = first;
@@ -169,6 +173,7 @@ async function runCases(port: number, origin: LoggingOrigin, first: number, drop
             if (a.status === 200 && m.method !== 'HEAD' && a.body.toString('latin1') !== `${m.method} ${m.path} ${Buffer.byteLength(m.body)}`) {
               fail(`${m.method} ${m.path} answered 200 with ${JSON.stringify(a.body.toString('latin1').slice(0, 100))}`);
             }
+            if (keepsHeaders && a.status === 200 && a.headers['content-type'] !== undefined) fail(`${m.method} ${m.path}: a Content-Type the origin did not send: ${a.headers['content-type']}`);
           });
           // The origin parsed exactly the requests the gateway accepted, with their bodies byte for byte.
           // (In any order: the gateway forwards pipelined requests at once, on connections of its pool.)
@@ -205,7 +210,8 @@ describe('gateway framing: the origin parses one request per request the gateway
     afterAll(() => server?.stop());
 
     it('every method × framing × Connection × pipelining', { timeout: 120_000 }, async () => {
-      const { failures, outcomes } = await runCases(server.port, origin, 0, false);
+      // Not `keepsHeaders` yet: @hono/node-server gives a response without Content-Type its default.
+      const { failures, outcomes } = await runCases(server.port, origin, 0, false, false);
       console.log('[node]', JSON.stringify(Object.fromEntries(outcomes)));
       expect(failures).toEqual([]);
       // The cases did reach the origin: each method's framed body was forwarded.
@@ -224,7 +230,7 @@ describe('gateway framing: the origin parses one request per request the gateway
 
     it('every method × framing × Connection × pipelining', { timeout: 180_000 }, async () => {
       const port = Number(new URL(dev.url).port);
-      const { failures, outcomes } = await runCases(port, origin, 10_000, true);
+      const { failures, outcomes } = await runCases(port, origin, 10_000, true, true);
       console.log('[worker]', JSON.stringify(Object.fromEntries(outcomes)));
       expect(failures).toEqual([]);
       for (const method of METHODS.filter((m) => m !== 'GET' && m !== 'HEAD')) {
