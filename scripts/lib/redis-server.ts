@@ -59,14 +59,18 @@ export async function waitForRedis(port: number, deadlineMs = 10_000): Promise<v
   }
 }
 
-/** Spawns redis-server. `extraArgs` are passed through, e.g. ['--rename-command', 'TIME', '']. */
-export async function startRedis(opts: { port?: number; extraArgs?: string[] } = {}): Promise<RedisProcess> {
+/**
+ * Spawns redis-server. `extraArgs` are passed through, e.g. ['--rename-command', 'TIME', ''].
+ * `addressSpaceMiB` caps the server's virtual memory (ulimit -v), for a test that may make a script
+ * allocate without bound: such a script then fails for want of memory instead of taking the machine's.
+ */
+export async function startRedis(opts: { port?: number; extraArgs?: string[]; addressSpaceMiB?: number } = {}): Promise<RedisProcess> {
   const port = opts.port ?? (await freePort());
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...(opts.extraArgs ?? [])],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...(opts.extraArgs ?? [])];
+  const child =
+    opts.addressSpaceMiB === undefined
+      ? spawn('redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] })
+      : spawn('/bin/sh', ['-c', `ulimit -v ${opts.addressSpaceMiB * 1024} && exec redis-server "$@"`, 'redis-server', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d) => (stderr += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

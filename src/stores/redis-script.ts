@@ -16,6 +16,23 @@
 // 0, in an adjustment, a refund), ARGV[b+3j-1] limitUnits (the most debt allowed after) and ARGV[b+3j]
 // refillUnitsPerUs (the units one µs refills).
 
+import { MAX_LIMITS } from '../core/policy.js';
+
+/**
+ * Lua that returns the script's refusal of malformed arguments when the local bad says which: ARGV[bad],
+ * their count (bad 0) or a number that is not finite (bad -1), as Redis's error reply "ERR edge-limiter
+ * <script>: ...". Another client can call a script by its SHA with any arguments, so each script checks
+ * them all before it reads or writes a key, and refuses what it cannot read instead of looping on it (at
+ * 047ecb0 a batch's count of limits sized a pattern that string.rep built: 10^9 held Redis for minutes
+ * and took 7 GB). The numbers are checked by adding them up: Lua's arithmetic reads each as tonumber
+ * does and raises its own error on one that is not a number, and the sum is finite (sum * 0 is 0) only
+ * when each is: about 0.2 µs of Redis time per key of a 64-key batch, where a tonumber per ARGV took
+ * 0.5 to 0.7 (the straight-line takes read the same numbers again). One refusal per script, after its
+ * checks, to keep the Worker's bundle small.
+ */
+const refuse = (script: string) =>
+  `if bad then return redis.error_reply('ERR edge-limiter ${script}: ' .. (bad == 0 and #A .. ' ARGV, not 1 to ${MAX_LIMITS} limits' or bad < 0 and 'a number in ARGV is not finite' or 'ARGV[' .. bad .. '] malformed, got ' .. (A[bad] and "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'" or 'nothing'))) end`;
+
 /** The Lua both scripts share (reading, charging and saving a bucket), so they cannot drift apart. */
 const SHARED = `local format, ceil = string.format, math.ceil
 ` +
@@ -223,7 +240,7 @@ repeat
 until true`;
 };
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v10
+export const GCRA_SCRIPT = `-- edge-limiter gcra v11
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
   // KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
@@ -249,12 +266,32 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v10
 local key, op = KEYS[1], KEYS[2]
 local now, v
 ` +
+  // The arguments, checked before anything is read or written (see refuse): n limits of 1 to
+  // ${MAX_LIMITS}, as 3 + 3n ARGV (5 + 3n with an operation id, whose ttl is digits), a known kind, and
+  // every other ARGV a finite number, where ARGV[1] and ARGV[3] may be "" (a grant's tokenUnits may not,
+  // and is above 0).
+  `local last = #A
+if op then last = last - 2 end
+local n, kind, bad = (last - 3) / 3, A[2]
+if not (n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0) then bad = 0
+elseif kind ~= 't' and kind ~= 'g' and kind ~= 'a' then bad = 2
+elseif op and not string.match(A[last + 1], '^[1-9]%d*$') then bad = last + 1
+elseif kind == 'g' and not ((tonumber(A[3]) or 0) > 0) then bad = 3
+else
+  local sum = 0
+  if A[1] ~= '' then sum = A[1] + 0 end
+  if A[3] ~= '' then sum = sum + A[3] end
+  for i = 4, last, 3 do sum = sum + A[i] + A[i + 1] + A[i + 2] end
+  if sum * 0 ~= 0 then bad = -1 end
+end
+${refuse('gcra')}
+` +
   // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
   // operation id, and a stored value that is missing or the usual one of as many debts. It makes no
   // closure (each 'local function' below is a new one on every call), no table but the reply and builds
   // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
   // Any other case falls through to the general path, with the clock and the value already read.
-  `if A[2] == 't' and not op and (${upTo(FAST_LIMITS, (n) => `#A == ${3 + 3 * n}`, ' or ')}) then
+  `if A[2] == 't' and not op and n <= ${FAST_LIMITS} then
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -265,7 +302,7 @@ local now, v
   v = redis.call('GET', key)
   ${upTo(
     FAST_LIMITS,
-    (n) => `${n === 1 ? 'if' : 'elseif'} #A == ${3 + 3 * n} then
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
     if not v or at then
       local j, allowed, after = 4
@@ -291,8 +328,6 @@ if not now then
     v = redis.call('GET', key)
   end
 end
-local n = (#A - 3) / 3
-if op then n = (#A - 5) / 3 end
 local s, k, fast = fields(v, n)
 ` +
   // The reply, recording it first for an operation id: its material, from which the client redoes the
@@ -306,7 +341,6 @@ local s, k, fast = fields(v, n)
   read(out, v, s, k, fast)
   return out
 end
-local kind = A[2]
 if kind == 't' then return reply((take(key, v, s, k, now, 3, n))) end
 ` +
   // Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
@@ -368,12 +402,12 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '6f81ed3964d1147069acf166515203a0ea001745';
+export const GCRA_SCRIPT_SHA = '874d8f23eb81ecb0800fe9b1272ce4c30fb98b23';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v7
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v8
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -383,6 +417,29 @@ export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v7
   // or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
   // and the value)
   `local A = ARGV
+` +
+  // The arguments, checked before anything is read or written (see refuse): the clock ("" or a finite
+  // number), then per key a count of 1 to ${MAX_LIMITS} limits and as many triples of finite numbers, the
+  // last key's ending ARGV. A count that does not match its ARGV never reaches fields, whose pattern
+  // grows with it. The usual count, 1, is tried first. No key at all is refused by the MGET, before any
+  // write.
+  `local b, last, sum, bad = 2, #A, 0
+if A[1] ~= '' then sum = A[1] + 0 end
+for _ = 1, #KEYS do
+  local n = A[b] + 0
+  if n == 1 and b + 3 <= last then sum = sum + A[b + 1] + A[b + 2] + A[b + 3]
+  elseif n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0 and b + 3 * n <= last then
+    for i = b + 1, b + 3 * n, 3 do sum = sum + A[i] + A[i + 1] + A[i + 2] end
+  else
+    bad = b
+    break
+  end
+  b = b + 3 * n + 1
+end
+if not bad then
+  if b <= last then bad = b elseif sum * 0 ~= 0 then bad = -1 end
+end
+${refuse('gcra batch')}
 ${SHARED}
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
@@ -391,7 +448,7 @@ local got = redis.call('MGET', unpack(KEYS))
   `local written = {}
 local out = {now}
 local m = 1
-local b = 2
+b = 2
 for i = 1, #KEYS do
   local key = KEYS[i]
   local v = written[key]
@@ -440,4 +497,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '23b7275991349ed4075a71452568aefd70392dbd';
+export const GCRA_BATCH_SCRIPT_SHA = '8fd583a9205112490dd804ce6db8d3fd3fb89b88';

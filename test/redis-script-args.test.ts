@@ -1,0 +1,139 @@
+// The Redis scripts called by another client with malformed arguments, straight over EVALSHA and EVAL
+// to a real redis-server: each call gets an error reply within a second, writes nothing, and leaves
+// the server answering PING. At 047ecb0 a batch whose count of limits did not match its ARGV (10^9 with
+// one triple, on a key that holds a value) built a pattern of that many captures with string.rep: the
+// server answered nothing for minutes and took gigabytes, so this file's server runs with its address
+// space capped (a script that allocates without bound fails for want of memory, not the machine).
+import { Redis as IORedis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawCommand, startRedis, type RedisProcess } from '../scripts/lib/redis-server.js';
+import { MAX_LIMITS } from '../src/core/policy.js';
+import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from '../src/stores/redis-script.js';
+
+let redis: RedisProcess;
+let admin: IORedis;
+beforeAll(async () => {
+  redis = await startRedis({ addressSpaceMiB: 512 });
+  admin = new IORedis(redis.url);
+  expect(await admin.script('LOAD', GCRA_SCRIPT)).toBe(GCRA_SCRIPT_SHA);
+  expect(await admin.script('LOAD', GCRA_BATCH_SCRIPT)).toBe(GCRA_BATCH_SCRIPT_SHA);
+});
+afterAll(async () => {
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+/** A value of one limit, as the scripts write it: what a key that was taken from holds. */
+const HELD = '5:1700000000000000';
+const LIMIT = ['1', '10', '1'];
+const take = (...limits: string[][]) => ['', 't', '', ...limits.flat()];
+
+/** [what, KEYS, ARGV]: the batch script's. Every key named k* holds HELD before each call. */
+const BATCH: [string, string[], string[]][] = [
+  ['a count of 10^9 with one triple (the hang at 047ecb0)', ['k1'], ['', '1000000000', ...LIMIT]],
+  ['a count of 2^31 - 1 with one triple', ['k1'], ['', '2147483647', ...LIMIT]],
+  [`a count of ${MAX_LIMITS + 1} (above MAX_LIMITS) with as many triples`, ['k1'], ['', String(MAX_LIMITS + 1), ...Array(MAX_LIMITS + 1).fill(LIMIT).flat()]],
+  ['a count of 2 with one triple', ['k1'], ['', '2', ...LIMIT]],
+  ['a count of 0', ['k1'], ['', '0']],
+  ['a count of -1 before a second key', ['k1', 'k2'], ['', '-1', ...LIMIT, '1', ...LIMIT]],
+  ['a count of 1.5', ['k1'], ['', '1.5', ...LIMIT, ...LIMIT]],
+  ['a count of inf', ['k1'], ['', 'inf', ...LIMIT]],
+  ['a count of nan', ['k1'], ['', 'nan', ...LIMIT]],
+  ['a count that is not a number', ['k1'], ['', 'one', ...LIMIT]],
+  ['the second key without its count', ['k1', 'k2'], ['', '1', ...LIMIT]],
+  ['no ARGV at all', ['k1'], []],
+  ['an ARGV after the last key', ['k1'], ['', '1', ...LIMIT, '1']],
+  ['a cost that is not a number', ['k1'], ['', '1', 'x', '10', '1']],
+  ['an empty limitUnits', ['k1'], ['', '1', '1', '', '1']],
+  ['a cost of nan', ['k1'], ['', '1', 'nan', '10', '1']],
+  ['a rate of inf', ['k1'], ['', '1', '1', '10', 'inf']],
+  ['a limitUnits of 1e999', ['k1'], ['', '1', '1', '1e999', '1']],
+  ['a clock that is not a number', ['k1'], ['soon', '1', ...LIMIT]],
+  ['a clock of nan', ['k1'], ['nan', '1', ...LIMIT]],
+  ['no keys', [], ['']],
+];
+
+/** [what, KEYS, ARGV]: the single-key script's. */
+const SINGLE: [string, string[], string[]][] = [
+  ['no ARGV at all', ['k1'], []],
+  ['the clock and kind only', ['k1'], ['', 't']],
+  ['a limit of two numbers', ['k1'], ['', 't', '', '1', '10']],
+  [`${MAX_LIMITS + 1} limits (above MAX_LIMITS)`, ['k1'], take(...Array(MAX_LIMITS + 1).fill(LIMIT))],
+  ['an unknown kind', ['k1'], ['', 'x', '', ...LIMIT]],
+  ['a cost that is not a number', ['k1'], take(['x', '10', '1'])],
+  ['a cost of nan', ['k1'], take(['nan', '10', '1'])],
+  ['a rate of -inf', ['k1'], take(['1', '10', '-inf'])],
+  ['an empty limitUnits in a second limit', ['k1'], take(LIMIT, ['1', '', '1'])],
+  ['a clock that is not a number', ['k1'], ['soon', 't', '', ...LIMIT]],
+  ["a grant's tokenUnits of 0", ['k1'], ['', 'g', '0', ...LIMIT]],
+  ["a grant without tokenUnits", ['k1'], ['', 'g', '', ...LIMIT]],
+  ['a refund since a time that is not a number', ['k1'], ['', 'a', 'then', '-1', '10', '1']],
+  ["an operation id's ttl of 0", ['k1', 'k1:op'], [...take(LIMIT), '0', 'fingerprint']],
+  ["an operation id's ttl of 1.5", ['k1', 'k1:op'], [...take(LIMIT), '1.5', 'fingerprint']],
+  ['an operation id without its ttl and fingerprint', ['k1', 'k1:op'], take(LIMIT)],
+];
+
+/**
+ * The call's outcome within one second, on a connection of its own: "error: <message>", "reply", or
+ * "no answer" (a script that does not return holds the server, and with it every later command).
+ */
+async function within1s(command: 'EVALSHA' | 'EVAL', script: string, keys: string[], args: string[]): Promise<string> {
+  const io = new IORedis(redis.url, { commandTimeout: 1000, maxRetriesPerRequest: 0, lazyConnect: true });
+  try {
+    await io.connect();
+    await io.call(command, script, keys.length, ...keys, ...args);
+    return 'reply';
+  } catch (err) {
+    const message = (err as Error).message;
+    return /timed out/i.test(message) ? 'no answer' : `error: ${message}`;
+  } finally {
+    io.disconnect();
+  }
+}
+
+async function refused(command: 'EVALSHA' | 'EVAL', script: string, keys: string[], args: string[]): Promise<void> {
+  // Each key holds a value (the batch's pattern was built only for a key that held one), and no record.
+  const held = keys.filter((k) => !k.endsWith(':op'));
+  if (held.length > 0) await admin.mset(...held.flatMap((k) => [k, HELD]));
+  await admin.del('k1:op');
+  const outcome = await within1s(command, script, keys, args);
+  expect(outcome).toMatch(/^error: ERR /);
+  // Still answering, and nothing written.
+  expect(await rawCommand(redis.port, 'PING', 1000)).toBe('+PONG');
+  for (const k of held) expect(await admin.get(k)).toBe(HELD);
+  expect(await admin.exists('k1:op')).toBe(0);
+}
+
+describe('the Redis scripts refuse malformed arguments with an error, at once', () => {
+  it('well-formed calls of both scripts are answered (the cases below differ from them only where named)', async () => {
+    await admin.set('k1', HELD);
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '1', ...LIMIT, '2', ...LIMIT, ...LIMIT])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], take(LIMIT, LIMIT))).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1', 'k1:op'], [...take(LIMIT), '1000', 'fingerprint'])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 'a', '', '-1', '10', '1'])).toBe('reply');
+  });
+
+  for (const [what, keys, args] of BATCH) {
+    it(`batch script: ${what}`, async () => {
+      await refused('EVALSHA', GCRA_BATCH_SCRIPT_SHA, keys, args);
+    });
+  }
+  for (const [what, keys, args] of SINGLE) {
+    it(`single-key script: ${what}`, async () => {
+      await refused('EVALSHA', GCRA_SCRIPT_SHA, keys, args);
+    });
+  }
+
+  it('by EVAL too: the batch count of 10^9, and a single-key call of too many limits', async () => {
+    await refused('EVAL', GCRA_BATCH_SCRIPT, ['k1'], ['', '1000000000', ...LIMIT]);
+    await refused('EVAL', GCRA_SCRIPT, ['k1'], take(...Array(MAX_LIMITS + 1).fill(LIMIT)));
+  });
+
+  it('names the malformed argument', async () => {
+    await admin.set('k1', HELD);
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1'], ['', '1000000000', ...LIMIT])).toBe("error: ERR edge-limiter gcra batch: ARGV[2] malformed, got '1000000000'");
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1'], ['', '1', '1', 'nan', '1'])).toBe('error: ERR edge-limiter gcra batch: a number in ARGV is not finite');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't'])).toBe(`error: ERR edge-limiter gcra: 2 ARGV, not 1 to ${MAX_LIMITS} limits`);
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 'x\r\n', '', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[2] malformed, got 'x??'");
+  });
+});
