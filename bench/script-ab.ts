@@ -5,7 +5,10 @@
 // versions alternate within each round (9 rounds), and the ratio is taken per round: this VM's speed
 // drifts by tens of percent between minutes.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { GCRA_BATCH_SCRIPT, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { scriptStats } from '../test/support/redis-stats.js';
@@ -19,18 +22,21 @@ const aa = process.argv.includes('--aa');
 const rounds = 9;
 const io = new Redis(port);
 
-/** A script's source at `rev`: the template literal assigned to `name` in src/stores/redis-script.ts, its parts filled in. */
-function scriptAt(name: string): string {
-  const file = execFileSync('git', ['show', `${rev}:src/stores/redis-script.ts`], { encoding: 'utf8' });
-  const m = new RegExp(`export const ${name} = \`([^\`]*)\`;`).exec(file);
-  if (!m) throw new Error(`${name} not found at ${rev}`);
-  // The scripts interpolate shared Lua (DEBT_OF, SHARED), itself a template literal of the same file.
-  return m[1]!.replace(/\$\{(\w+)\}/g, (_, part: string) => {
-    const shared = new RegExp(`const ${part} = \`([^\`]*)\`;`).exec(file);
-    if (!shared) throw new Error(`${part} not found at ${rev}`);
-    return shared[1]!;
-  }).replace(/\\([\\`$])/g, '$1'); // the template literal's escapes, as JavaScript reads them
+/**
+ * The scripts at `rev`: its src/ extracted to a temporary directory and src/stores/redis-script.ts
+ * imported from there, so that scripts built from parts (the straight-line takes since gcra v10, the
+ * constants they interpolate) come out as that revision built them.
+ */
+async function scriptsAt(): Promise<{ GCRA_SCRIPT: string; GCRA_BATCH_SCRIPT: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-script-ab-'));
+  execFileSync('tar', ['-x', '-C', dir], { input: execFileSync('git', ['archive', rev!, 'src'], { maxBuffer: 1 << 28 }) });
+  try {
+    return (await import(pathToFileURL(join(dir, 'src/stores/redis-script.ts')).href)) as { GCRA_SCRIPT: string; GCRA_BATCH_SCRIPT: string };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
+const then = await scriptsAt();
 
 const range = (xs: number[]) => ((s) => `${s.median.toFixed(2)} (${s.min.toFixed(2)}–${s.max.toFixed(2)})`)(spread(xs));
 
@@ -80,7 +86,7 @@ async function ab(label: string, versions: Record<'now' | 'then', string>, once:
 }
 
 for (const c of [16, 1]) {
-  const versions = { now: aa ? scriptAt('GCRA_SCRIPT') : GCRA_SCRIPT, then: scriptAt('GCRA_SCRIPT') };
+  const versions = { now: aa ? then.GCRA_SCRIPT : GCRA_SCRIPT, then: then.GCRA_SCRIPT };
   await ab(`single-key script, redis-benchmark at concurrency ${c}`, versions, async (sha, tag) => {
     const args = singleArgs(tag === 'abnow' ? versions.now : versions.then);
     await io.config('RESETSTAT');
@@ -90,7 +96,7 @@ for (const c of [16, 1]) {
   });
 }
 for (const size of [64, 16, 4]) {
-  const versions = { now: aa ? scriptAt('GCRA_BATCH_SCRIPT') : GCRA_BATCH_SCRIPT, then: scriptAt('GCRA_BATCH_SCRIPT') };
+  const versions = { now: aa ? then.GCRA_BATCH_SCRIPT : GCRA_BATCH_SCRIPT, then: then.GCRA_BATCH_SCRIPT };
   await ab(`batch script, ${size} keys per call`, versions, async (sha, tag) => {
     const v4 = multi(tag === 'abnow' ? versions.now : versions.then);
     await io.config('RESETSTAT');
