@@ -340,7 +340,7 @@ md.push(
 // The same contention with token leases (10 tokens a grant): each worker process is one node deciding
 // in-process against Redis (a lease lives in a limiter, so the HTTP servers above would be 2 nodes).
 const LEASED = { ...CONTENTION, lease: { tokens: 10, maxAgeMs: 1000 } };
-// The README's lease bounds: a leased token is spent at most tokens × intervalMs after the store counted
+// The lease bounds of docs/leases.md: a leased token is spent at most tokens × intervalMs after the store counted
 // it, and at most nodes × tokens sit unused.
 const LEASE_ALLOWANCE = { spendLagMs: LEASED.lease.tokens * (1000 / CONTENTION.refillPerSecond), heldTokens: 4 * LEASED.lease.tokens };
 const leaseRuns: Accuracy[] = [];

@@ -94,7 +94,7 @@ async function shutdown(signal: string) {
   const force = setTimeout(() => process.exit(1), 10_000);
   force.unref();
   await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  // Leased tokens go back to the store (README: call close() on shutdown) before its client closes.
+  // Leased tokens go back to the store (docs/library.md: call close() on shutdown) before its client closes.
   await limiter?.close();
   await close();
   process.exit(0);

@@ -1,4 +1,4 @@
-// Cloudflare Workers entry. Configuration comes from wrangler.toml vars and secrets (see README).
+// Cloudflare Workers entry. Configuration comes from wrangler.toml vars and secrets (see docs/configuration.md and docs/deploying.md).
 // The app is built on the first request of each isolate and reused; a configuration error answers
 // 500 problem+json naming the field (Workers have no start-up phase to fail in).
 import type { ExecutionContext, Hono } from 'hono';

@@ -16,7 +16,7 @@ afterEach(() => {
 
 const flush = () => new Promise((r) => setImmediate(r));
 
-/** The usable age in ms, as the README states it. */
+/** The usable age in ms, as docs/leases.md states it. */
 /** A policy of one limit with a lease, as these tests write it. */
 type LeasedPolicy = PolicyConfig & LimitConfig;
 

@@ -1,6 +1,6 @@
 // The Lambda entry's Response → result step, in the shape the event's source reads back. The body's
 // bytes go through unchanged: as text when they are valid UTF-8, else base64 (a REST API passes base64
-// on as bytes only for the media types in its binaryMediaTypes; see the README's Lambda section).
+// on as bytes only for the media types in its binaryMediaTypes; see docs/deploying.md, AWS Lambda).
 import type { EventKind } from './lambda-request.js';
 
 export interface LambdaResult {

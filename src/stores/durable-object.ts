@@ -5,7 +5,7 @@
 // callers' skew cannot matter.
 //
 // Key -> object: one object per key by default (`idFromName(key)`), or `shards: N` objects by a hash of
-// the key. See the README ("Durable Object store") for the measurement behind the default.
+// the key. See docs/stores.md ("Durable Objects") and docs/benchmarks.md for the measurement behind the default.
 //
 // Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
 // (and type-checks) outside workerd.

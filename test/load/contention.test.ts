@@ -25,7 +25,7 @@ it('with token leases (10 a grant): 4 processes x 50 callers admit within [ideal
   const policy = { capacity: 20, refillPerSecond: 100, lease: { tokens: 10, maxAgeMs: 1000 } };
   const key = `contention-lease-${Date.now()}`;
   const results = await accuracyRun(Array.from({ length: 4 }, () => ({ config: { mode: 'ours' as const, callers: 50, durationMs: 3000, policy, key, redisUrl: inject('redisUrl') } })));
-  // The README's lease bound: a leased token is spent at most tokens x intervalMs (100 ms) after the
+  // The lease bound of docs/leases.md: a leased token is spent at most tokens x intervalMs (100 ms) after the
   // store counted it, and at most nodes x tokens sit unused.
   const a = score(results, policy, { spendLagMs: 10 * (1000 / policy.refillPerSecond), heldTokens: 4 * 10 });
   console.log(`[contention, leases] decisions=${a.decisions} admitted=${a.admitted} ideal∈[${a.idealMin.toFixed(2)}, ${a.idealMax.toFixed(2)}] under=${a.under} window over=${a.windowOver} under=${a.windowUnder}`);

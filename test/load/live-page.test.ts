@@ -4,7 +4,7 @@
 // /stats.json say: totals per policy and outcome, the 15-minute sums of the charted series, the most
 // refused keys (a key holding markup is shown as text), store calls timed, circuit, pending calls,
 // leased tokens. No console error, no request to another origin, nothing to click. A screenshot goes to
-// LIVE_PAGE_SCREENSHOT (docs/live-page.png regenerates the README's), else to the temp directory.
+// LIVE_PAGE_SCREENSHOT (docs/live-page.png regenerates the one in docs/operating.md), else to the temp directory.
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -11,7 +11,7 @@ import { startNodeServer, type NodeServer } from '../support/node-server.js';
 
 const MB = 1024 * 1024;
 const UPLOAD = 200 * MB;
-/** The most the gateway's RSS may grow above its warmed-up level while forwarding 200 MB (README). */
+/** The most the gateway's RSS may grow above its warmed-up level while forwarding 200 MB (docs/gateway.md). */
 const GROWTH_BOUND_MB = 64;
 
 let origin: Server;
