@@ -119,15 +119,11 @@ const FRAMING = ['content-length', 'transfer-encoding'];
 function bodyFraming(headers: Headers): { length: number | null } | string {
   const te = headers.get('transfer-encoding');
   const cl = headers.get('content-length');
-  if (te !== null && cl !== null) return 'a request may not carry both Content-Length and Transfer-Encoding';
+  if (te !== null && cl !== null) return 'a request with both Content-Length and Transfer-Encoding';
   if (te !== null) return { length: null };
-  if (cl === null) return { length: 0 };
-  const length = /^\s*\d{1,15}\s*$/.test(cl) ? Number(cl) : NaN;
-  return Number.isSafeInteger(length) ? { length } : `the Content-Length ${JSON.stringify(cl.slice(0, 32))} is not a byte count`;
+  // A Headers value has no surrounding whitespace; 15 digits stay below 2^53.
+  return cl === null ? { length: 0 } : /^\d{1,15}$/.test(cl) ? { length: +cl } : 'a Content-Length that is no byte count';
 }
-
-/** Methods whose body the gateway refuses to forward: an origin may ignore its framing (RFC 9110 §9.3.1: no defined meaning). */
-const NO_BODY = new Set(['GET', 'HEAD']);
 
 /**
  * Headers in which a client can claim an address, a scheme, a host, a port or the URL it asked for
@@ -266,10 +262,11 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const method = c.req.method.toUpperCase();
     if (UNFORWARDABLE.has(method)) return problemResponse('method-not-implemented', `the gateway does not forward ${method} requests`);
     const framing = bodyFraming(c.req.raw.headers);
-    if (typeof framing === 'string') return problemResponse('invalid-request', framing);
+    if (typeof framing === 'string') return problemResponse('invalid-request', `the gateway does not forward ${framing}`);
     // A GET or HEAD body is refused, not dropped: dropping it would change the request silently, and an
-    // origin that ignores such a body's framing would read the body as a request of its own.
-    if (NO_BODY.has(method) && framing.length !== 0) return problemResponse('invalid-request', `the gateway does not forward a ${method} request with a body`);
+    // origin that ignores such a body's framing (it has no defined meaning, RFC 9110 §9.3.1) would read
+    // the body as a request of its own.
+    if ((method === 'GET' || method === 'HEAD') && framing.length !== 0) return problemResponse('invalid-request', `the gateway does not forward a ${method} request with a body`);
     if (maxBodyBytes !== undefined && framing.length !== null && framing.length > maxBodyBytes) return tooLarge();
     return undefined;
   }

@@ -11,6 +11,9 @@ import { startLoggingOrigin, type LoggingOrigin } from '../support/logging-origi
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { startDevWorker, type DevWorker } from '../support/worker.js';
 import { nodeSend } from '../../functions/app/node-send.js';
+import { loadConfig } from '../../functions/app/env.js';
+import { buildApp } from '../../functions/app/app.js';
+import { memoryStore } from '../../src/index.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PURGE'];
 const FRAMINGS = ['chunked', 'content-length', 'both', 'none'] as const;
@@ -279,5 +282,42 @@ describe('nodeSend (the Node and Lambda transport) frames every body itself', ()
       await origin.settled();
       expect(origin.requests.filter((r) => r.path === '/smuggled'), label).toEqual([]);
     }
+  });
+});
+
+describe('refuse(): framing a server may let through is refused before the limiter charges', () => {
+  // Node's parser and workerd refuse or resolve these themselves; a Lambda event, or a server of the
+  // library's user, may hand them to the gateway.
+  let origin: LoggingOrigin;
+  beforeAll(async () => {
+    origin = await startLoggingOrigin();
+  });
+  afterAll(() => origin.close());
+
+  it('a GET or HEAD with a body, both framing fields, a Content-Length that is no byte count: 400, key uncharged', async () => {
+    const config = loadConfig({ LIMITER_POLICIES: POLICIES, GATE_ORIGIN: origin.url, GATE_POLICY: 'gate', GATE_KEY: 'header:x-api-key' });
+    const { app } = buildApp(config, memoryStore(), { log: () => {}, send: nodeSend });
+    const cases: [string, Record<string, string>][] = [
+      ['GET', { 'content-length': '5' }],
+      ['GET', { 'transfer-encoding': 'chunked' }],
+      ['HEAD', { 'content-length': '1' }],
+      ['DELETE', { 'content-length': '5', 'transfer-encoding': 'chunked' }],
+      ['POST', { 'content-length': '-1' }],
+      ['POST', { 'content-length': '1e3' }],
+      ['POST', { 'content-length': '5, 5' }],
+      ['PUT', { 'content-length': '0x5' }],
+    ];
+    for (const [i, [method, framing]] of cases.entries()) {
+      const label = `${method} ${JSON.stringify(framing)}`;
+      const res = await app.request('http://gw/item', { method, headers: { host: 'gw', 'x-api-key': `r${i}`, ...framing } });
+      expect(res.status, label).toBe(400);
+      expect(res.headers.get('content-type'), label).toBe('application/problem+json');
+      // Not charged: the key's one token is still there.
+      expect((await app.request('http://gw/check', { headers: { host: 'gw', 'x-api-key': `r${i}` } })).status, label).toBe(200);
+    }
+    await origin.settled();
+    expect(origin.requests.map((r) => `${r.method} ${r.path}`)).toEqual(cases.map(() => 'GET /check'));
+    // A GET with Content-Length: 0 has no body: forwarded.
+    expect((await app.request('http://gw/empty', { headers: { host: 'gw', 'x-api-key': 'r-empty', 'content-length': '0' } })).status).toBe(200);
   });
 });
