@@ -59,6 +59,78 @@ def within(seconds: float, call: Callable[[], Any]) -> Any:
     return value
 
 
+def _seen(result: Any) -> Any:
+    """A call's result as the stray-answer cases compare it: (allowed, remaining), "done" for a reset,
+    or an error's class and status."""
+    if isinstance(result, PermitError):
+        return (type(result).__name__, result.status)
+    if result is None:
+        return "done"
+    return (result.allowed, result.remaining)
+
+
+class StrayCase:
+    """A server that answers its first request with a decision (remaining 10) and, 50 ms later, writes
+    ``stray`` on that connection unasked (then closes it, with ``close``); it answers request n >= 2 with
+    ``answer(n, body)``. The client's calls after its first take, and what each must see."""
+
+    def __init__(self, name: str, stray: bytes, answer: Callable[[int, bytes], bytes], calls: List[Any], expected: List[Any], close: bool = False) -> None:
+        self.name, self.stray, self.answer, self.calls, self.expected, self.close = name, stray, answer, calls, expected, close
+
+    def handler(self, conn: socket.socket, head: str, body: bytes, n: int) -> None:
+        if n > 1:
+            conn.sendall(self.answer(n, body))
+            return
+        conn.sendall(http_answer(200, echo_decision(body, remaining=10)))
+
+        def later() -> None:
+            time.sleep(0.05)
+            try:
+                conn.sendall(self.stray)
+                if self.close:
+                    conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        threading.Thread(target=later, daemon=True).start()
+
+
+_STRAY_ALLOWED = http_answer(200, json.dumps(decision_json(policy="p", key="k", remaining=999)).encode())
+_STORE_DOWN = b'{"type":"urn:edge-limiter:problem:store-unavailable","status":503,"retryAfterMs":1000}'
+
+STRAY_CASES = [
+    StrayCase(
+        "a 429 is not read as the stray allowed answer",
+        _STRAY_ALLOWED,
+        lambda n, body: http_answer(429, echo_decision(body, allowed=False, remaining=0, retryAfterMs=1000), {"Retry-After": "1"}),
+        [("take", ("p", "k"))],
+        [(False, 0)],
+    ),
+    StrayCase(
+        "a reset answered 503 is not read as the stray 204",
+        http_answer(204, headers={"Content-Type": None, "Content-Length": "0"}),
+        lambda n, body: http_answer(503, _STORE_DOWN, {"Content-Type": "application/problem+json", "Retry-After": "1"}),
+        [("reset", ("p", "k"))],
+        [("StoreUnavailableError", 503)],
+    ),
+    StrayCase(
+        "later answers are not shifted by one",
+        _STRAY_ALLOWED,
+        lambda n, body: http_answer(200, echo_decision(body, remaining=11 - n)),
+        [("take", ("p", "k"))] * 4,
+        [(True, 9), (True, 8), (True, 7), (True, 6)],
+    ),
+    StrayCase(
+        "a stray answer and then the server's close",
+        _STRAY_ALLOWED,
+        lambda n, body: http_answer(429, echo_decision(body, allowed=False, remaining=0, retryAfterMs=1000), {"Retry-After": "1"}),
+        [("take", ("p", "k"))],
+        [(False, 0)],
+        close=True,
+    ),
+]
+
+
 class Hostile(RawServerCase):
     kind = "sync"
 
@@ -134,6 +206,26 @@ class Hostile(RawServerCase):
         self.assertEqual(client.take("p", "k").key, "k")
         # None of the connections that carried a crossed answer was used again.
         self.assertEqual(server.connections, 4)
+
+    # Bytes that come on an idle keep-alive connection.
+
+    def test_an_answer_that_came_while_the_connection_was_idle_answers_no_call(self) -> None:
+        """A server (or anything on the way) writes a stray answer on a pooled connection while it is
+        idle: each later call gets the answer to its own request, so that connection carries none."""
+        for case in STRAY_CASES:
+            with self.subTest(case.name):
+                server = self.serve(case.handler)
+                client = self.make(server.url, retries=0)
+                self.assertEqual(_seen(within(10, lambda: client.take("p", "k"))), (True, 10))
+                time.sleep(0.3)  # the stray answer arrives meanwhile
+                seen = []
+                for method, args in case.calls:
+                    try:
+                        seen.append(_seen(within(10, lambda: getattr(client, method)(*args))))
+                    except PermitError as error:
+                        seen.append(_seen(error))
+                self.assertEqual(seen, case.expected)
+                self.assertEqual(server.connections, 2)  # the one that got the stray answer was not used again
 
     def test_acquire_does_not_sleep_on_a_wait_longer_than_it_asked_for(self) -> None:
         for wait in (600_000, 10**12):
@@ -296,6 +388,32 @@ class Hostile(RawServerCase):
 
 class AsyncHostile(Hostile):
     kind = "async"
+
+    def test_an_answer_read_by_a_running_loop_while_the_connection_was_idle_answers_no_call(self) -> None:
+        """As above, on one loop that keeps running between the calls: the stray answer is read off the
+        socket into the connection's stream while it sits in the pool (through SyncFace, the loop stops
+        between calls and it waits in the kernel)."""
+        for case in STRAY_CASES:
+            with self.subTest(case.name):
+                server = self.serve(case.handler)
+
+                async def main() -> List[Any]:
+                    client = AsyncPermitClient(server.url, TOKEN, retries=0)
+                    seen: List[Any] = []
+                    try:
+                        seen.append(_seen(await asyncio.wait_for(client.take("p", "k"), 10)))
+                        await asyncio.sleep(0.3)
+                        for method, args in case.calls:
+                            try:
+                                seen.append(_seen(await asyncio.wait_for(getattr(client, method)(*args), 10)))
+                            except PermitError as error:
+                                seen.append(_seen(error))
+                    finally:
+                        await client.aclose()
+                    return seen
+
+                self.assertEqual(asyncio.run(main()), [(True, 10), *case.expected])
+                self.assertEqual(server.connections, 2)
 
 
 class DefaultTLSContext(unittest.TestCase):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
+import socket
 import ssl
 import weakref
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
@@ -33,7 +35,22 @@ class _Connection:
         self.pid = os.getpid()
 
     def usable(self, loop: asyncio.AbstractEventLoop) -> bool:
-        return self.pid == os.getpid() and self.loop is loop and not self.reader.at_eof() and not self.writer.is_closing()
+        """Whether the connection may carry a request: this process's and this loop's, open, and nothing
+        arrived on it since its last answer. Bytes that came while it was idle (a stray answer, or the
+        server's close) would be read as the next request's answer, so any of them rules it out: bytes
+        the stream has buffered (what a running loop reads while the connection sits in the pool), its
+        end, or bytes and a FIN still in the kernel (what arrived while the loop was not running), as
+        the sync client checks an idle socket."""
+        if self.pid != os.getpid() or self.loop is not loop or self.writer.is_closing():
+            return False
+        reader = self.reader
+        # StreamReader has no public look at its buffer; both names are there since Python 3.4.
+        buffered: bytes = getattr(reader, "_buffer", b"")
+        ended: bool = getattr(reader, "_eof", False)
+        if buffered or ended or reader.exception() is not None:
+            return False
+        sock = self.writer.get_extra_info("socket")
+        return sock is None or not _readable(sock)
 
     def abort(self) -> None:
         try:
@@ -181,7 +198,7 @@ class AsyncPermitClient:
             raise
         finally:
             # Reused only when nothing is left unread after the answer (stray bytes would be the next one's).
-            if keep and conn.usable(loop) and not getattr(conn.reader, "_buffer", b""):
+            if keep and conn.usable(loop):
                 self._idle.append(conn)
             else:
                 conn.writer.close()
@@ -280,6 +297,19 @@ async def _until(reader: asyncio.StreamReader, separator: bytes, limit: int, wha
     except asyncio.IncompleteReadError:
         raise EOFError("the server closed the connection before its whole answer came") from None
     return _http.check_line(data, what, limit)
+
+
+def _readable(sock: "socket.socket") -> bool:
+    """Whether the kernel holds bytes or a FIN for ``sock`` (an idle connection's: either ends it)."""
+    try:
+        if hasattr(select, "poll"):  # select() cannot watch a descriptor above 1023
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _loop_running() -> bool:
