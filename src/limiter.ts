@@ -44,6 +44,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     }),
     close: async () => {
       await leases?.close();
+      await store.close?.();
     },
     take,
     acquire,

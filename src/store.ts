@@ -46,4 +46,9 @@ export interface Store {
    * (the memory store finds it by the two parts without building that string).
    */
   takeOneSync?(prefix: string, key: string, limit: LimitStep): number;
+  /**
+   * Releases what the store owns, such as a client it was given to close (redisStore's and mongoStore's
+   * `closeClient`). The limiter's `close()` calls it last. Absent when the store owns nothing to release.
+   */
+  close?(): Promise<void>;
 }

@@ -55,12 +55,12 @@ describe('refill', () => {
   });
 
   it.each([
-    [{ capacity: 1, refill: '1000/days' }, 'policies.p.refill', /must be "<tokens>\/<second\|minute\|hour\|day>", e.g. "1000\/day", got "1000\/days"/],
+    [{ capacity: 1, refill: '1000/days' }, 'policies.p.refill', /must be "<count>\/<second\|minute\|hour\|day>", got "1000\/days"/],
     [{ capacity: 1, refill: '1000 per day' }, 'policies.p.refill', /got "1000 per day"/],
     [{ capacity: 1, refill: '-1/day' }, 'policies.p.refill', /must be/],
     [{ capacity: 1, refill: 1000 }, 'policies.p.refill', /got 1000/],
-    [{ capacity: 1, refill: '0/day' }, 'policies.p.refill', /must come to 1e-6 to 1e6 tokens per second, got "0\/day"/],
-    [{ capacity: 1, refill: '2000000/second' }, 'policies.p.refill', /must come to 1e-6 to 1e6/],
+    [{ capacity: 1, refill: '0/day' }, 'policies.p.refill', /must be 1e-6 to 1e6 per second, got "0\/day"/],
+    [{ capacity: 1, refill: '2000000/second' }, 'policies.p.refill', /must be 1e-6 to 1e6 per second/],
     [{ capacity: 1, refill: '1/day', refillPerSecond: 1 }, 'policies.p.refill', /replaces refillPerSecond/],
     [{ limits: { a: { capacity: 1, refill: '1/week' } } }, 'policies.p.limits.a.refill', /must be/],
     [{ limits: { a: { capacity: 1, refill: '1/day' } }, refill: '1/day' }, 'policies.p.limits', /replaces capacity and refillPerSecond \(or refill\)/],
@@ -83,6 +83,6 @@ describe('refill', () => {
     const daily = limiter.policy('api')!.limits[1]!;
     expect(daily).toEqual(resolve({ limits: { daily: { capacity: 1000, refillPerSecond: 1000 / 86400 } } }).limits[0]);
     expect(daily).toMatchObject({ rateNumerator: 5, rateDenominator: 432 });
-    expect(() => buildLimiter(loadConfig({ LIMITER_POLICIES: '{"api":{"capacity":10,"refill":"10 a day"}}' }), memoryStore())).toThrow(/LIMITER_POLICIES\.api\.refill must be "<tokens>\/<second\|minute\|hour\|day>"/);
+    expect(() => buildLimiter(loadConfig({ LIMITER_POLICIES: '{"api":{"capacity":10,"refill":"10 a day"}}' }), memoryStore())).toThrow(/LIMITER_POLICIES\.api\.refill must be "<count>\/<second\|minute\|hour\|day>"/);
   });
 });

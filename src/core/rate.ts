@@ -27,12 +27,12 @@ const REFILL_PATTERN = /^(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\/(second|minute|hour|day)
  */
 export function refillOf(at: (field: string) => string, limit: Record<string, unknown>): unknown {
   if (limit.refill === undefined) return limit.refillPerSecond;
-  if (limit.refillPerSecond !== undefined) throw new ConfigError(at('refill'), 'replaces refillPerSecond: write one or the other');
+  if (limit.refillPerSecond !== undefined) throw new ConfigError(at('refill'), 'replaces refillPerSecond');
   const m = typeof limit.refill === 'string' ? REFILL_PATTERN.exec(limit.refill) : null;
-  if (!m) throw new ConfigError(at('refill'), `must be "<tokens>/<second|minute|hour|day>", e.g. "1000/day", got ${show(limit.refill)}`);
+  if (!m) throw new ConfigError(at('refill'), `must be "<count>/<second|minute|hour|day>", got ${show(limit.refill)}`);
   const perSecond = Number(m[1]) / SECONDS_PER[m[2] as keyof typeof SECONDS_PER];
   if (!(perSecond >= MIN_REFILL_PER_SECOND && perSecond <= MAX_REFILL_PER_SECOND)) {
-    throw new ConfigError(at('refill'), `must come to 1e-6 to 1e6 tokens per second, got ${show(limit.refill)} (${perSecond} per second)`);
+    throw new ConfigError(at('refill'), `must be 1e-6 to 1e6 per second, got ${show(limit.refill)}`);
   }
   return perSecond;
 }

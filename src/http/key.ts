@@ -146,7 +146,7 @@ export function ipKey(options: IpKeyOptions = {}): KeyFunction<string | undefine
     if (addr === undefined || subnet === false || !addr.includes(':')) return addr;
     return ipv6Subnet(parseIp(addr)!, subnet);
   };
-  return Object.assign(key, { missing: 'the client address of the request is not known (no CF-Connecting-IP, event source IP or socket address) to identify the client' });
+  return Object.assign(key, { missing: 'no client address is known for the request' });
 }
 
 /** Options of headerKey. */

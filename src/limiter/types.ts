@@ -155,8 +155,9 @@ export interface Limiter<P extends string = string> {
   /**
    * Gives every token held in a lease back to the store (what the bucket has not refilled since its
    * grant; 32 refunds at a time, outside maxPendingStoreCalls) and waits for those calls and for the
-   * grants in flight. Call it when the process shuts down; afterwards leased policies go to the store
-   * on every decision. A no-op without leases.
+   * grants in flight; then closes the store, if it has a close() (a redisStore or mongoStore made with
+   * `closeClient: true` closes its client, so a Node script can exit). Call it when the process shuts
+   * down; afterwards leased policies go to the store on every decision.
    */
   close(): Promise<void>;
 }

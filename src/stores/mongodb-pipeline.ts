@@ -1,0 +1,256 @@
+// The MQL of the MongoDB store's steps: the update pipeline that runs core/gcra.ts `step` on the server
+// by $$NOW (one expression per limit, an operation id's record kept beside the bucket), the projections
+// findOneAndUpdate returns, and the read-only pipeline of a peek. Pure: builds values, sends nothing.
+import type { LimitStep, OpArgs } from '../core/gcra.js';
+import { StoreError } from '../errors.js';
+import type { StepArgs } from '../store.js';
+
+/**
+ * Most operation records one bucket document holds. An operation id is remembered for its ttlMs or for
+ * the last 1000 ids applied to that key, whichever ends first: a 1001st id younger than its ttl drops
+ * the oldest record, and a retry of that oldest id applies again. (At about 0.5 KB a record, a full
+ * array stays far below MongoDB's 16 MB document limit.)
+ */
+export const MAX_OPS_PER_BUCKET = 1000;
+
+/** $$NOW as whole µs (a double: exact, below 2^53). */
+const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
+
+/**
+ * Limit i's stored debt: element i of the `debt` array (missing: 0, a limit the bucket was stored
+ * without is full), or for a document of the one-limit format (`debt` a number) that number as limit 0.
+ * No document (no debt) is a full bucket.
+ */
+function storedDebt(i: number): object {
+  const legacy = i === 0 ? { $ifNull: ['$debt', 0] } : 0;
+  return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
+}
+
+/**
+ * Limit i's debt now, as core/gcra.ts debtAt computes it, in the same operations:
+ * stored - (now - atUs) * rate, at least 0.
+ */
+function debtNow(i: number, nowUs: unknown, refillUnitsPerUs: number): object {
+  return { $max: [0, { $subtract: [storedDebt(i), { $multiply: [{ $subtract: [nowUs, { $ifNull: ['$atUs', nowUs] }] }, refillUnitsPerUs] }] }] };
+}
+
+/** The stored step's limits (at least one, at most a policy's 8: every per-limit expression below is unrolled). */
+export function limitsOf(args: StepArgs): readonly LimitStep[] {
+  const { limits } = args;
+  if (!Array.isArray(limits) || limits.length === 0 || limits.length > 8) {
+    throw new StoreError('mongodb', `a step needs 1 to 8 limits, got ${Array.isArray(limits) ? limits.length : typeof limits}`);
+  }
+  return limits;
+}
+
+/** An operation id's arguments, checked: its ttl in whole µs (rounded up). */
+export function opOf(args: StepArgs): (OpArgs & { ttlUs: number }) | undefined {
+  const { op } = args;
+  if (op === undefined) return undefined;
+  if (!op || typeof op.id !== 'string' || op.id.length === 0 || typeof op.fingerprint !== 'string' || !(Number.isFinite(op.ttlMs) && op.ttlMs > 0)) {
+    throw new StoreError('mongodb', 'a step\'s op needs a non-empty string id, a string fingerprint and a positive ttlMs');
+  }
+  return { id: op.id, fingerprint: op.fingerprint, ttlMs: op.ttlMs, ttlUs: Math.ceil(op.ttlMs * 1000) };
+}
+
+/** Scratch field names, per limit: its debt now (before the step) and after it. */
+const D = (i: number) => `_sD${i}`;
+const A = (i: number) => `_sA${i}`;
+
+/**
+ * The update pipeline for one step (core/gcra.ts `step`, line by line, one expression per limit). Exported
+ * so tests can run this exact value through an independent MQL engine. Fields starting with `_s` are
+ * scratch and removed by the last stage. On a denial every field keeps its value, so the document stays
+ * byte-identical and the server writes nothing. `callId` must be unique per call: finding it in `last`
+ * afterwards is how the caller knows it was allowed. A peek (every cost 0) is never sent as an update:
+ * see peekPipeline.
+ *
+ * With StepArgs.op, the same update also looks the id up among the document's live `ops` records (by
+ * $$NOW, the step's own reading): found, every field keeps its value (a repeat writes nothing) and the
+ * caller answers from the record (opProjection); not found, the step runs as without `op` and its result
+ * is recorded, a denial's too, after dropping the expired records and keeping the newest
+ * MAX_OPS_PER_BUCKET, with `opCall` set to `callId`. Without `op` the pipeline has no extra stage and no
+ * op expression but one: `expiresAt` is never set before `opsUntil`.
+ */
+export function stepPipeline(args: StepArgs, callId: string): object[] {
+  const limits = limitsOf(args);
+  const op = opOf(args);
+  const idx = limits.map((_, i) => i);
+  const { tokenUnits, refundSinceUs } = args;
+  const opId = op && { $literal: op.id };
+  const stages: object[] = [
+    // The store's clock in whole µs, and each limit's debt now, in its units. With an op: the records
+    // not yet expired ($$NOW is one reading for the whole update), and whether this id is among them.
+    { $set: op ? { _sNow: NOW_US, _sOps: { $filter: { input: { $ifNull: ['$ops', []] }, as: 'o', cond: { $gt: ['$$o.expiresAtUs', NOW_US] } } } } : { _sNow: NOW_US } },
+    {
+      $set: {
+        ...Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs)])),
+        ...(op ? { _sRep: { $in: [opId, '$_sOps.id'] } } : {}),
+      },
+    },
+  ];
+  const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : [])];
+  // Each limit's debt after the step, and whether the step is allowed.
+  const after: object[] = idx.map((i) => `$${D(i)}` as unknown as object);
+  let ok: object | boolean;
+  let tokens: string | undefined;
+  if (args.adjust) {
+    // An adjustment, always applied (core/gcra.ts step, adjust): a refund never below 0 (with
+    // refundSinceUs, by what the limit has not refilled since then: refundUnitsAt); a charge never above
+    // limitUnits, and a debt already above it is kept.
+    for (const i of idx) {
+      const { costUnits, limitUnits, refillUnitsPerUs } = limits[i]!;
+      const d = `$${D(i)}`;
+      if (costUnits < 0) {
+        const back =
+          refundSinceUs === undefined
+            ? -costUnits
+            : { $max: [0, { $subtract: [-costUnits, { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
+        after[i] = { $max: [0, { $subtract: [d, back] }] };
+      } else if (costUnits > 0) {
+        after[i] = { $cond: [{ $gt: [{ $add: [d, costUnits] }, limitUnits] }, { $max: [d, limitUnits] }, { $add: [d, costUnits] }] };
+      }
+    }
+    ok = true;
+  } else if (tokenUnits !== undefined) {
+    // A partial grant on limit 0 (see core/gcra.ts grantTokens): the floor, corrected by one either way, capped.
+    const { costUnits, limitUnits } = limits[0]!;
+    const most = costUnits / tokenUnits;
+    stages.push(
+      { $set: { _sRoom: { $subtract: [limitUnits, `$${D(0)}`] } } },
+      { $set: { _sK: { $floor: { $divide: ['$_sRoom', tokenUnits] } } } },
+      {
+        $set: {
+          _sK: {
+            $switch: {
+              branches: [
+                { case: { $gt: [{ $multiply: ['$_sK', tokenUnits] }, '$_sRoom'] }, then: { $subtract: ['$_sK', 1] } },
+                { case: { $lte: [{ $multiply: [{ $add: ['$_sK', 1] }, tokenUnits] }, '$_sRoom'] }, then: { $add: ['$_sK', 1] } },
+              ],
+              default: '$_sK',
+            },
+          },
+        },
+      },
+      { $set: { _sK: { $max: [0, { $min: [most, '$_sK'] }] } } },
+    );
+    scratch.push('_sRoom', '_sK');
+    after[0] = { $add: [`$${D(0)}`, { $multiply: ['$_sK', tokenUnits] }] };
+    ok = { $gt: ['$_sK', 0] };
+    tokens = '$_sK';
+  } else {
+    // A take, all or nothing: every limit with a cost must stay within its limitUnits (one with cost 0 is
+    // neither charged nor checked).
+    // A negative cost (never sent by the limiter) is read as a refund, never below 0, as core does.
+    for (const i of idx) {
+      const c = limits[i]!.costUnits;
+      after[i] = c < 0 ? { $max: [0, { $add: [`$${D(i)}`, c] }] } : { $add: [`$${D(i)}`, c] };
+    }
+    ok = { $and: idx.filter((i) => limits[i]!.costUnits > 0).map((i) => ({ $lte: [`$${A(i)}`, limits[i]!.limitUnits] })) };
+  }
+  const afters = idx.map((i) => `$${A(i)}`);
+  // µs until each limit is full again.
+  const fullAfterUs = idx.map((i) => ({ $ceil: { $divide: [`$${A(i)}`, limits[i]!.refillUnitsPerUs] } }));
+  // The document may go once every limit is full again (a missing document is a full bucket): the TTL
+  // monitor only ever deletes later than this, never sooner. ceil(after / rate) is exact for integers
+  // below 2^53 (a quotient that is no integer is never rounded onto one).
+  const fullAt = { $toDate: { $ceil: { $divide: [{ $add: ['$_sNow', fullAfterUs.length === 1 ? fullAfterUs[0] : { $max: fullAfterUs }] }, 1000] } } };
+  stages.push(
+    { $set: Object.fromEntries(idx.map((i) => [A(i), after[i]!])) },
+    // _sFull: no limit is in debt after the step. The bucket is then stored as no bucket at all (debt and
+    // atUs removed), as core/gcra.ts step deletes it: a full bucket stays full even if the clock goes back.
+    // With an op, a repeat is never allowed: _sOk false keeps every bucket field as it is.
+    { $set: { _sOk: op ? { $and: [{ $not: ['$_sRep'] }, ok] } : ok, _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) } } },
+  );
+  if (op) {
+    // Not a repeat: the live records and this step's, the newest MAX_OPS_PER_BUCKET of them, and when
+    // the latest of those expires. A denial's record holds the debts now, unchanged (core step's result).
+    const record = {
+      id: opId,
+      fingerprint: { $literal: op.fingerprint },
+      allowed: '$_sOk',
+      debtUnits: { $cond: ['$_sOk', afters, idx.map((i) => `$${D(i)}`)] },
+      ...(tokens ? { tokens } : {}),
+      atUs: '$_sNow',
+      expiresAtUs: { $add: ['$_sNow', op.ttlUs] },
+    };
+    const kept = { $slice: [{ $concatArrays: ['$_sOps', [record]] }, -MAX_OPS_PER_BUCKET] };
+    stages.push({
+      $set: {
+        _sNew: {
+          $cond: ['$_sRep', null, { $let: { vars: { o: kept }, in: { ops: '$$o', until: { $toDate: { $ceil: { $divide: [{ $max: '$$o.expiresAtUs' }, 1000] } } } } } }],
+        },
+      },
+    });
+  }
+  // A field that may be missing, made null for $max: MongoDB's $max skips null and missing arguments alike,
+  // mingo's returns null for a missing one; both skip an explicit null.
+  const orNull = (field: string) => ({ $ifNull: [field, null] });
+  stages.push(
+    {
+      $set: {
+        // A denial keeps each field as it is ('$field' of a missing field leaves it missing). A new
+        // document is never denied by the limiter (each cost is at most its capacity).
+        debt: { $cond: { if: '$_sOk', then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: afters } }, else: '$debt' } },
+        atUs: { $cond: { if: '$_sOk', then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: '$_sNow' } }, else: '$atUs' } },
+        // Never before the latest operation record expires either (a retry needs it): without an op,
+        // the stored opsUntil; with one, the new one (a repeat and a denial without op keep expiresAt).
+        expiresAt: op
+          ? { $cond: ['$_sRep', '$expiresAt', { $max: [{ $cond: ['$_sOk', fullAt, orNull('$expiresAt')] }, '$_sNew.until'] }] }
+          : { $cond: ['$_sOk', { $max: [fullAt, orNull('$opsUntil')] }, '$expiresAt'] },
+        last: {
+          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: afters, atUs: '$_sNow', ...(tokens ? { tokens } : {}) }, '$last'],
+        },
+        ...(op
+          ? {
+              ops: { $cond: ['$_sRep', '$ops', '$_sNew.ops'] },
+              opsUntil: { $cond: ['$_sRep', '$opsUntil', '$_sNew.until'] },
+              opCall: { $cond: ['$_sRep', '$opCall', { $literal: callId }] },
+            }
+          : {}),
+      },
+    },
+    { $unset: scratch },
+  );
+  return stages;
+}
+
+/**
+ * Each limit's debt now (`d0`, `d1`, ...: one field per limit, not an array, so that a find projection
+ * only ever holds plain expressions) and the clock reading `nowUs`.
+ */
+function debtsNowFields(limits: readonly LimitStep[]): Record<string, object> {
+  return Object.fromEntries(limits.map((l, i) => [`d${i}`, debtNow(i, NOW_US, l.refillUnitsPerUs)]));
+}
+
+/**
+ * What findOneAndUpdate returns: `last` (was this call applied, and the debts after it) and, for a
+ * denial, each limit's debt now (`d0`, `d1`, ...) and `nowUs`. A projection may hold aggregation
+ * expressions since MongoDB 4.4; on a denial the document is unchanged, so these read what the pipeline
+ * read. Only a denial's reported numbers (retryAfterMs, remaining) come from this second reading of
+ * $$NOW; the verdict does not.
+ */
+export function stepProjection(limits: readonly LimitStep[]): object {
+  return { _id: 0, last: 1, ...debtsNowFields(limits), nowUs: NOW_US };
+}
+
+/**
+ * What findOneAndUpdate returns for a step with an operation id: `opCall` (this call's id when it
+ * recorded the id, another's when the id was a repeat) and `op`, the id's record.
+ */
+export function opProjection(id: string): object {
+  return { _id: 0, opCall: 1, op: { $arrayElemAt: [{ $filter: { input: '$ops', as: 'o', cond: { $eq: ['$$o.id', { $literal: id }] } } }, 0] } };
+}
+
+/**
+ * The read-only pipeline for a peek: each limit's debt now (`b.d0`, `b.d1`, ...; no `b` when there is no
+ * document: every limit full) and the clock reading `nowUs`, without writing or upserting. $facet makes
+ * exactly one result document even when the key has none, and $$NOW is one reading for the whole pipeline.
+ */
+export function peekPipeline(key: string): object[] {
+  return [
+    { $match: { _id: { $eq: key } } },
+    { $facet: { b: [{ $project: { _id: 0, debt: 1, atUs: 1 } }] } },
+    { $project: { b: { $arrayElemAt: ['$b', 0] }, nowUs: NOW_US } },
+  ];
+}
