@@ -11,6 +11,9 @@
 // - a target or Host header the adapter cannot make a URL of: 400 invalid-request;
 // - a Transfer-Encoding other than `chunked` alone: 501 (a coding this server does not apply, RFC 9112
 //   §6.1), or 400 when `chunked` is not the last coding (§6.3, as Node's parser answers), and closed;
+//   an HTTP/1.0 request with any Transfer-Encoding (faulty framing, §6.1): 400, and closed;
+// - a response the app gives without a Content-Type goes out without one (@hono/node-server would add
+//   `text/plain`): the gateway passes the origin's headers through as they were;
 // - what Node's parser refuses (`clientError`): a method it does not know (TRACK) 501, oversized
 //   headers 431, a request not received in time 408, anything else 400;
 // - CONNECT (which Node hands to a `connect` listener, or else drops the connection): 501.
@@ -129,6 +132,9 @@ function transferCodingProblem(incoming: IncomingMessage): [ProblemType, string]
     if (incoming.rawHeaders[i]!.toLowerCase() === 'transfer-encoding') values.push(incoming.rawHeaders[i + 1]!);
   }
   if (values.length === 0) return undefined;
+  // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing (a 1.0 hop in between
+  // may not have read it as chunked), so it is refused, and the connection closed, rather than served.
+  if (incoming.httpVersionMajor === 1 && incoming.httpVersionMinor === 0) return ['invalid-request', 'an HTTP/1.0 request cannot carry Transfer-Encoding'];
   const codings = values.join(',').split(',').map((c) => c.trim().toLowerCase());
   if (codings.length === 1 && codings[0] === 'chunked') return undefined;
   const named = JSON.stringify(values.join(', ').slice(0, 64));
@@ -188,9 +194,31 @@ function toOriginForm(incoming: IncomingMessage, target: string, scheme: string)
   setHost(incoming, authority);
 }
 
+/**
+ * Makes `outgoing` write its head without a Content-Type. @hono/node-server gives every response with a
+ * body one (`text/plain; charset=UTF-8`) when it has none, and a proxy passes the origin's headers
+ * through as they were (issue 30, 7a).
+ */
+function withoutDefaultType(outgoing: ServerResponse): void {
+  const writeHead = outgoing.writeHead;
+  outgoing.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    const headers = args.at(-1);
+    if (headers && typeof headers === 'object' && !Array.isArray(headers)) {
+      for (const name of Object.keys(headers)) if (name.toLowerCase() === 'content-type') delete (headers as Record<string, unknown>)[name];
+    }
+    return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+  } as typeof outgoing.writeHead;
+}
+
 /** An HTTP server for `fetch`, listening on `port`/`hostname`; like @hono/node-server's `serve`, with the answers above. */
 export function serveNode(options: { fetch: FetchCallback; port: number; hostname: string }, listening?: (info: AddressInfo) => void): Server {
-  const listener = getRequestListener(options.fetch, {
+  // A response the app gives without a Content-Type goes out without one.
+  const fetch: FetchCallback = async (req, env) => {
+    const res = (await options.fetch(req, env)) as Response;
+    if (!res.headers.has('content-type')) withoutDefaultType((env as { outgoing: ServerResponse }).outgoing);
+    return res;
+  };
+  const listener = getRequestListener(fetch, {
     hostname: options.hostname,
     errorHandler: (err) =>
       err instanceof RequestError

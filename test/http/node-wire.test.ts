@@ -261,6 +261,22 @@ describe('Node entry: framing', () => {
     expect(ok.answers.map((a) => `${a.status} ${a.body}`)).toEqual(['200 POST /up 3']);
   });
 
+  it('HTTP/1.0 with Transfer-Encoding (faulty framing, RFC 9112 §6.1): 400, closed, and nothing pipelined after it is read', async () => {
+    origin.clear();
+    const k = fresh('te10');
+    const after = fresh('te10b');
+    const wire = await exchange(
+      `POST /up HTTP/1.0\r\nHost: gw\r\nConnection: keep-alive\r\nX-API-KEY: ${k}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n` +
+        `GET /after HTTP/1.1\r\nHost: gw\r\nX-API-KEY: ${after}\r\n\r\n`,
+    );
+    expect(wire.answers.map((a) => a.status)).toEqual([400]);
+    expect(problemOf(wire.answers[0]!)).toMatchObject({ type: 'urn:edge-limiter:problem:invalid-request' });
+    expect(wire.closed).toBe(true);
+    expect(await forwarded()).toEqual([]);
+    expect(await charged(k)).toBe(0);
+    expect(await charged(after)).toBe(0);
+  });
+
   it('obsolete line folding, bare LF, Content-Length with Transfer-Encoding, two Content-Lengths: 400 problem+json, nothing forwarded', async () => {
     const cases = [
       'GET /fold HTTP/1.1\r\nHost: gw\r\nX-API-KEY: a\r\nX-Folded: one\r\n two\r\n\r\n',
