@@ -4,6 +4,10 @@
 //   npm run dev -- --durable-object   the same Worker on the Durable Object store (local objects in workerd)
 //   npm run dev -- --var NAME:VALUE ...   extra Worker variables (repeatable)
 //   npm run dev -- --port 9000            listen there (also --port=9000; default PORT or 8787)
+//   npm run dev -- --trust-cf-connecting-ip   key by the CF-Connecting-IP each request carries, as Cloudflare's
+//                                         would be (for tests that play many clients); otherwise every request
+//                                         is from 127.0.0.1, where wrangler dev listens (DEV_PEER_IP): Miniflare
+//                                         keeps a CF-Connecting-IP the client sent, so a client could choose its bucket
 // Environment: PORT (default 8787), PERMIT_TOKENS (default dev-token).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -35,6 +39,9 @@ const argv = process.argv.slice(2);
 const extra = [];
 const cleanups = [];
 let storeLabel = 'the in-memory store';
+/** wrangler dev listens here only, so every request comes from this machine. */
+const LISTEN_IP = '127.0.0.1';
+let trustHeader = false;
 
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === '--var' && argv[i + 1]) extra.push('--var', argv[++i]);
@@ -46,6 +53,7 @@ for (let i = 0; i < argv.length; i++) {
     }
     port = value;
   }
+  else if (argv[i] === '--trust-cf-connecting-ip') trustHeader = true;
   else if (argv[i] === '--durable-object') {
     extra.push('--var', 'LIMITER_STORE:durable-object');
     storeLabel = 'the Durable Object store (RateLimiterObject, local in workerd)';
@@ -55,12 +63,14 @@ for (let i = 0; i < argv.length; i++) {
     extra.push('--var', 'LIMITER_STORE:upstash', '--var', `UPSTASH_REDIS_REST_URL:${stack.url}`, '--var', `UPSTASH_REDIS_REST_TOKEN:${stack.token}`);
     storeLabel = `Redis ${stack.redisUrl} through the local Upstash REST server ${stack.url}`;
   } else {
-    console.error(`unknown argument ${argv[i]} (known: --upstash, --durable-object, --port N, --var NAME:VALUE)`);
+    console.error(`unknown argument ${argv[i]} (known: --upstash, --durable-object, --port N, --var NAME:VALUE, --trust-cf-connecting-ip)`);
     process.exit(2);
   }
 }
 
-const args = [wrangler, 'dev', '--ip', '127.0.0.1', '--port', port, '--inspector-port', process.env.INSPECTOR_PORT ?? '0', '--var', `PERMIT_TOKENS:${token}`, ...extra];
+const args = [wrangler, 'dev', '--ip', LISTEN_IP, '--port', port, '--inspector-port', process.env.INSPECTOR_PORT ?? '0', '--var', `PERMIT_TOKENS:${token}`];
+if (!trustHeader) args.push('--var', `DEV_PEER_IP:${LISTEN_IP}`);
+args.push(...extra);
 const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
 let announced = false;
 child.stdout.on('data', (chunk) => {

@@ -43,7 +43,9 @@ beforeAll(async () => {
   originUrl = `http://127.0.0.1:${(origin.address() as { port: number }).port}`;
   [build, dev] = await Promise.all([
     buildWorker(),
-    startDevWorker({ LIMITER_STORE: 'memory', LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: TOKEN, GATE_ORIGIN: originUrl, GATE_POLICY: 'gate', GATE_MAX_BODY_BYTES: String(MAX_BODY) }),
+    // --trust-cf-connecting-ip: these tests play many clients by CF-Connecting-IP, as Cloudflare would
+    // set it; without it every request is from 127.0.0.1 (see the last describe).
+    startDevWorker({ LIMITER_STORE: 'memory', LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: TOKEN, GATE_ORIGIN: originUrl, GATE_POLICY: 'gate', GATE_MAX_BODY_BYTES: String(MAX_BODY) }, ['--trust-cf-connecting-ip']),
   ]);
 }, 120_000);
 
@@ -288,5 +290,41 @@ describe('Worker in workerd (memory store)', () => {
       expect(bad.output().replace(bad.curlLine(), '')).not.toContain('secret-token-xyz');
       expect(bad.output()).toContain('LIMITER_POLICIES.api.refillPerSecond');
     }
+  });
+});
+
+describe('npm run dev keys a request by where it came from, not by the CF-Connecting-IP it carries', () => {
+  // Miniflare sets CF-Connecting-IP from the socket only when the request has none; the dev script tells
+  // the Worker that every request is from 127.0.0.1, where wrangler dev listens (DEV_PEER_IP).
+  let local: DevWorker;
+  beforeAll(async () => {
+    local = await startDevWorker({ LIMITER_STORE: 'memory', LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: TOKEN, GATE_ORIGIN: originUrl, GATE_POLICY: 'gate' });
+  }, 120_000);
+  afterAll(async () => {
+    await local?.stop();
+  });
+
+  it('a client rotating CF-Connecting-IP gets no fresh bucket, and the origin is told 127.0.0.1, not the address it chose', async () => {
+    const first = await fetch(local.url + '/rotate', { headers: { 'CF-Connecting-IP': '203.0.113.201' } });
+    expect(first.status).toBe(201);
+    expect(first.headers.get('RateLimit')).toBe('"gate";r=0;t=2');
+    await first.arrayBuffer();
+    expect(originSaw['x-forwarded-for']).toBe('127.0.0.1');
+    expect(originSaw['x-real-ip']).toBe('127.0.0.1');
+    // The gate's one token is spent, whatever address the next requests claim (or none).
+    for (const headers of [{ 'CF-Connecting-IP': '203.0.113.202' }, { 'CF-Connecting-IP': '2001:db8::7' }, {}] as Record<string, string>[]) {
+      const next = await fetch(local.url + '/rotate', { headers });
+      expect(next.status, JSON.stringify(headers)).toBe(429);
+      expect(next.headers.get('content-type')).toBe('application/problem+json');
+      await next.arrayBuffer();
+    }
+    // The permit API keys by the body, as before.
+    const permit = await fetch(local.url + '/v1/permits', {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ policy: 'api', key: 'dev-peer' }),
+    });
+    expect(permit.status).toBe(200);
+    await permit.arrayBuffer();
   });
 });
