@@ -36,6 +36,9 @@ function importCircles(graph: Map<string, string[]>): string[][] {
   return circles;
 }
 
+/** About a page and a half of a module's own code: past it, a file holds two things (STYLE.md, 11). */
+const MAX_LINES = 400;
+
 const files = sourceFiles(SRC);
 const graph = new Map(files.map((f) => [f, relativeImports(f, readFileSync(f, 'utf8'))]));
 
@@ -51,5 +54,15 @@ describe('the house', () => {
   it('has no import circle in src/', () => {
     for (const [file, imports] of graph) for (const target of imports) expect(graph.has(target), `${relative(SRC, file)} imports ${relative(SRC, target)}, which is not in src/`).toBe(true);
     expect(importCircles(graph).map((c) => c.map((f) => relative(SRC, f)).join(' -> '))).toEqual([]);
+  });
+
+  it(`has no file in src/ over ${MAX_LINES} lines`, () => {
+    const long = files.map((f) => ({ file: relative(SRC, f), lines: readFileSync(f, 'utf8').split('\n').length - 1 })).filter((f) => f.lines > MAX_LINES);
+    expect(files.length).toBeGreaterThan(40);
+    expect(long).toEqual([]);
+  });
+
+  it('opens each module with a comment that says what it owns', () => {
+    expect(files.filter((f) => !readFileSync(f, 'utf8').startsWith('//')).map((f) => relative(SRC, f))).toEqual([]);
   });
 });
