@@ -17,8 +17,8 @@ function gateFor(env: Env['Bindings']): MiddlewareHandler<Env> {
     policies: {
       api: {
         limits: {
-          second: { capacity: 10, refillPerSecond: 10 },
-          day: { capacity: 1000, refillPerSecond: 1000 / 86400 },
+          second: { capacity: 10, refill: '10/second' },
+          day: { capacity: 1000, refill: '1000/day' }, // exactly 1000 / 86400 per second
         },
       },
     },
