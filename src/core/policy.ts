@@ -80,7 +80,7 @@ export interface PolicyOptions {  /**
    * {...}, daily: {...} } }`). @default the policy's capacities and rates divided by the limiter's
    * `expectedNodes` (capacities rounded down)
    */
-  local?: LocalLimitConfig | { limits: Record<string, LocalLimitConfig> };
+  local?: LocalLimitConfig | RefillLimitConfig | { limits: Record<string, LocalLimitConfig | RefillLimitConfig> };
   /** Shadow mode: the HTTP layers report the decision but never block. @default false */
   shadow?: boolean;
   /** Per-policy bound on one store call, in ms. @default the limiter's `timeoutMs` */
@@ -97,11 +97,14 @@ export interface PolicyOptions {  /**
   lease?: LeaseConfig;
 }
 
-/**
- * A local fallback limit (PolicyConfig.local): a capacity from 1 to the policy's, and a refill from 1e-6
- * per second to the policy's (`refillPerSecond`, or `refill` as in LimitConfig).
- */
-export type LocalLimitConfig = LimitConfig | RefillLimitConfig;
+/** A local fallback limit (PolicyConfig.local); its refill may be written as `refill` too (RefillLimitConfig). */
+export interface LocalLimitConfig {
+  /** An integer from 1 to the policy's capacity. */
+  capacity: number;
+  /** A number from 1e-6 to the policy's refillPerSecond. */
+  refillPerSecond: number;
+  refill?: undefined;
+}
 
 /** A policy's token lease (opt-in): this node takes up to `tokens` of a hot key's bucket in one store call and answers later takes from them. */
 export interface LeaseConfig {
