@@ -172,11 +172,18 @@ function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decisio
 
 /** Builds the permit API as a Hono app; mount it or serve it as is. */
 export function permitApp(options: PermitAppOptions): Hono {
+  return addPermitRoutes(new Hono(), options);
+}
+
+/**
+ * The permit API's routes, refusals and error handler, added to `app`. permitApp gives it Hono's default
+ * router; the deployables (functions/app) give it one with RegExpRouter alone (see routerApp there).
+ */
+export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   const { limiter } = options;
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
   const auth = tokenChecker(options.tokens.filter((t) => t.length > 0));
   let warnedNoTokens = false;
-  const app = new Hono();
 
   // /healthz: the store's ping (one shared ping in flight, remembered for HEALTH_CACHE_MS from its
   // answer, so probes cost at most one store command a second) and whether decisions can reach the
