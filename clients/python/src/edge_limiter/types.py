@@ -99,8 +99,9 @@ class Decision:
 
     @property
     def rate_limit_headers(self) -> Dict[str, str]:
-        """``RateLimit``, ``RateLimit-Policy``, ``Retry-After`` and ``X-RateLimit-*`` as the server sent
-        them, to pass on to your own caller (e.g. on your own 429)."""
+        """The rate-limit headers of ``headers`` (``ratelimit``, ``ratelimit-policy``, ``retry-after``,
+        ``x-ratelimit-*``) that the server sent, under their lower-case names and with the values it sent,
+        to pass on to your own caller (e.g. on your own 429)."""
         return {name: value for name, value in self.headers.items() if name in RATE_LIMIT_HEADERS}
 
     @classmethod
