@@ -1,8 +1,9 @@
 // `npm run check:package`: proves the package installs and works as published. Packs the tarball
 // (prepack builds dist/ from empty: a stale file planted in dist/ first must not ship), installs it
 // into a temporary consumer project, type-checks examples/ and an import of every subpath there
-// against the published .d.ts, imports every subpath at run time (ESM, and require() of the ESM
-// build), then runs publint and arethetypeswrong on it.
+// against the published .d.ts, builds each Worker project of examples/*.wrangler.toml with wrangler,
+// imports every subpath at run time (ESM, and require() of the ESM build), then runs publint and
+// arethetypeswrong on it.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,7 @@ const root = join(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'edge-limiter-consumer-'));
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const bin = (name) => join(root, 'node_modules/.bin', name);
-const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false' } });
+const run = (cmd, args, cwd, env = {}) => execFileSync(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8', env: { ...process.env, npm_config_update_notifier: 'false', ...env } });
 const step = (msg) => console.log(`[check:package] ${msg}`);
 // A file an earlier build left in dist/ (its module since deleted from src/): prepack must not ship it.
 const STALE = 'dist/stale-module-from-an-old-build.js';
@@ -63,7 +64,24 @@ try {
     }),
   );
   run(bin('tsc'), ['-p', join(consumer, 'tsconfig.json')], consumer);
-  step(`type-checked ${readdirSync(join(consumer, 'examples')).length} examples and ${subpaths.length} subpaths against the published types`);
+  step(`type-checked ${readdirSync(join(consumer, 'examples')).filter((f) => f.endsWith('.ts')).length} examples and ${subpaths.length} subpaths against the published types`);
+
+  // Each examples/<worker>.wrangler.toml is the whole wrangler.toml of a Worker project of a user's own
+  // (docs/deploying.md): built as one, with examples/<worker>.ts as its src/index.ts, by wrangler
+  // against the installed package. wrangler checks the bindings too: a Durable Object class the
+  // entry does not export fails the build.
+  symlinkSync(join(root, 'node_modules', 'wrangler'), join(consumer, 'node_modules', 'wrangler'), 'dir');
+  const workerTomls = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.wrangler.toml'));
+  if (workerTomls.length === 0) throw new Error('examples/ holds no <worker>.wrangler.toml');
+  for (const toml of workerTomls) {
+    const project = join(work, toml.replace(/\.wrangler\.toml$/, ''));
+    mkdirSync(join(project, 'src'), { recursive: true });
+    cpSync(join(root, 'examples', toml), join(project, 'wrangler.toml'));
+    cpSync(join(root, 'examples', toml.replace(/\.wrangler\.toml$/, '.ts')), join(project, 'src/index.ts'));
+    symlinkSync(join(consumer, 'node_modules'), join(project, 'node_modules'), 'dir');
+    run(process.execPath, [join(consumer, 'node_modules/wrangler/bin/wrangler.js'), 'deploy', '--dry-run', '--outdir', 'out'], project, { WRANGLER_SEND_METRICS: 'false', CI: '1' });
+  }
+  step(`built ${workerTomls.length} Worker projects (examples/*.wrangler.toml) with wrangler against the package`);
 
   writeFileSync(
     join(consumer, 'run.mjs'),

@@ -35,11 +35,30 @@ describe('code blocks of the README and docs/', () => {
     }
   });
 
-  it('every ```toml block is wrangler.toml\'s own text', () => {
+  // A Worker project of a user's own: examples/<worker>.wrangler.toml is its whole wrangler.toml, with
+  // examples/<worker>.ts as its entry (the package check builds each pair with wrangler).
+  const workerTomls = new Map(readdirSync('examples').filter((f) => f.endsWith('.wrangler.toml')).map((f) => [f, readFileSync(`examples/${f}`, 'utf8').trim()]));
+  const tomls = pages.flatMap((page) => fences(text.get(page)!, 'toml').map((block) => ({ page, block })));
+
+  it("every ```toml block is wrangler.toml's own text or a whole examples/*.wrangler.toml", () => {
     const wrangler = readFileSync('wrangler.toml', 'utf8');
-    const tomls = pages.flatMap((page) => fences(text.get(page)!, 'toml').map((block) => ({ page, block })));
     expect(tomls.length).toBeGreaterThan(0);
-    for (const { page, block } of tomls) expect(wrangler, `${page}: toml block not in wrangler.toml`).toContain(block);
+    for (const { page, block } of tomls) {
+      if ([...workerTomls.values()].includes(block)) continue;
+      expect(wrangler, `${page}: toml block neither in wrangler.toml nor an examples/*.wrangler.toml`).toContain(block);
+    }
+  });
+
+  it('shows every examples/*.wrangler.toml, each beside its Worker, on the date wrangler.toml is tested with', () => {
+    expect(workerTomls.size).toBeGreaterThan(0);
+    const date = /^compatibility_date = "([\d-]+)"$/m.exec(readFileSync('wrangler.toml', 'utf8'))?.[1];
+    expect(date).toBeDefined();
+    for (const [file, toml] of workerTomls) {
+      expect(tomls.some(({ block }) => block === toml), `examples/${file} is in neither the README nor docs/`).toBe(true);
+      expect(examples.has(file.replace(/\.wrangler\.toml$/, '.ts')), `examples/${file} has no Worker beside it`).toBe(true);
+      expect(toml, `examples/${file}`).toMatch(/^main = "src\/index\.ts"$/m);
+      expect(toml, `examples/${file}`).toContain(`compatibility_date = "${date}"`);
+    }
   });
 
   it("names the tarball npm pack writes for this version", () => {

@@ -19,6 +19,9 @@ it('the packed tarball installs, type-checks, imports and lints clean', { timeou
   expect(subpaths).toBeGreaterThanOrEqual(7);
   expect(stdout).toMatch(/packed from a clean dist\/: its \d+ files are all built from src\/ \(dist\/stale-module-from-an-old-build\.js, left there before packing, is not shipped\)/);
   expect(stdout).toContain(`type-checked ${examples} examples and ${subpaths} subpaths`);
+  const workers = readdirSync(`${root}/examples`).filter((f) => f.endsWith('.wrangler.toml')).length;
+  expect(workers).toBeGreaterThanOrEqual(2);
+  expect(stdout).toContain(`built ${workers} Worker projects (examples/*.wrangler.toml) with wrangler against the package`);
   expect(stdout).toMatch(/decided 200 then 429 through the installed package/);
   expect(stdout).toMatch(/publint --strict: no issues/);
   expect(stdout).toMatch(/arethetypeswrong \(esm-only profile\): no problems/);
