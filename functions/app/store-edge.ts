@@ -4,7 +4,8 @@ import { Redis } from '@upstash/redis/cloudflare';
 import { ConfigError } from '../../src/errors.js';
 import type { Store } from '../../src/store.js';
 import { memoryStore } from '../../src/stores/memory.js';
-import { redisStore } from '../../src/stores/redis.js';
+import { adaptScriptClient } from '../../src/stores/redis-client.js';
+import { createRedisStore } from '../../src/stores/redis-store.js';
 import { durableObjectStore, type DurableObjectNamespaceLike } from '../../src/stores/durable-object.js';
 import type { AppConfig } from './env.js';
 
@@ -16,10 +17,11 @@ export function createEdgeStore(config: AppConfig['store'], { timeoutMs, env = {
     case 'upstash':
       // retry: false: the limiter's timeout and fail mode decide what an outage means, not client retries.
       // signal: each HTTP request is aborted after timeoutMs, so it cannot outlive the decision it served.
-      return redisStore({
-        client: new Redis({ url: config.url, token: config.token, retry: false, signal: () => AbortSignal.timeout(timeoutMs) }),
-        clientClock: config.clientClock,
-      });
+      // redisStore's store, given only the adapter an @upstash/redis client needs (not the TCP clients').
+      return createRedisStore(
+        { client: new Redis({ url: config.url, token: config.token, retry: false, signal: () => AbortSignal.timeout(timeoutMs) }), clientClock: config.clientClock },
+        adaptScriptClient,
+      );
     case 'durable-object': {
       const namespace = env.LIMITER_DO as DurableObjectNamespaceLike | undefined;
       if (!namespace || typeof namespace.idFromName !== 'function') {

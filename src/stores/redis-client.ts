@@ -59,11 +59,17 @@ export function isCluster(client: RedisClientLike): boolean {
 }
 
 /**
- * The client driven through one interface, and whether its commands take the limiter's abort signal
+ * A client driven through one interface, and whether its commands take the limiter's abort signal
  * (the `redis` package's and adapters with `takesSignal: true` do; reading the signal for the others
  * would only make one).
  */
-export function adapt(client: RedisClientLike): { client: RedisScriptClient; abortable: boolean } {
+export interface AdaptedClient {
+  client: RedisScriptClient;
+  abortable: boolean;
+}
+
+/** Any client redisStore accepts: the TCP clients here, @upstash/redis and adapters in adaptScriptClient. */
+export function adapt(client: RedisClientLike): AdaptedClient {
   const c = client as unknown as Record<string, unknown>;
   if (typeof c.sendCommand === 'function' && typeof c.getSlotMaster === 'function') {
     // A script's keys must all live in one slot; ours has one key, so routing by it is always right,
@@ -105,6 +111,16 @@ export function adapt(client: RedisClientLike): { client: RedisScriptClient; abo
       abortable: true,
     };
   }
+  return adaptScriptClient(client);
+}
+
+/**
+ * An @upstash/redis client or a RedisScriptClient adapter. The Worker's store (functions/app/store-edge.ts)
+ * has an @upstash/redis client only, and adapts it with this alone, so that its bundle holds no TCP
+ * client's adapter.
+ */
+export function adaptScriptClient(client: RedisClientLike): AdaptedClient {
+  const c = client as unknown as Record<string, unknown>;
   if (typeof c.evalsha === 'function' && typeof c.eval === 'function' && typeof c.del === 'function' && typeof c.ping === 'function') {
     if (c.takesSignal === true) return { client: client as RedisScriptClient, abortable: true };
     const u = client as UpstashLike;
