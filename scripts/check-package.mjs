@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'edge-limiter-consumer-'));
@@ -37,6 +37,28 @@ try {
     throw new Error(`the tarball ships ${orphans.join(', ') || 'no dist/'}: no module in src/ builds it (prepack must build from a clean dist/)`);
   }
   step(`packed from a clean dist/: its ${built.length} files are all built from src/ (${STALE}, left there before packing, is not shipped)`);
+
+  // The README's guide links work in the package too: the guides ship, and every link of a shipped page
+  // (the README or a guide) into docs/ reaches a file in the tarball. (Links into the repository's
+  // examples/, bench/ and the like stay links to the repository.)
+  const shipped = new Set(files.map((f) => f.slice('package/'.length)));
+  const pages = [...shipped].filter((f) => f === 'README.md' || /^docs\/[^/]+\.md$/.test(f));
+  const extract = join(work, 'extract');
+  mkdirSync(extract);
+  run('tar', ['-xzf', join(work, tarball), '-C', extract]);
+  let docLinks = 0;
+  for (const page of pages) {
+    const md = readFileSync(join(extract, 'package', page), 'utf8').replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
+    for (const [, target] of md.matchAll(/!?\[[^\]]*\]\(\s*<?([^)\s>#]*)[^)]*\)/g)) {
+      if (!target || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+      const file = posix.normalize(posix.join(posix.dirname(page), decodeURIComponent(target)));
+      if (!file.startsWith('docs/') || !file.endsWith('.md')) continue;
+      docLinks++;
+      if (!shipped.has(file)) throw new Error(`${page} links ${target}, which the tarball does not hold (${file})`);
+    }
+  }
+  if (docLinks === 0) throw new Error('the packed README links no guide in docs/');
+  step(`the packed README and ${pages.length - 1} guides: their ${docLinks} links to guides reach files in the tarball`);
 
   const consumer = join(work, 'consumer');
   mkdirSync(consumer);

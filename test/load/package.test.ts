@@ -19,6 +19,10 @@ it('the packed tarball installs, type-checks, imports and lints clean', { timeou
   expect(subpaths).toBeGreaterThanOrEqual(7);
   expect(stdout).toMatch(/packed from a clean dist\/: its \d+ files are all built from src\/ \(dist\/stale-module-from-an-old-build\.js, left there before packing, is not shipped\)/);
   expect(stdout).toContain(`type-checked ${examples} examples and ${subpaths} subpaths`);
+  // Every guide ships (docs/*.md), so the README's links to them work in the package.
+  const guides = readdirSync(`${root}/docs`).filter((f) => f.endsWith('.md')).length;
+  expect(guides).toBeGreaterThanOrEqual(10);
+  expect(stdout).toMatch(new RegExp(`the packed README and ${guides} guides: their \\d+ links to guides reach files in the tarball`));
   const workers = readdirSync(`${root}/examples`).filter((f) => f.endsWith('.wrangler.toml')).length;
   expect(workers).toBeGreaterThanOrEqual(2);
   expect(stdout).toContain(`built ${workers} Worker projects (examples/*.wrangler.toml) with wrangler against the package`);
