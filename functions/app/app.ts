@@ -26,8 +26,8 @@ export interface BuiltApp {
  * A Hono app routed by RegExpRouter alone. Hono's default router (SmartRouter) holds RegExpRouter and
  * TrieRouter and, on the first request, keeps RegExpRouter unless a route cannot be compiled into it;
  * every route here compiles, so it always kept RegExpRouter and TrieRouter was never run, only shipped
- * (1.1 KiB of the Worker's 60 KiB gzip budget). A route RegExpRouter cannot compile would answer 500 on
- * every request, which the HTTP tests would see.
+ * (1.1 KiB of the Worker's 60 KiB gzip budget). A route RegExpRouter cannot compile would make every
+ * request throw (UnsupportedPathError, before any handler or onError), which every HTTP test would see.
  */
 const routerApp = (): Hono => new HonoBase({ router: new RegExpRouter() });
 
