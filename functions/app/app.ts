@@ -12,6 +12,7 @@ import { headerKey, ipKey } from '../../src/http/key.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { addPermitRoutes } from '../../src/http/permit-app.js';
 import { problemResponse } from '../../src/http/problem.js';
+import { CONTROL, HOST } from '../../src/http/fields.js';
 import { createDecisionStats, type DecisionStats } from '../../src/limiter/decision-stats.js';
 import { composeOnDecision, serveStats } from './stats.js';
 
@@ -63,16 +64,19 @@ export interface BuildOptions {
 }
 
 /**
- * Host rules (RFC 9112 §3.2) on every entry, before any route and before the limiter: a request with an
- * empty Host, or with several (a platform joins repeated lines into one value, with ", " or "; "), gets
- * 400 invalid-request. A host is a name or an address and a port: never empty, never a comma or a space.
- * A request without Host passes here: a Lambda event may carry none, and the Node server refuses an
- * HTTP/1.1 request without one itself.
+ * Host rules (RFC 9112 §3.2) and field values (RFC 9110 §5.5) on every entry, before any route and before
+ * the limiter: 400 invalid-request for a Host that is not one host name or IP literal with an optional
+ * port (empty; several joined with ", " or "; " by a platform; "x/admin?" or "a@evil.example", which
+ * would rewrite the URL), and for a header value holding a control character other than HTAB. A request
+ * without Host passes here: a Lambda event may carry none, and the Node server refuses an HTTP/1.1
+ * request without one itself.
  */
 export const hostRules: MiddlewareHandler = async function hostRules(c, next) {
   const host = c.req.header('host');
-  if (host === '') return problemResponse('invalid-request', 'the Host header is empty');
-  if (host !== undefined && /[\s,]/.test(host)) return problemResponse('invalid-request', 'a request must carry one Host header, not several');
+  if (host !== undefined && !HOST.test(host)) {
+    return problemResponse('invalid-request', host === '' ? 'the Host header is empty' : /[\s,;]/.test(host) ? 'a request must carry one Host header, not several' : 'the Host header is not a host name or address with an optional port');
+  }
+  for (const [name, value] of c.req.raw.headers) if (CONTROL.test(value)) return problemResponse('invalid-request', `the ${name} header holds a control character`);
   return next();
 };
 

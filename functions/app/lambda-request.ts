@@ -3,6 +3,7 @@
 // that no server would accept as a request is refused here, with problem+json, before the app runs.
 import type { ALBEvent, APIGatewayProxyEvent, APIGatewayProxyEventV2 } from 'aws-lambda';
 import { problemResponse } from '../../src/http/problem.js';
+import { CONTROL, HOST } from '../../src/http/fields.js';
 
 export type LambdaHttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2 | ALBEvent;
 
@@ -24,10 +25,6 @@ export function eventMethod(event: LambdaHttpEvent, kind: EventKind): string {
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-// RFC 9110 §5.5: a field value holds no control character but HTAB (obs-text, 0x80 and up, is allowed).
-const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
-// A host name or an IP literal, with an optional port: nothing that could end the authority of a URL.
-const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$/;
 // Standard base64 as API Gateway and ALB write it: padded, no whitespace.
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 // The client's framing describes its connection to AWS, not this body: the body is framed again below.

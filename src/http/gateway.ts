@@ -7,6 +7,7 @@
 import type { Context } from 'hono';
 import { trustedChain, compileTrust, onCloudflare, type ClientIpOptions } from './key.js';
 import { problemResponse } from './problem.js';
+import { HOST } from './fields.js';
 
 /** Options of createForwarder: the origin, its timeout, the largest body, which forwarded headers to trust, and the transport. */
 export interface ForwardOptions {
@@ -168,8 +169,6 @@ export const CLIENT_CLAIMS: readonly string[] = [
   'x-original-uri',
   'x-forwarded-uri',
 ];
-
-const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?$/;
 
 /**
  * The entry the first of `proxies` trusted proxies wrote in a list header that each of them sets or

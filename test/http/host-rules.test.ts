@@ -1,5 +1,6 @@
-// The app every entry serves (functions/app/app.ts) refuses an empty Host and a Host that holds several
-// (a platform joins repeated lines into one value) with 400 invalid-request, before any route and before
+// The app every entry serves (functions/app/app.ts) refuses an empty Host, a Host that holds several
+// (a platform joins repeated lines into one value) or anything but one host name or IP literal with an
+// optional port, and a header value with a control character, with 400 invalid-request, before any route and before
 // the limiter: the Worker and Lambda entries get the rule the Node server applies on the wire
 // (test/http/node-wire.test.ts). A request with no Host at all passes: a Lambda event may carry none.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,6 +43,27 @@ describe('Host rules in the app (every entry)', () => {
       }
       expect(await remaining(encodeURIComponent(key)), JSON.stringify(host)).toBe(10);
     }
+    await origin.settled();
+    expect(origin.requests).toEqual([]);
+  });
+
+  it('a Host that is not one host name or IP literal with an optional port ("x/admin?", "a@evil.example"), or a control character in a header value: 400 invalid-request before any route and the limiter', async () => {
+    const bad: Record<string, string>[] = [
+      ...['x/admin?', 'x/v1/permits?', 'a@evil.example', 'gw#frag', '[zz]', 'gw:', 'gw:8080:1', 'gw\\x'].map((Host) => ({ Host })),
+      ...['a\x01b', 'a\x7fb', '\x1b[0m'].map((v) => ({ Host: 'gw', 'X-A': v })),
+    ];
+    for (const headers of bad) {
+      const key = `k-${JSON.stringify(headers)}`;
+      for (const pending of [app.request('/healthz', { headers }), permit(key, headers), app.request('/public/page', { headers: { ...headers, 'X-API-KEY': key } })]) {
+        const res = await pending;
+        expect(res.status, JSON.stringify(headers)).toBe(400);
+        expect(res.headers.get('content-type')).toBe('application/problem+json');
+        expect(await res.json()).toMatchObject({ type: 'urn:edge-limiter:problem:invalid-request', status: 400 });
+      }
+      expect(await remaining(encodeURIComponent(key)), JSON.stringify(headers)).toBe(10);
+    }
+    // HTAB is the one control character a value may hold.
+    expect((await app.request('/healthz', { headers: { Host: 'gw', 'X-A': 'a\tb' } })).status).toBe(200);
     await origin.settled();
     expect(origin.requests).toEqual([]);
   });
