@@ -128,29 +128,22 @@ function bodyFraming(headers: Headers): { length: number | null } | string {
 
 /**
  * Headers in which a client can claim an address, a scheme, a host, a port or the URL it asked for
- * (X-Original-URL, X-Rewrite-URL, X-Original-URI, X-Forwarded-URI: some frameworks and auth
- * proxies route or authorize by them). None is forwarded as the client wrote
- * it: X-Forwarded-For/-Proto/-Host and X-Real-IP are rewritten from what the gateway knows,
- * CF-Connecting-IP is set on Workers from the platform's own value, the rest are dropped. docs/gateway.md
- * names every one of them (test/http/gateway.test.ts holds the two lists the same).
+ * (X-Original-URL, X-Rewrite-URL: some frameworks and auth proxies route or authorize by them). None is
+ * forwarded as the client wrote it: X-Forwarded-For/-Proto/-Host and X-Real-IP are set again from what
+ * the gateway knows, CF-Connecting-IP on Workers from the platform's value, the rest are dropped. A
+ * claim is a name in CLIENT_CLAIMS or one starting with a CLAIM_PREFIXES family, compared without case
+ * and with `_` read as `-` (a CGI-style origin reads X_Forwarded_For as X-Forwarded-For).
+ * docs/gateway.md names both lists (test/http/gateway.test.ts holds them the same).
  */
+export const CLAIM_PREFIXES: readonly string[] = ['x-forwarded-', 'x-original-', 'x-envoy-', 'x-real-', 'x-client-', 'x-cluster-client-', 'cf-'];
+
 export const CLIENT_CLAIMS: readonly string[] = [
   'forwarded',
   'forwarded-for',
   'x-forwarded',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-forwarded-prefix',
-  'x-forwarded-server',
-  'x-forwarded-scheme',
-  'x-forwarded-ssl',
   'front-end-https',
   'x-url-scheme',
-  'x-real-ip',
-  'x-client-ip',
-  'x-cluster-client-ip',
+  'x-scheme',
   'x-originating-ip',
   'x-remote-addr',
   'x-remote-ip',
@@ -158,17 +151,19 @@ export const CLIENT_CLAIMS: readonly string[] = [
   'true-client-ip',
   'fastly-client-ip',
   'fly-client-ip',
-  'x-envoy-external-address',
-  'cf-connecting-ip',
-  'cf-connecting-ipv6',
-  'x-original-forwarded-for',
-  'x-original-host',
+  'x-proxyuser-ip',
+  'x-appengine-user-ip',
+  'x-azure-clientip',
+  'x-azure-socketip',
   'x-host',
-  'x-original-url',
   'x-rewrite-url',
-  'x-original-uri',
-  'x-forwarded-uri',
 ];
+
+/** Whether a header is a client's claim (see CLIENT_CLAIMS). */
+export function isClientClaim(name: string): boolean {
+  const n = name.toLowerCase().replace(/_/g, '-');
+  return CLIENT_CLAIMS.includes(n) || CLAIM_PREFIXES.some((p) => n.startsWith(p));
+}
 
 /**
  * The entry the first of `proxies` trusted proxies wrote in a list header that each of them sets or
@@ -277,7 +272,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const url = new URL(req.url);
     // Host is the origin's. Where the origin's encoding reaches the client (`send`, workerd) the client's
     // Accept-Encoding goes on; elsewhere fetch decodes what it asks for, so Accept-Encoding is left to it.
-    const headers = endToEnd(req.headers, ['host', 'expect', ...FRAMING, ...(passEncoding ? [] : ['accept-encoding']), ...CLIENT_CLAIMS]);
+    const headers = endToEnd(req.headers, ['host', 'expect', ...FRAMING, ...(passEncoding ? [] : ['accept-encoding']), ...[...req.headers.keys()].filter(isClientClaim)]);
     const replaced = passEncoding && headers.has('accept-encoding') ? replacedAcceptEncoding(req) : undefined;
     if (replaced) headers.set('accept-encoding', replaced);
     else if (replaced === '') headers.delete('accept-encoding');

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
 import { buildApp } from '../../functions/app/app.js';
 import { memoryStore, type Store } from '../../src/index.js';
-import { CLIENT_CLAIMS, createForwarder } from '../../src/http/gateway.js';
+import { CLAIM_PREFIXES, CLIENT_CLAIMS, createForwarder, isClientClaim } from '../../src/http/gateway.js';
 import { nodeSend } from '../../functions/app/node-send.js';
 import { Hono } from 'hono';
 
@@ -322,9 +322,30 @@ describe('GATE_MAX_BODY_BYTES and maxBodyBytes', () => {
 });
 
 describe('forwarding headers carry what the gateway knows, never what a client wrote', () => {
-  // Every header in which a client can claim an address, a scheme, a host or a port.
-  const claims = {
+  // Every header CLIENT_CLAIMS names, one by one.
+  const named = {
     Forwarded: 'for=6.6.6.6;proto=https;host=evil.example',
+    'Forwarded-For': '6.6.6.6',
+    'X-Forwarded': 'for=6.6.6.6',
+    'Front-End-Https': 'on',
+    'X-Url-Scheme': 'https',
+    'X-Scheme': 'https',
+    'X-Originating-IP': '6.6.6.6',
+    'X-Remote-Addr': '6.6.6.6',
+    'X-Remote-IP': '6.6.6.6',
+    'Client-IP': '6.6.6.6',
+    'True-Client-IP': '6.6.6.6',
+    'Fastly-Client-IP': '6.6.6.6',
+    'Fly-Client-IP': '6.6.6.6',
+    'X-ProxyUser-IP': '6.6.6.6',
+    'X-AppEngine-User-IP': '6.6.6.6',
+    'X-Azure-ClientIP': '6.6.6.6',
+    'X-Azure-SocketIP': '6.6.6.6',
+    'X-Host': 'evil.example',
+    'X-Rewrite-URL': '/admin',
+  };
+  // Members of each CLAIM_PREFIXES family, the known ones and some no list would name.
+  const family = {
     'X-Forwarded-For': '6.6.6.6',
     'X-Forwarded-Proto': 'https',
     'X-Forwarded-Host': 'evil.example',
@@ -333,49 +354,58 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'X-Forwarded-Server': 'evil.example',
     'X-Forwarded-Scheme': 'https',
     'X-Forwarded-Ssl': 'on',
-    'Front-End-Https': 'on',
-    'X-Url-Scheme': 'https',
+    'X-Forwarded-URI': '/admin',
+    'X-Forwarded-Protocol': 'https',
+    'X-Forwarded-Hostname': 'evil.example',
+    'X-Forwarded-Path': '/admin',
+    'X-Forwarded-Client-Cert': 'By=spiffe://evil',
+    'X-Original-Forwarded-For': '6.6.6.6',
+    'X-Original-Host': 'evil.example',
+    'X-Original-URL': '/admin',
+    'X-Original-URI': '/admin',
+    'X-Envoy-External-Address': '6.6.6.6',
+    'X-Envoy-Original-Path': '/admin',
+    'X-Envoy-Internal': 'true',
     'X-Real-IP': '6.6.6.6',
+    'X-Real-Port': '443',
     'X-Client-IP': '6.6.6.6',
+    'X-Client-Port': '443',
     'X-Cluster-Client-IP': '6.6.6.6',
-    'Client-IP': '6.6.6.6',
-    'True-Client-IP': '6.6.6.6',
-    'Fastly-Client-IP': '6.6.6.6',
     'CF-Connecting-IP': '6.6.6.6',
     'CF-Connecting-IPv6': '2001:db8::666',
-    'X-Original-Forwarded-For': '6.6.6.6',
-    'X-Forwarded': 'for=6.6.6.6',
-    'Forwarded-For': '6.6.6.6',
-    'X-Originating-IP': '6.6.6.6',
-    'X-Remote-Addr': '6.6.6.6',
-    'X-Remote-IP': '6.6.6.6',
-    'Fly-Client-IP': '6.6.6.6',
-    'X-Envoy-External-Address': '6.6.6.6',
-    'X-Original-Host': 'evil.example',
-    'X-Host': 'evil.example',
-    'X-Original-URL': '/admin',
-    'X-Rewrite-URL': '/admin',
-    'X-Original-URI': '/admin',
-    'X-Forwarded-URI': '/admin',
+    'CF-Pseudo-IPv4': '6.6.6.6',
+    'CF-Visitor': '{"scheme":"https"}',
   };
-  // The headers docs/gateway.md says are dropped: every claim but the four rewritten ones.
+  // Each of them again with `_` for `-` (x_forwarded_for, cf_connecting_ip, ...), as a CGI-style origin reads them.
+  const underscored = Object.fromEntries(Object.entries({ ...named, ...family }).map(([name, value]) => [name.toLowerCase().replace(/-/g, '_'), value]));
+  const claims = { ...named, ...family, ...underscored };
+  // What must not reach the origin as the client wrote it: every claim but the four the gateway sets again.
   const dropped = Object.keys(claims)
     .map((name) => name.toLowerCase())
     .filter((name) => !['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-real-ip'].includes(name));
 
-  it('the claims sent here are every claim the gateway holds (CLIENT_CLAIMS)', () => {
-    expect(Object.keys(claims).map((name) => name.toLowerCase()).sort()).toEqual([...CLIENT_CLAIMS].sort());
+  it('the names sent here are CLIENT_CLAIMS, and every CLAIM_PREFIXES family has members here', () => {
+    expect(Object.keys(named).map((name) => name.toLowerCase()).sort()).toEqual([...CLIENT_CLAIMS].sort());
+    for (const prefix of CLAIM_PREFIXES) expect(Object.keys(family).some((name) => name.toLowerCase().startsWith(prefix)), prefix).toBe(true);
+    for (const name of Object.keys(family)) expect(CLAIM_PREFIXES.some((prefix) => name.toLowerCase().startsWith(prefix)), name).toBe(true);
+    for (const name of Object.keys(claims)) expect(isClientClaim(name), name).toBe(true);
+    for (const name of ['x-custom', 'x-forwardedfor', 'accept', 'x-cfg', 'content-type']) expect(isClientClaim(name), name).toBe(false);
   });
 
-  it('docs/gateway.md names exactly the headers dropped here', () => {
-    const list = /this is the full list the gateway drops, and any header not in it goes\s+through: ([\s\S]*?), which on Workers/.exec(readFileSync('docs/gateway.md', 'utf8'))?.[1];
+  it('docs/gateway.md names exactly CLAIM_PREFIXES and CLIENT_CLAIMS, and the underscore rule', () => {
+    const doc = readFileSync('docs/gateway.md', 'utf8').replace(/\s+/g, ' ');
+    expect(doc).toContain('compared case-insensitively with `_` read as `-`');
+    const prefixes = /every header whose name starts with (.*?)(?: \(such as [^)]*\))?, and these:/.exec(doc)?.[1];
+    expect(prefixes).toBeDefined();
+    expect([...prefixes!.matchAll(/`([^`]+)`/g)].map(([, p]) => p!.toLowerCase()).sort()).toEqual([...CLAIM_PREFIXES].sort());
+    const list = /, and these: (.*?); any other header goes through/.exec(doc)?.[1];
     expect(list).toBeDefined();
     // `A`, `B`/`-C` (B's prefix with C), and `D`
-    const named = [...list!.replace(/\s+/g, ' ').matchAll(/`([^`]+)`((?:\/`-[^`]+`)*)/g)].flatMap(([, first, more]) => {
+    const listed = [...list!.matchAll(/`([^`]+)`((?:\/`-[^`]+`)*)/g)].flatMap(([, first, more]) => {
       const stem = first!.slice(0, first!.lastIndexOf('-'));
       return [first!, ...[...more!.matchAll(/`(-[^`]+)`/g)].map(([, suffix]) => stem + suffix)];
     });
-    expect(named.map((n) => n.toLowerCase()).sort()).toEqual([...dropped].sort());
+    expect(listed.map((n) => n.toLowerCase()).sort()).toEqual([...CLIENT_CLAIMS].sort());
   });
 
   it('from an untrusted client: X-Forwarded-*, X-Real-IP are the peer and our own scheme and Host; every other claim is dropped', async () => {

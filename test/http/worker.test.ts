@@ -253,6 +253,9 @@ describe('Worker in workerd (memory store)', () => {
         'X-Real-IP': '6.6.6.6',
         'True-Client-IP': '6.6.6.6',
         'CF-Connecting-IPv6': '2001:db8::666',
+        'CF-Visitor': '{"scheme":"https"}',
+        'CF-Pseudo-IPv4': '6.6.6.6',
+        X_Forwarded_For: '6.6.6.6',
       },
     });
     expect(res.status).toBe(201);
@@ -265,7 +268,7 @@ describe('Worker in workerd (memory store)', () => {
     expect(originSaw['x-real-ip']).toBe('203.0.113.8');
     expect(originSaw['x-forwarded-proto']).toBe('http');
     expect(originSaw['x-forwarded-host']).toBe(new URL(dev.url).host);
-    for (const name of ['forwarded', 'true-client-ip', 'cf-connecting-ipv6']) expect(originSaw[name], name).toBeUndefined();
+    for (const name of ['forwarded', 'true-client-ip', 'cf-connecting-ipv6', 'cf-visitor', 'cf-pseudo-ipv4', 'x_forwarded_for']) expect(originSaw[name], name).toBeUndefined();
   });
 
   it('gateway mode: bodies are streamed to the origin; over GATE_MAX_BODY_BYTES, declared or streamed, 413 problem+json', async () => {
