@@ -237,6 +237,9 @@ export function serveNode(options: { fetch: FetchCallback; port: number; hostnam
       pipeline.closing = true;
       answerAndClose(outgoing, type, detail);
     };
+    // Node's parser passes HTTP/0.9 (a request line with no version, "GET /x") and HTTP/2.0 on to here and
+    // answers 400 to any other version but 1.x itself; so do these, rather than serve them as HTTP/1.1.
+    if (incoming.httpVersionMajor !== 1) return refuse('invalid-request', `this server speaks HTTP/1.x; the request line was read as HTTP/${incoming.httpVersion}`);
     const coding = transferCodingProblem(incoming);
     if (coding) return refuse(...coding);
     const host = hostProblem(incoming);

@@ -3,6 +3,7 @@
 // order, until the server closes. What was charged is read from the permit API's buckets, what was
 // forwarded from an origin that logs every request its parser reads.
 // - Host (RFC 9112 §3.2): two Host lines or an empty one: 400 before any route or the limiter;
+// - a version other than HTTP/1.x (HTTP/0.9's line without one, HTTP/2.0): 400 before the limiter;
 // - pipelining (RFC 9112 §9.3.2, §9.6): answers in request order, a parse error's after the answers ahead
 //   of it; nothing after a request that closes the connection is processed;
 // - framing: Transfer-Encoding other than chunked, obsolete line folding, bare LF, Content-Length with
@@ -146,6 +147,21 @@ describe('Node entry: Host (RFC 9112 §3.2)', () => {
       expect(await forwarded()).toEqual(['GET /x?q=1']);
       expect(origin.requests[0]!.headers['x-forwarded-proto'], target).toBe('http');
       expect(origin.requests[0]!.headers['x-forwarded-host'], target).toBe('gw');
+    }
+  });
+});
+
+describe('Node entry: HTTP version', () => {
+  it('a request line with no version (HTTP/0.9, no Host) or HTTP/2.0: 400 problem+json and close, nothing charged or forwarded', async () => {
+    for (const line of ['GET /h09-probe', 'GET /h09-probe HTTP/0.9', 'GET /h20-probe HTTP/2.0']) {
+      const key = fresh('ver');
+      const wire = await exchange(`${line}\r\nX-API-KEY: ${key}\r\n\r\n`);
+      expect(wire.answers.map((a) => a.status), line).toEqual([400]);
+      expect(problemOf(wire.answers[0]!)).toMatchObject({ type: 'urn:edge-limiter:problem:invalid-request' });
+      expect(wire.closed).toBe(true);
+      const gate = (await (await fetch(`${server.url}/v1/buckets/gate/${key}`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json()) as { remaining: number };
+      expect(gate.remaining, line).toBe(100);
+      expect(await forwarded(), line).toEqual([]);
     }
   });
 });
