@@ -133,9 +133,10 @@ function bodyFraming(headers: Headers): { length: number | null } | string {
  * the gateway knows, CF-Connecting-IP on Workers from the platform's value, the rest are dropped. A
  * claim is a name in CLIENT_CLAIMS or one starting with a CLAIM_PREFIXES family, compared without case
  * and with `_` read as `-` (a CGI-style origin reads X_Forwarded_For as X-Forwarded-For).
- * docs/gateway.md names both lists (test/http/gateway.test.ts holds them the same).
+ * X-Client- is no family: X-Client-Id and X-Client-Version are common application headers. docs/gateway.md
+ * names both lists (test/http/gateway.test.ts holds them the same).
  */
-export const CLAIM_PREFIXES: readonly string[] = ['x-forwarded-', 'x-original-', 'x-envoy-', 'x-real-', 'x-client-', 'x-cluster-client-', 'cf-'];
+export const CLAIM_PREFIXES: readonly string[] = ['x-forwarded-', 'x-original-', 'x-envoy-', 'x-real-', 'x-cluster-client-', 'cf-'];
 
 export const CLIENT_CLAIMS: readonly string[] = [
   'forwarded',
@@ -144,6 +145,8 @@ export const CLIENT_CLAIMS: readonly string[] = [
   'front-end-https',
   'x-url-scheme',
   'x-scheme',
+  'x-client-ip',
+  'x-client-port',
   'x-originating-ip',
   'x-remote-addr',
   'x-remote-ip',

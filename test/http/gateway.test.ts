@@ -330,6 +330,8 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'Front-End-Https': 'on',
     'X-Url-Scheme': 'https',
     'X-Scheme': 'https',
+    'X-Client-IP': '6.6.6.6',
+    'X-Client-Port': '443',
     'X-Originating-IP': '6.6.6.6',
     'X-Remote-Addr': '6.6.6.6',
     'X-Remote-IP': '6.6.6.6',
@@ -368,9 +370,8 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'X-Envoy-Internal': 'true',
     'X-Real-IP': '6.6.6.6',
     'X-Real-Port': '443',
-    'X-Client-IP': '6.6.6.6',
-    'X-Client-Port': '443',
     'X-Cluster-Client-IP': '6.6.6.6',
+    'X-Cluster-Client-Port': '443',
     'CF-Connecting-IP': '6.6.6.6',
     'CF-Connecting-IPv6': '2001:db8::666',
     'CF-Pseudo-IPv4': '6.6.6.6',
@@ -389,7 +390,7 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     for (const prefix of CLAIM_PREFIXES) expect(Object.keys(family).some((name) => name.toLowerCase().startsWith(prefix)), prefix).toBe(true);
     for (const name of Object.keys(family)) expect(CLAIM_PREFIXES.some((prefix) => name.toLowerCase().startsWith(prefix)), name).toBe(true);
     for (const name of Object.keys(claims)) expect(isClientClaim(name), name).toBe(true);
-    for (const name of ['x-custom', 'x-forwardedfor', 'accept', 'x-cfg', 'content-type']) expect(isClientClaim(name), name).toBe(false);
+    for (const name of ['x-custom', 'x-forwardedfor', 'accept', 'x-cfg', 'content-type', 'x-client-id', 'x_client_version']) expect(isClientClaim(name), name).toBe(false);
   });
 
   it('docs/gateway.md names exactly CLAIM_PREFIXES and CLIENT_CLAIMS, and the underscore rule', () => {
