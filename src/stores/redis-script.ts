@@ -5,7 +5,7 @@
 // round trip either way). A bucket of one limit is
 // "<debt>:<atUs>", as every earlier version wrote it. The step only adds, subtracts and multiplies
 // integers (and divides with an exact floor correction), in the order core/gcra.ts does, so the script
-// and the client compute the same numbers. The reply formats no number: it carries the verdict, the
+// and the client compute the same numbers. The reply formats no number of its own (only the stored value, written as above, is text): it carries the verdict, the
 // clock reading and the stored value the step read, all as integers where they are (see `read`), and
 // the client redoes the step from those (core/gcra.ts `step`, in stores/redis-reply.ts `resultOf`). Formatting
 // a debt cost ~1 µs of Redis time per key; bulk strings cost the client ~4 µs per reply to decode
