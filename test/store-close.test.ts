@@ -2,6 +2,8 @@
 // without it the client is the caller's to close (and the script stays alive while it is open).
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { describe, expect, inject, it, vi } from 'vitest';
 import { ConfigError, createLimiter } from '../src/index.js';
 import { mongoStore, type MongoCollectionLike } from '../src/stores/mongodb.js';
@@ -30,6 +32,25 @@ describe('closeClient', () => {
     expect(run.stderr).toBe('');
     expect(run).toMatchObject({ exited: true, code: 0 });
     expect(JSON.parse(run.stdout)).toEqual({ allowed: true });
+  });
+
+  // docs/stores.md: close() closes the client after the replies in flight. Decisions started just
+  // before close() are still waiting for the batch's turn: they must reach Redis, not a closed client.
+  it.each(['ioredis', 'node-redis'])('%s: decisions in flight when the limiter closes are decided by Redis', { timeout: 20_000 }, async (kind) => {
+    const url = inject('redisUrl');
+    const open = async () => (kind === 'ioredis' ? new Redis(url) : await createClient({ url }).connect());
+    const policies = { p: { capacity: 100, refillPerSecond: 1 } };
+    const key = `inflight-${kind}`;
+    const limiter = createLimiter({ store: redisStore({ client: await open(), closeClient: true }), policies, timeoutMs: 5_000 });
+    await limiter.reset('p', key);
+    const takes = Array.from({ length: 50 }, () => limiter.take('p', key));
+    await limiter.close();
+    const decisions = await Promise.all(takes);
+    expect(decisions.filter((d) => d.reason === 'store_error')).toEqual([]);
+    expect(decisions.every((d) => d.allowed)).toBe(true);
+    const check = createLimiter({ store: redisStore({ client: await open(), closeClient: true }), policies });
+    expect((await check.peek('p', key)).remaining).toBe(50);
+    await check.close();
   });
 
   it('without it, the open client keeps the script alive (the caller closes it)', { timeout: 30_000 }, async () => {

@@ -229,36 +229,24 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     for (const batch of groups.values()) send(batch);
   }
 
+  // Every step not yet settled, queued or sent: close() waits for them before the client goes, so a
+  // decision taken just before close() is decided by Redis, not refused by a closed client. Counted
+  // only when the store owns the client: a store without close() pays nothing for it.
+  let open = 0;
+  let drained: (() => void) | undefined;
+  const settled = () => {
+    if (--open === 0) drained?.();
+  };
+  const step = (key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> => {
+    open++;
+    const p = stepNow(key, args, options);
+    p.then(settled, settled);
+    return p;
+  };
+
   return {
     name: 'redis',
-    step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
-      const signal = abortable ? options?.signal : undefined;
-      // Lease grants, refunds and adjustments are rare (one per lease, per correction) and take the
-      // single-key script's other kinds of step; the batch script takes only takes (and peeks).
-      if (maxBatch === 1 || args.adjust || args.tokenUnits !== undefined || args.op !== undefined) return stepOne(key, args, signal);
-      if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
-        // Nothing to wait for: send it now, the cheapest way.
-        inFlight++;
-        const alone = stepOne(key, args, signal);
-        alone.then(done, done);
-        return alone;
-      }
-      return new Promise<StepResult>((resolve, reject) => {
-        const pending: Pending = { key, args, signal, resolve, reject };
-        const slot = slotOf(key);
-        let group = waiting.get(slot);
-        if (!group) waiting.set(slot, (group = []));
-        group.push(pending);
-        gathered++;
-        if (group.length >= maxBatch || (inFlight < 2 && group.length >= earlyAt)) {
-          waiting.delete(slot);
-          send(group);
-        } else if (!scheduled) {
-          scheduled = true;
-          nextTurn(flushAll);
-        }
-      });
-    },
+    step: closeClient ? step : stepNow,
     async reset(key: string): Promise<void> {
       try {
         await client.del(key);
@@ -274,14 +262,45 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
       }
     },
     ...(closeClient && {
-      /** Closes the client the store owns (closeClient), once: later calls wait for the same close. */
+      /** Closes the client the store owns (closeClient) once, after every step queued or in flight settles: later calls wait for the same close. */
       close: (): Promise<void> =>
-        (closed ??= closeClient().then(
-          () => undefined,
-          (err: unknown) => {
-            throw new StoreError('redis', `close failed: ${message(err)}`, { cause: err });
-          },
-        )),
+        (closed ??= new Promise<void>((resolve) => (open === 0 ? resolve() : (drained = resolve)))
+          .then(closeClient)
+          .then(
+            () => undefined,
+            (err: unknown) => {
+              throw new StoreError('redis', `close failed: ${message(err)}`, { cause: err });
+            },
+          )),
     }),
   };
+
+  function stepNow(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult> {
+    const signal = abortable ? options?.signal : undefined;
+    // Lease grants, refunds and adjustments are rare (one per lease, per correction) and take the
+    // single-key script's other kinds of step; the batch script takes only takes (and peeks).
+    if (maxBatch === 1 || args.adjust || args.tokenUnits !== undefined || args.op !== undefined) return stepOne(key, args, signal);
+    if (sendAloneWhenIdle && inFlight === 0 && !scheduled) {
+      // Nothing to wait for: send it now, the cheapest way.
+      inFlight++;
+      const alone = stepOne(key, args, signal);
+      alone.then(done, done);
+      return alone;
+    }
+    return new Promise<StepResult>((resolve, reject) => {
+      const pending: Pending = { key, args, signal, resolve, reject };
+      const slot = slotOf(key);
+      let group = waiting.get(slot);
+      if (!group) waiting.set(slot, (group = []));
+      group.push(pending);
+      gathered++;
+      if (group.length >= maxBatch || (inFlight < 2 && group.length >= earlyAt)) {
+        waiting.delete(slot);
+        send(group);
+      } else if (!scheduled) {
+        scheduled = true;
+        nextTurn(flushAll);
+      }
+    });
+  }
 }
