@@ -1,6 +1,7 @@
 // Helpers that derive a rate-limit key from a request, for the middleware's `key` option, and the
 // client-address logic the gateway also uses for X-Forwarded-For.
 import type { Context } from 'hono';
+import { ConfigError } from '../errors.js';
 import { canonicalIp, formatIp, inCidr, ipv6Subnet, parseCidr, parseIp, parseIpPort, type Cidr } from './ip.js';
 
 /** How clientIp reads the client address: which X-Forwarded-For hops to trust. */
@@ -166,13 +167,18 @@ async function sha256Base64url(value: string): Promise<string> {
 /**
  * A `key` function for the middleware: an API-key header such as `x-api-key`, hashed by default.
  * A client can send any value in an unauthenticated header, so every new value is a new bucket: key by a
- * header only after something has checked it (or rate-limit by IP as well).
+ * header only after something has checked it (or rate-limit by IP as well). A value of nothing but
+ * commas and whitespace (empty copies of the header, joined) is no key: the request gets the 400.
+ * Throws a ConfigError when made with a `name` that is no HTTP field name (an RFC 9110 token).
  */
 export function headerKey(name: string, options: HeaderKeyOptions = {}): KeyFunction<Promise<string | undefined>> {
+  // An RFC 9110 token: any other name fails every request (a 500), so it fails here.
+  if (typeof name !== 'string' || !/^[!#$%&'*+.^`|~\w-]+$/.test(name)) throw new ConfigError('headerKey(name)', `must be an HTTP field name (RFC 9110 token), got ${JSON.stringify(name)}`);
   const hash = options.hash ?? true;
   const key = async (c: Context) => {
     const v = c.req.header(name);
-    if (!v) return undefined;
+    // Only separators: empty copies of the header, which the platform joined with ', '.
+    if (!v || /^[\s,]*$/.test(v)) return undefined;
     return hash ? sha256Base64url(v) : v;
   };
   return Object.assign(key, { missing: `the request has no ${name.toLowerCase()} header (or an empty one) to identify the client` });

@@ -1,8 +1,11 @@
 // The Hono middleware and key helpers (gateway mode is in gateway.test.ts).
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import { Hono, type Handler } from 'hono';
+import { serve } from '@hono/node-server';
 import { HTTPException } from 'hono/http-exception';
-import { createLimiter, memoryStore, type Store } from '../../src/index.js';
+import { ConfigError, createLimiter, memoryStore, type Store } from '../../src/index.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { clientIp, headerKey, ipKey } from '../../src/http/key.js';
 
@@ -184,7 +187,10 @@ describe('rateLimit middleware', () => {
       return (await res.json()) as { type: string; detail: string };
     };
     const { app } = appWith();
-    for (const headers of [{}, { 'x-api-key': '' }] as Record<string, string>[]) {
+    // Two empty copies reach the app joined as ', ': nothing but separators is no key either.
+    const twoEmpty = new Headers([['x-api-key', ''], ['x-api-key', ' ']]);
+    expect(twoEmpty.get('x-api-key')).toBe(', ');
+    for (const headers of [{}, { 'x-api-key': '' }, twoEmpty, { 'x-api-key': ' ,\t, ,' }] as HeadersInit[]) {
       const problem = await problemOf(await app.request('/', { headers }));
       expect(problem.type).toMatch(/invalid-request$/);
       expect(problem.detail).toBe('the request has no x-api-key header (or an empty one) to identify the client');
@@ -193,6 +199,41 @@ describe('rateLimit middleware', () => {
     expect((await problemOf(await appWith({ key: ipKey() }).app.request('/'))).detail).toBe('no client address is known for the request');
     // A key function of one's own has no `missing`: the general detail.
     expect((await problemOf(await appWith({ key: () => undefined }).app.request('/'))).detail).toBe('cannot identify the client to rate-limit this request');
+  });
+
+  it('answers a header sent only as empty copies with the same 400 over a real socket (@hono/node-server)', async () => {
+    const { app } = appWith();
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as AddressInfo;
+    const raw = (fields: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1', () => socket.write(`GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${fields}\r\n`));
+        let reply = '';
+        socket.on('data', (d) => (reply += d));
+        socket.on('end', () => resolve(reply));
+        socket.on('error', reject);
+      });
+    try {
+      for (const fields of ['x-api-key:\r\nx-api-key:\r\n', 'x-api-key: \r\nx-api-key: \t\r\n', 'x-api-key: ,\r\n']) {
+        const reply = await raw(fields);
+        expect(reply.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request');
+        expect(reply).toMatch(/content-type: application\/problem\+json/i);
+        expect(reply).toContain('the request has no x-api-key header (or an empty one)');
+      }
+      // A real key still goes through.
+      expect((await raw('x-api-key: k\r\n')).split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('headerKey refuses a name that is no HTTP field name when it is made, naming the option', () => {
+    for (const name of ['', ' x-api-key ', 'x api key', 'x-api-key\n', 'x:y', 'clé', undefined as unknown as string]) {
+      expect(() => headerKey(name)).toThrow(ConfigError);
+      expect(() => headerKey(name)).toThrow(/invalid config: headerKey\(name\) must be an HTTP field name/);
+    }
+    for (const name of ['x-api-key', 'X-Client-Id', "a!#$%&'*+.^_`|~0"]) expect(() => headerKey(name)).not.toThrow();
   });
 
   it('misconfiguration throws when the middleware is created', () => {
