@@ -25,9 +25,20 @@ describe('refill', () => {
     ['7/hour', 7 / 3600],
     ['1000/day', 1000 / 86400],
     ['1e3/day', 1000 / 86400],
+    // The exponent is a JavaScript number's, either case (Number('1E3') is 1000, as the type says).
+    ['1E3/day', 1000 / 86400],
+    ['1.5E+1/minute', 15 / 60],
     ['1/day', 1 / 86400],
   ])('%s is refillPerSecond %d, exactly', (refill, perSecond) => {
     expect(resolve({ capacity: 1000, refill })).toEqual(resolve({ capacity: 1000, refillPerSecond: perSecond }));
+  });
+
+  // Each is a Refill to TypeScript (`${number}/day`): the doc comment gives the narrower grammar that
+  // createLimiter holds it to, with a ConfigError naming the field.
+  it.each(['-1/day', '.5/day', '0x10/day', '+1/day', '0/day', '1./day', ' 1/day', '1/Day', 'Infinity/day', '1e/day'])('%s compiles as a Refill but is refused', (refill) => {
+    const bad = { capacity: 1, refill } as PolicyConfig;
+    expect(() => createLimiter({ store: memoryStore(), policies: { p: bad } })).toThrow(ConfigError);
+    expect(() => resolve(bad)).toThrow(/p\.refill must be/);
   });
 
   it('works for named limits and local limits, as refillPerSecond does', () => {

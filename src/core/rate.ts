@@ -13,10 +13,18 @@ const SECONDS_PER = { second: 1, minute: 60, hour: 3600, day: 86_400 } as const;
  * A refill written the way people say it: tokens per second, minute, hour or day, e.g. `'1000/day'` or
  * `'10/second'`. The bucket refills continuously at that rate (a daily limit is not reset at midnight):
  * `'1000/day'` is exactly `refillPerSecond: 1000 / 86400`, one token every 86.4 s.
+ *
+ * The accepted grammar, checked by createLimiter (a ConfigError names the field otherwise):
+ * `<digits>[.<digits>][(e|E)[+|-]<digits>]/(second|minute|hour|day)`, e.g. `'1.5/second'`, `'1e3/day'`,
+ * with no sign, space, leading or trailing `.`, hex or `Infinity`, and the unit in lower case; the rate
+ * it gives must be 1e-6 to 1e6 tokens per second (so `'0/day'` is refused). The type is wider than
+ * that: a template type can only say `${number}`, which also admits `'-1/day'`, `'.5/day'` and
+ * `'0x10/day'`.
  */
 export type Refill = `${number}/${keyof typeof SECONDS_PER}`;
 
-const REFILL_PATTERN = /^(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\/(second|minute|hour|day)$/;
+// The exponent in either case, as Number() and `${number}` read it.
+const REFILL_PATTERN = /^(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\/(second|minute|hour|day)$/;
 
 /**
  * A limit's tokens per second, from `refillPerSecond` or `refill` (exactly one of them). `refill` gives
