@@ -127,8 +127,9 @@ function bodyFraming(headers: Headers): { length: number | null } | string {
 }
 
 /**
- * Headers in which a client can claim an address, a scheme, a host, a port or the URL it asked for
- * (X-Original-URL, X-Rewrite-URL: some frameworks and auth proxies route or authorize by them). None is
+ * Headers in which a client can claim an address, a scheme, a host, a port, the URL it asked for
+ * (X-Original-URL, X-Rewrite-URL: some frameworks and auth proxies route or authorize by them) or a
+ * TLS client certificate (Client-Cert and Client-Cert-Chain, RFC 9440, and the older SSL-Client-Cert). None is
  * forwarded as the client wrote it: X-Forwarded-For/-Proto/-Host and X-Real-IP are set again from what
  * the gateway knows, CF-Connecting-IP on Workers from the platform's value, the rest are dropped. A
  * claim is a name in CLIENT_CLAIMS or one starting with a CLAIM_PREFIXES family, compared without case
@@ -160,6 +161,11 @@ export const CLIENT_CLAIMS: readonly string[] = [
   'x-azure-socketip',
   'x-host',
   'x-rewrite-url',
+  'client-cert',
+  'client-cert-chain',
+  'ssl-client-cert',
+  'x-ssl-client-cert',
+  'x-client-cert',
 ];
 
 /** Whether a header is a client's claim (see CLIENT_CLAIMS). */

@@ -345,6 +345,11 @@ describe('forwarding headers carry what the gateway knows, never what a client w
     'X-Azure-SocketIP': '6.6.6.6',
     'X-Host': 'evil.example',
     'X-Rewrite-URL': '/admin',
+    'Client-Cert': ':MIIB:',
+    'Client-Cert-Chain': ':MIIB:',
+    'SSL-Client-Cert': 'MIIB',
+    'X-SSL-Client-Cert': 'MIIB',
+    'X-Client-Cert': 'MIIB',
   };
   // Members of each CLAIM_PREFIXES family, the known ones and some no list would name.
   const family = {
