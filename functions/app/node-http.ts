@@ -212,11 +212,15 @@ function withoutDefaultType(outgoing: ServerResponse): void {
 
 /** An HTTP server for `fetch`, listening on `port`/`hostname`; like @hono/node-server's `serve`, with the answers above. */
 export function serveNode(options: { fetch: FetchCallback; port: number; hostname: string }, listening?: (info: AddressInfo) => void): Server {
-  // A response the app gives without a Content-Type goes out without one.
-  const fetch: FetchCallback = async (req, env) => {
-    const res = (await options.fetch(req, env)) as Response;
+  // A response the app gives without a Content-Type goes out without one. A response the app gives at
+  // once is passed on at once (no promise in between on the way of every request).
+  const typed = (res: Response, env: unknown): Response => {
     if (!res.headers.has('content-type')) withoutDefaultType((env as { outgoing: ServerResponse }).outgoing);
     return res;
+  };
+  const fetch: FetchCallback = (req, env) => {
+    const res = options.fetch(req, env) as Response | Promise<Response>;
+    return res instanceof Promise ? res.then((r) => typed(r, env)) : typed(res, env);
   };
   const listener = getRequestListener(fetch, {
     hostname: options.hostname,

@@ -261,7 +261,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const passEncoding = send !== undefined || keepsEncoding();
   const tooLarge = () => problemResponse('payload-too-large', `the request body may be at most ${maxBodyBytes} bytes`);
 
-  function refuse(c: Context): Response | undefined {
+  /** The refusal of a request that cannot be forwarded, else its body's framing (see `refuse`). */
+  function check(c: Context): Response | { length: number | null } {
     const method = c.req.method.toUpperCase();
     if (UNFORWARDABLE.has(method)) return problemResponse('method-not-implemented', `the gateway does not forward ${method} requests`);
     const framing = bodyFraming(c.req.raw.headers);
@@ -271,12 +272,19 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     // the body as a request of its own.
     if ((method === 'GET' || method === 'HEAD') && framing.length !== 0) return problemResponse('invalid-request', `the gateway does not forward a ${method} request with a body`);
     if (maxBodyBytes !== undefined && framing.length !== null && framing.length > maxBodyBytes) return tooLarge();
-    return undefined;
+    return framing;
+  }
+
+  function refuse(c: Context): Response | undefined {
+    const checked = check(c);
+    return checked instanceof Response ? checked : undefined;
   }
 
   async function forward(c: Context): Promise<Response> {
-    const refusal = refuse(c);
-    if (refusal) return refusal;
+    const checked = check(c);
+    if (checked instanceof Response) return checked;
+    // A length, or null for chunked; GET and HEAD have none (0).
+    const { length } = checked;
     const req = c.req.raw;
     const url = new URL(req.url);
     // Host is the origin's. Where the origin's encoding reaches the client (`send`, workerd) the client's
@@ -302,8 +310,6 @@ export function createForwarder(options: ForwardOptions): Forwarder {
 
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error('origin timeout')), timeoutMs);
-    // `refuse` has passed the head, so its framing is a length or chunked, and GET and HEAD have none.
-    const { length } = bodyFraming(req.headers) as { length: number | null };
     const hasBody = req.body !== null && length !== 0;
     const overLimit = new AbortController();
     const body = !hasBody ? null : maxBodyBytes === undefined ? req.body! : limited(req.body!, maxBodyBytes, (err) => overLimit.abort(err));
