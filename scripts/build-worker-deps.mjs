@@ -1,0 +1,87 @@
+// The Worker's @upstash/redis, without the command methods it never calls: wrangler.toml runs this before
+// every bundle ([build]) and points `@upstash/redis/cloudflare` at its output ([alias]).
+//
+// Why: the package's Redis and Pipeline classes hold one instance field per Redis command (about 190
+// each), so no bundler can drop a command the Worker never sends, and the package has no narrower entry
+// point (its exports are the node, cloudflare and fastly builds, each of the whole client). Those fields
+// were 76 KB of the Worker's 200 KB and 17 KiB of its 60 KiB gzip. The Worker calls evalsha, eval, del
+// and ping, through the auto-pipelining proxy (createAutoPipelineProxy, which reads the same method on a
+// Pipeline); the store's adapters also probe the client for other methods by name (call, sendCommand,
+// getSlotMaster, close, quit: src/stores/redis-client.ts), none of which the class has.
+//
+// What it writes, into build/worker/upstash-redis/: the installed package's cloudflare.mjs, and its chunk
+// with the Redis and Pipeline class bodies cut to the members in KEEP. Everything else is the package's
+// code byte for byte (its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
+// and the bundler drops the command classes nothing names any more. A class body of a shape it does not
+// know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
+// test/upstash-worker-deps.test.ts checks that the cut client answers every probe as the package's does.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** The members each class keeps: its state and plumbing, and the four commands the Worker sends. */
+export const KEEP = {
+  Redis: ['client', 'opts', 'enableTelemetry', 'enableAutoPipelining', 'constructor', 'readYourWritesSyncToken', 'use', 'addTelemetry', 'pipeline', 'autoPipeline', 'multi', 'evalsha', 'eval', 'del', 'ping'],
+  Pipeline: ['client', 'commands', 'commandOptions', 'multiExec', 'constructor', 'exec', 'length', 'chain', 'evalsha', 'eval', 'del', 'ping'],
+};
+
+/**
+ * The class `var <name> = class {` of a bundled module with only the members named in `keep`. Members
+ * are read from the tsup build's layout: each starts on a line indented two spaces (a field, a method,
+ * get/set, or the comment before one) and continues on deeper lines. Throws on any other line.
+ */
+export function keepMembers(code, name, keep) {
+  const head = `var ${name} = class {\n`;
+  const start = code.indexOf(head);
+  if (start < 0 || code.indexOf(head, start + 1) >= 0) throw new Error(`[build-worker-deps] @upstash/redis: not one "${head.trim()}"`);
+  const bodyStart = start + head.length;
+  const end = code.indexOf('\n};\n', bodyStart);
+  const members = [];
+  let comment = [];
+  let member;
+  let inComment = false;
+  for (const line of code.slice(bodyStart, end).split('\n')) {
+    if (inComment) {
+      comment.push(line);
+      inComment = !line.includes('*/');
+    } else if (/^ {2}\/[*/]/.test(line)) {
+      member = undefined;
+      comment.push(line);
+      inComment = line.startsWith('  /*') && !line.includes('*/');
+    } else if (/^ {2}(?:(?:static|async|get|set) )*[A-Za-z_$][\w$]*\s*(?:[=(;]|$)/.test(line)) {
+      const id = /^ {2}(?:(?:static|async|get|set) )*([A-Za-z_$][\w$]*)/.exec(line)[1];
+      member = { id, lines: [...comment, line] };
+      members.push(member);
+      comment = [];
+    } else if (member && /^( {3}| {2}[})\]]|$)/.test(line)) {
+      member.lines.push(line);
+    } else {
+      throw new Error(`[build-worker-deps] @upstash/redis: ${name} has a line of a shape this script does not know: ${JSON.stringify(line)}`);
+    }
+  }
+  const missing = keep.filter((k) => !members.some((m) => m.id === k));
+  if (missing.length) throw new Error(`[build-worker-deps] @upstash/redis: ${name} has no ${missing.join(', ')}`);
+  const kept = members.filter((m) => keep.includes(m.id)).flatMap((m) => m.lines);
+  return code.slice(0, bodyStart) + kept.join('\n') + code.slice(end);
+}
+
+/** Writes the cut package into `outDir` and returns the path of its cloudflare.mjs. */
+export function buildWorkerDeps(outDir) {
+  // The import condition's file (cloudflare.mjs), as the bundler resolves it.
+  const entryPath = fileURLToPath(import.meta.resolve('@upstash/redis/cloudflare'));
+  const pkgDir = dirname(entryPath);
+  const entry = readFileSync(entryPath, 'utf8');
+  const chunkName = /from "\.\/(chunk-[\w-]+\.mjs)"/.exec(entry)?.[1];
+  if (!chunkName) throw new Error('[build-worker-deps] @upstash/redis: cloudflare.mjs imports no chunk');
+  let chunk = readFileSync(join(pkgDir, chunkName), 'utf8');
+  for (const [name, keep] of Object.entries(KEEP)) chunk = keepMembers(chunk, name, keep);
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
+  const out = join(outDir, 'cloudflare.mjs');
+  writeFileSync(out, entry.replace(`"./${chunkName}"`, '"./chunk.mjs"'));
+  return out;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  buildWorkerDeps(join(dirname(fileURLToPath(import.meta.url)), '../build/worker/upstash-redis'));
+}

@@ -1,0 +1,122 @@
+// The Worker's cut @upstash/redis (scripts/build-worker-deps.mjs) against the package's own client: the
+// same answers to every method the store probes for, and the same HTTP requests, byte for byte, for the
+// same decisions through the Worker's store (auto-pipelined takes, NOSCRIPT recovery, reset, ping).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis as IORedis } from 'ioredis';
+import { Redis as PackageRedis } from '@upstash/redis/cloudflare';
+import { buildWorkerDeps, keepMembers } from '../scripts/build-worker-deps.mjs';
+import { createLimiter } from '../src/index.js';
+import { adaptScriptClient, closerOf, isCluster, isTcpClient } from '../src/stores/redis-client.js';
+import { createRedisStore } from '../src/stores/redis-store.js';
+import { startUpstashLocal } from '../scripts/upstash-local/server.js';
+import { startRedis } from '../scripts/lib/redis-server.js';
+
+let dir: string;
+let CutRedis: typeof PackageRedis;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'edge-limiter-worker-deps-'));
+  CutRedis = ((await import(pathToFileURL(buildWorkerDeps(dir)).href)) as { Redis: typeof PackageRedis }).Redis;
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** As functions/app/store-edge.ts makes it. */
+const client = (R: typeof PackageRedis, url: string) => new R({ url, token: 't', retry: false, signal: () => AbortSignal.timeout(5000) });
+
+interface Sent {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The same run of decisions through the Worker's store, on a fresh redis-server: what it answered and every request it sent. */
+async function run(R: typeof PackageRedis): Promise<{ answers: unknown[]; sent: Sent[] }> {
+  const redis = await startRedis();
+  const server = await startUpstashLocal({ redisUrl: redis.url, token: 't' });
+  const admin = new IORedis(redis.url);
+  const sent: Sent[] = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async (input: RequestInfo | URL, init?: RequestInit) => {
+    const req = new Request(input, init);
+    sent.push({ url: req.url.replace(server.url, ''), method: req.method, headers: Object.fromEntries(req.headers), body: await req.clone().text() });
+    return realFetch(req);
+  };
+  try {
+    const store = createRedisStore({ client: client(R, server.url) }, adaptScriptClient);
+    const limiter = createLimiter({ store, policies: { p: { capacity: 3, refillPerSecond: 0.001 } } });
+    const answers: unknown[] = [];
+    const seen = (d: { allowed: boolean; remaining?: number; reason?: string }) => answers.push([d.allowed, d.remaining, d.reason]);
+    seen(await limiter.take('p', 'a')); // NOSCRIPT, then EVAL
+    for (const d of await Promise.all(['a', 'a', 'b', 'c', 'a'].map((k) => limiter.take('p', k)))) seen(d); // one tick: pipelined
+    await admin.script('FLUSH');
+    seen(await limiter.take('p', 'b'));
+    await limiter.reset('p', 'a');
+    await store.ping();
+    seen(await limiter.peek('p', 'a'));
+    await limiter.close();
+    return { answers, sent };
+  } finally {
+    globalThis.fetch = realFetch;
+    admin.disconnect();
+    await server.close();
+    await redis.stop();
+  }
+}
+
+describe("the Worker's cut @upstash/redis", () => {
+  it('answers every probe of the store as the package does, and is a Redis client to adaptScriptClient', () => {
+    const [ours, theirs] = [client(CutRedis, 'http://127.0.0.1:1'), client(PackageRedis, 'http://127.0.0.1:1')];
+    for (const name of ['evalsha', 'eval', 'del', 'ping', 'takesSignal', 'call', 'sendCommand', 'getSlotMaster', 'isCluster', 'close', 'quit', 'status']) {
+      expect(typeof (ours as unknown as Record<string, unknown>)[name], name).toBe(typeof (theirs as unknown as Record<string, unknown>)[name]);
+    }
+    expect([isTcpClient(ours), isCluster(ours), closerOf(ours), adaptScriptClient(ours).abortable]).toEqual([false, false, undefined, false]);
+    expect([isTcpClient(theirs), isCluster(theirs), closerOf(theirs), adaptScriptClient(theirs).abortable]).toEqual([false, false, undefined, false]);
+    // What was cut: the commands the Worker never sends.
+    expect(typeof (theirs as unknown as Record<string, unknown>).get).toBe('function');
+    expect((ours as unknown as Record<string, unknown>).get).toBeUndefined();
+  });
+
+  it('sends the same requests and gets the same decisions as the package, through the Worker store', async () => {
+    const ours = await run(CutRedis);
+    const theirs = await run(PackageRedis);
+    expect(ours.answers).toEqual(theirs.answers);
+    expect(ours.answers).toEqual([
+      [true, 2, undefined],
+      [true, 1, undefined],
+      [true, 0, undefined],
+      [true, 2, undefined],
+      [true, 2, undefined],
+      [false, 0, undefined],
+      [true, 1, undefined],
+      [true, 3, undefined],
+    ]);
+    expect(ours.sent).toEqual(theirs.sent);
+    // Each command through auto-pipelining (/pipeline), the five takes of one tick in one request (the
+    // store batches them), each NOSCRIPT followed by EVAL, then DEL and PING.
+    expect(ours.sent.map((s) => `${s.url} ${(JSON.parse(s.body) as string[][]).map((c) => c[0]).join(',')}`)).toMatchInlineSnapshot(`
+      [
+        "/pipeline evalsha",
+        "/pipeline eval",
+        "/pipeline evalsha",
+        "/pipeline eval",
+        "/pipeline evalsha",
+        "/pipeline eval",
+        "/pipeline del",
+        "/pipeline ping",
+        "/pipeline evalsha",
+      ]
+    `);
+  });
+
+  it('stops the build, writing nothing, when a class is not of the shape it knows or lacks a kept member', () => {
+    const cls = (body: string) => `var Redis = class {\n${body}\n};\n`;
+    expect(keepMembers(cls('  a;\n  b = () => 1;\n  /**\n   * c\n   */\n  c = () => {\n    return 2;\n  };'), 'Redis', ['a', 'c'])).toBe(cls('  a;\n  /**\n   * c\n   */\n  c = () => {\n    return 2;\n  };'));
+    expect(() => keepMembers(cls('  a;'), 'Redis', ['a', 'evalsha'])).toThrow(/Redis has no evalsha/);
+    expect(() => keepMembers(cls('  a;\n\tb = 1;'), 'Redis', ['a'])).toThrow(/a line of a shape/);
+    expect(() => keepMembers(cls('  a;') + cls('  a;'), 'Redis', ['a'])).toThrow(/not one/);
+  });
+});
