@@ -4,7 +4,7 @@ export type { Limiter, LimiterOptions, LimiterStats, TakeOptions, AcquireOptions
 export type { Decision, DecisionReason, BucketDecision, StoreErrorDecision, LimitDecision } from './core/decision.js';
 export type { PolicyConfig, PolicyOptions, LimitConfig, RefillLimitConfig, Refill, LocalLimitConfig, ResolvedPolicy, ResolvedLimit, FailMode, LeaseConfig, LeaseSettings } from './core/policy.js';
 export type { Cost } from './core/key.js';
-export type { Store, StepArgs, StepResult } from './store.js';
+export type { Store, StepArgs, StepResult, StepBase, OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride } from './store.js';
 export type { LimitStep } from './core/gcra.js';
 export { settle, costDifference } from './settle.js';
 export type { Settles, SettleOptions } from './settle.js';

@@ -1,8 +1,9 @@
 // The one interface every store implements. A store knows nothing of policies: the limiter hands it
 // the multiplied-out step (see core/gcra.ts) and the store runs it atomically against its own clock.
 import type { LimitStep, StepArgs, StepResult } from './core/gcra.js';
+import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './core/override-types.js';
 
-export type { StepArgs, StepResult };
+export type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepArgs, StepBase, StepResult };
 
 /** What the limiter tells a store about one call's deadline. */
 export interface StepOptions {
@@ -26,8 +27,16 @@ export interface Store {
    * `key` is the full storage key ({prefix}{policy}:{key}), always a non-empty string.
    */
   step(key: string, args: StepArgs, options?: StepOptions): Promise<StepResult>;
-  /** Forgets the bucket: it is full again. */
+  /** Forgets the bucket: it is full again. The key's override record (Store.override) is kept. */
   reset(key: string): Promise<void>;
+  /**
+   * Changes the key's override record (core/override-types.ts) in one atomic step on the store's clock:
+   * numbers set or cleared, a block set or lifted, the bucket carried from the numbers in force before to
+   * those after (core/override.ts applyOverride). With nothing to change it only reads. The record lives
+   * beside the bucket and outlives it: it ends only when it expires or is cleared. Every built-in store
+   * has it; a store without it cannot hold records, and then `step` need not read StepArgs.base.
+   */
+  override?(key: string, args: OverrideArgs, options?: StepOptions): Promise<OverrideResult>;
   /** Resolves when the store answers; rejects otherwise. Used by /healthz. */
   ping(): Promise<void>;
   /**
@@ -43,7 +52,10 @@ export interface Store {
    * the limit's debt after the take when allowed, or -1 - its debt now when refused. The limiter's hot
    * path (a take of one token with no wait) uses it when the store has it, with the policy's key prefix
    * and the caller's key: the bucket is the one of the storage key `prefix + key`, however it is split
-   * (the memory store finds it by the two parts without building that string).
+   * (the memory store finds it by the two parts without building that string). NaN when the key has an
+   * override record: nothing was taken, and the caller steps with stepSync (with StepArgs.base), whose
+   * result says which numbers were in force. A caller that sees a policy-wide change (StepArgs.policy)
+   * steps with stepSync instead.
    */
   takeOneSync?(prefix: string, key: string, limit: LimitStep): number;
   /**

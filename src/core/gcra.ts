@@ -19,6 +19,10 @@ import type { ResolvedLimit, ResolvedPolicy } from './policy.js';
 import { MAX_LIMIT_UNITS } from './policy.js';
 import type { BucketDecision, LimitDecision } from './decision.js';
 import { MAX_WAIT_MS } from './key.js';
+import type { OverrideLimit, PolicyOverride, StepBase } from './override-types.js';
+import { ceilDiv, floorDiv } from './units.js';
+
+export { ceilDiv, floorDiv };
 
 /** One limit's part of a step, multiplied out so that stores do no policy math. */
 export interface LimitStep {
@@ -69,6 +73,14 @@ export interface StepArgs {
    * request); otherwise it steps and records the result for ttlMs.
    */
   readonly op?: OpArgs;
+  /**
+   * The numbers `limits` were multiplied out from (the limiter sends it on every step): a store redoes
+   * the step under a key's override record with it (core/override.ts). A custom store may ignore it
+   * only if it never holds records.
+   */
+  readonly base?: StepBase;
+  /** The policy-wide change this limiter node sees (absent: none): installed on a key with no record of its own. */
+  readonly policy?: PolicyOverride;
 }
 
 /** An idempotent step's id (StepArgs.op). */
@@ -104,6 +116,10 @@ export interface StepResult {
    * changed (debtUnits then says nothing: a store may leave it empty).
    */
   conflict?: boolean;
+  /** The key is blocked until this store clock reading (whole µs): refused, nothing written. */
+  blockedUntilUs?: number;
+  /** Present when the numbers in force were a record's: each limit's, and debtUnits are in their units. */
+  limits?: OverrideLimit[];
 }
 
 /** What a store records for an operation id: the step's result and the request's fingerprint. */
@@ -129,23 +145,6 @@ export interface BucketState {
   atUs: number;
 }
 
-/**
- * floor(a / b) for integers below 2^53, exactly: the float quotient can round across an integer, so it
- * is corrected by one each way (the products stay below 2^53).
- */
-export function floorDiv(a: number, b: number): number {
-  let q = Math.floor(a / b);
-  if (q * b > a) q--;
-  else if ((q + 1) * b <= a) q++;
-  return q;
-}
-
-/** ceil(a / b) for integers below 2^53, exactly. */
-export function ceilDiv(a: number, b: number): number {
-  const q = floorDiv(a, b);
-  return q * b < a ? q + 1 : q;
-}
-
 /** How many tokens of a partial grant fit: the largest k <= maxTokens with debt + k * tokenUnits <= limit. */
 export function grantTokens(debtUnits: number, limitUnits: number, tokenUnits: number, maxTokens: number): number {
   return Math.max(0, Math.min(maxTokens, floorDiv(limitUnits - debtUnits, tokenUnits)));
@@ -167,10 +166,17 @@ const costOf = (costs: Costs, i: number): number => (typeof costs === 'number' ?
  * reservation further ahead is refused (at the fastest rates with a rate that is no whole number of
  * units per µs, that horizon can be under an hour).
  */
-export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number): StepArgs {
+export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number, change?: PolicyOverride): StepArgs {
   return {
     limits: policy.limits.map((l, i) => ({ costUnits: costOf(costs, i) * l.tokenUnits, limitUnits: limitUnitsOf(l, maxWaitMs), refillUnitsPerUs: l.refillUnitsPerUs })),
+    ...baseOf(policy, maxWaitMs, change),
   };
+}
+
+/** StepArgs.base (and .policy, when a policy-wide change is seen) of a step on `policy` that may wait maxWaitMs. */
+function baseOf(policy: ResolvedPolicy, maxWaitMs: number, change: PolicyOverride | undefined): { base: StepBase; policy?: PolicyOverride } {
+  const base = { tokenUnits: policy.limits.map((l) => l.tokenUnits), capacityUnits: policy.limits.map((l) => l.capacityUnits), maxWaitMs };
+  return change === undefined ? { base } : { base, policy: change };
 }
 
 /**
@@ -178,10 +184,11 @@ export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number
  * a charge may put a limit into debt up to MAX_WAIT_MS (one hour) of its refill beyond empty, the
  * horizon of a reservation.
  */
-export function adjustArgs(policy: ResolvedPolicy, costs: Costs): StepArgs {
+export function adjustArgs(policy: ResolvedPolicy, costs: Costs, change?: PolicyOverride): StepArgs {
   return {
     limits: policy.limits.map((l, i) => ({ costUnits: costOf(costs, i) * l.tokenUnits, limitUnits: limitUnitsOf(l, MAX_WAIT_MS), refillUnitsPerUs: l.refillUnitsPerUs })),
     adjust: true,
+    ...baseOf(policy, MAX_WAIT_MS, change),
   };
 }
 
@@ -190,14 +197,15 @@ export function adjustArgs(policy: ResolvedPolicy, costs: Costs): StepArgs {
  * (the store clock's reading at the grant) the store decays it by the refill since, when it applies it;
  * without, `units` must already be decayed.
  */
-export function refundArgs(policy: ResolvedPolicy, units: number, sinceUs?: number): StepArgs {
+export function refundArgs(policy: ResolvedPolicy, units: number, sinceUs?: number, change?: PolicyOverride): StepArgs {
   const limits = [{ costUnits: -units, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs }];
-  return sinceUs === undefined ? { limits, adjust: true } : { limits, adjust: true, refundSinceUs: sinceUs };
+  const args = { limits, adjust: true, ...baseOf(policy, 0, change) };
+  return sinceUs === undefined ? args : { ...args, refundSinceUs: sinceUs };
 }
 
 /** A lease grant (a policy of one limit): as many of `tokens` tokens as exist now, at least one. */
-export function grantArgs(policy: ResolvedPolicy, tokens: number): StepArgs {
-  return { ...stepArgs(policy, tokens, 0), tokenUnits: policy.tokenUnits };
+export function grantArgs(policy: ResolvedPolicy, tokens: number, change?: PolicyOverride): StepArgs {
+  return { ...stepArgs(policy, tokens, 0, change), tokenUnits: policy.tokenUnits };
 }
 
 /**

@@ -1,0 +1,273 @@
+// Limits changed at runtime, in exact integer arithmetic. Pure: time is a parameter. A key's override
+// record (core/override-types.ts) is stored beside its bucket and read in the same atomic step; every
+// store runs `stepWithRecord` and `applyOverride` (or mirrors their lines, as the Redis scripts and the
+// MongoDB pipeline do).
+//
+// The one invariant: a stored bucket (debts, atUs) is in the record's numbers when the record has
+// `limits` and (`untilUs` is absent or atUs < untilUs), else in the base numbers (the policy's). Every
+// write keeps it: a step writes atUs = now in the numbers live at now, and a change of numbers carries
+// the bucket over in the same step. No tag is stored, so a key with no record keeps today's format.
+//
+// Carrying a debt d from numbers F to T: convertUnits(d, F.tokenUnits, T.tokenUnits, 'up') (exact, or
+// rounded against the caller), then at most T.capacityUnits: tokens spent stay spent up to the new
+// capacity (90 spent of 100 moved to 50 leaves 0, refilling at the new rate); a debt beyond the old
+// capacity (a reservation) is not carried past the new one. A bucket in the record's numbers read at or
+// after untilUs decays under the record's refill to untilUs, is carried to the base there, and decays
+// under the base refill from untilUs: so an expiry is exact in both directions.
+import { debtAt, decayed, refundUnitsAt, step, type BucketState, type LimitStep, type StepArgs, type StepResult } from './gcra.js';
+import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
+import { convertUnits } from './units.js';
+import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
+
+export type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './override-types.js';
+
+/** A limit's numbers as an override holds them. */
+export function numbersOf(limit: Pick<ResolvedLimit, 'tokenUnits' | 'capacityUnits' | 'refillUnitsPerUs'>): OverrideLimit {
+  return { tokenUnits: limit.tokenUnits, capacityUnits: limit.capacityUnits, refillUnitsPerUs: limit.refillUnitsPerUs };
+}
+
+/** A policy's own numbers, one per limit: OverrideArgs.base. */
+export function baseNumbers(policy: ResolvedPolicy): OverrideLimit[] {
+  return policy.limits.map(numbersOf);
+}
+
+/** A step's base numbers, one per limit, from its LimitSteps (the refill) and StepArgs.base. */
+export function stepBaseNumbers(limits: readonly LimitStep[], base: StepBase): OverrideLimit[] {
+  return limits.map((l, i) => ({ tokenUnits: base.tokenUnits[i]!, capacityUnits: base.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
+}
+
+/** Whether the record's numbers are live at tUs: set, and not ended. */
+export function numbersLive(record: OverrideRecord | undefined, tUs: number): record is OverrideRecord & { limits: readonly OverrideLimit[] } {
+  return record?.limits !== undefined && (record.untilUs === undefined || tUs < record.untilUs);
+}
+
+/** Whether the record's block is live at tUs. */
+export function blockLive(record: OverrideRecord | undefined, tUs: number): boolean {
+  return record?.blockedUntilUs !== undefined && record.blockedUntilUs > tUs;
+}
+
+/** The numbers in force at tUs, one per limit: the record's where live (limit by limit, where it has one), else the base. */
+export function numbersAt(record: OverrideRecord | undefined, tUs: number, base: readonly OverrideLimit[]): readonly OverrideLimit[] {
+  if (!numbersLive(record, tUs)) return base;
+  const r = record.limits;
+  return r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
+}
+
+/** Carries one debt (already decayed to the moment of the change) from numbers `from` to `to`. */
+export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit): number {
+  if (from.tokenUnits === to.tokenUnits && from.capacityUnits === to.capacityUnits) return debtUnits;
+  const d = convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
+  return d < to.capacityUnits ? d : to.capacityUnits;
+}
+
+/**
+ * A stored bucket's debts at nowUs, one per limit, in the numbers in force at nowUs (numbersAt): each
+ * decayed under the numbers it is in, with the expiry split when the record's numbers ended since
+ * (decay under the record's refill to untilUs, carry to the base, decay under the base's from untilUs).
+ */
+export function debtsAt(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined): number[] {
+  const n = base.length;
+  const out = new Array<number>(n);
+  if (state === undefined) return out.fill(0);
+  const from = numbersAt(record, state.atUs, base);
+  const untilUs = record?.untilUs;
+  const split = from !== base && untilUs !== undefined && nowUs >= untilUs;
+  for (let i = 0; i < n; i++) {
+    const d = state.debtUnits[i] ?? 0;
+    const f = from[i]!;
+    if (!split || f === base[i]) out[i] = decayed(d, state.atUs, nowUs, f.refillUnitsPerUs);
+    else out[i] = decayed(carryDebt(decayed(d, state.atUs, untilUs, f.refillUnitsPerUs), f, base[i]!), untilUs, nowUs, base[i]!.refillUnitsPerUs);
+  }
+  return out;
+}
+
+/** Debts carried limit by limit from the numbers `from` to `to` (both in force at the same instant). */
+function carryAll(debts: number[], from: readonly OverrideLimit[], to: readonly OverrideLimit[]): number[] {
+  if (from === to) return debts;
+  return debts.map((d, i) => carryDebt(d, from[i]!, to[i]!));
+}
+
+/** The record without what has ended by nowUs (numbers past untilUs, a block past blockedUntilUs); undefined when nothing is left. */
+export function liveRecord(record: OverrideRecord | undefined, nowUs: number): OverrideRecord | undefined {
+  if (record === undefined) return undefined;
+  const numbers = numbersLive(record, nowUs);
+  const block = blockLive(record, nowUs);
+  if (numbers && (block || record.blockedUntilUs === undefined)) return record;
+  if (!numbers && !block) return undefined;
+  const out: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = {};
+  if (numbers) {
+    out.limits = record.limits;
+    if (record.untilUs !== undefined) out.untilUs = record.untilUs;
+    if (record.policyId !== undefined) out.policyId = record.policyId;
+  }
+  if (block) out.blockedUntilUs = record.blockedUntilUs;
+  return out;
+}
+
+/**
+ * The step's arguments under the numbers `to` (per limit; `base` where they are the step's own): costs
+ * converted (a charge rounded up, a refund down), the wait's cap and the refill `to`'s, a grant's token
+ * `to`'s. A late refund (refundSinceUs) is decayed here, by the lesser of what is left of it under
+ * either refill: the bucket may have refilled at the base's rate for part of the time since the grant.
+ */
+function argsUnder(args: StepArgs, base: readonly OverrideLimit[], to: readonly OverrideLimit[], nowUs: number): StepArgs {
+  const b = args.base!;
+  const since = args.refundSinceUs;
+  const limits = args.limits.map((l, i): LimitStep => {
+    const t = to[i]!;
+    const lateRefund = l.costUnits < 0 && since !== undefined;
+    if (t === base[i] && !lateRefund) return l;
+    const from = b.tokenUnits[i]!;
+    let costUnits = convertUnits(l.costUnits, from, t.tokenUnits, l.costUnits >= 0 ? 'up' : 'down');
+    if (lateRefund) {
+      const underBase = convertUnits(refundUnitsAt(l.costUnits, l.refillUnitsPerUs, since, nowUs), from, t.tokenUnits, 'down');
+      costUnits = -Math.min(underBase, refundUnitsAt(costUnits, t.refillUnitsPerUs, since, nowUs));
+    }
+    if (t === base[i]) return { costUnits, limitUnits: l.limitUnits, refillUnitsPerUs: l.refillUnitsPerUs };
+    const limitUnits = b.maxWaitMs === 0 ? t.capacityUnits : Math.min(MAX_LIMIT_UNITS, t.capacityUnits + b.maxWaitMs * t.refillUnitsPerUs * 1000);
+    return { costUnits, limitUnits, refillUnitsPerUs: t.refillUnitsPerUs };
+  });
+  const out: { -readonly [K in keyof StepArgs]: StepArgs[K] } = { limits };
+  if (args.adjust) out.adjust = true;
+  if (args.tokenUnits !== undefined) out.tokenUnits = to[0]!.tokenUnits;
+  return out;
+}
+
+/** What a store writes after a step or an override: the bucket (null: delete it) and the record (null: delete it); undefined: leave it. */
+export interface OverrideWrites {
+  write?: BucketState | null;
+  writeRecord?: OverrideRecord | null;
+}
+
+/** The record a step leaves: the policy-wide change installed, replaced or cleared (a key's own record is kept). */
+function recordForStep(record: OverrideRecord | undefined, args: StepArgs): OverrideRecord | undefined {
+  const change = args.policy;
+  if (change === undefined) {
+    if (record?.policyId === undefined) return record;
+    return record.blockedUntilUs === undefined ? undefined : { blockedUntilUs: record.blockedUntilUs };
+  }
+  if (record !== undefined && (record.policyId === undefined ? record.limits !== undefined : record.policyId === change.id)) return record;
+  const installed: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = { limits: change.limits, policyId: change.id };
+  if (change.untilUs !== undefined) installed.untilUs = change.untilUs;
+  if (record?.blockedUntilUs !== undefined) installed.blockedUntilUs = record.blockedUntilUs;
+  return installed;
+}
+
+/**
+ * One step at nowUs on a bucket stored as `state` beside the override record `record` (undefined:
+ * none): `step` under the numbers in force, with what to write. With no record and no policy-wide
+ * change it is `step` itself. A live block refuses and writes nothing; otherwise the policy-wide change
+ * (StepArgs.policy) is installed, replaced or cleared on a key without a record of its own, carrying the
+ * bucket; the step runs under the numbers then in force (StepArgs.base converted: costs rounded against
+ * the caller, the wait's cap and the refill the record's); a write drops a record with nothing live.
+ * The result carries `limits` when the numbers were the record's, `blockedUntilUs` when blocked.
+ */
+export function stepWithRecord(state: BucketState | undefined, nowUs: number, args: StepArgs, record: OverrideRecord | undefined): StepResult & OverrideWrites {
+  if (record === undefined && args.policy === undefined) return step(state, nowUs, args);
+  if (args.base === undefined) {
+    // Without the base numbers only a block can be honoured: numbers to step under or carry need them.
+    if (args.policy !== undefined || record?.policyId !== undefined || numbersLive(record, nowUs) || (state !== undefined && numbersLive(record, state.atUs))) {
+      throw new Error('[edge-limiter] a step on a key with override numbers needs StepArgs.base (the numbers its limits were multiplied out from)');
+    }
+    if (!blockLive(record, nowUs)) return step(state, nowUs, args);
+    return { allowed: false, debtUnits: args.limits.map((l, i) => debtAt(state, i, nowUs, l.refillUnitsPerUs)), atUs: nowUs, blockedUntilUs: record!.blockedUntilUs! };
+  }
+  const base = stepBaseNumbers(args.limits, args.base);
+  const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
+  const to = numbersAt(next, nowUs, base);
+  const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), to);
+  const now: BucketState = { debtUnits: debts, atUs: nowUs };
+  const inForce = to === base ? undefined : to.slice();
+  if (blockLive(next, nowUs)) {
+    const refused: StepResult & OverrideWrites = { allowed: false, debtUnits: debts, atUs: nowUs, blockedUntilUs: next!.blockedUntilUs! };
+    if (inForce) refused.limits = inForce;
+    return refused;
+  }
+  const r: StepResult & OverrideWrites = step(state === undefined ? undefined : now, nowUs, to === base ? args : argsUnder(args, base, to, nowUs));
+  if (inForce) r.limits = inForce;
+  if (next !== record) {
+    // The record changed (installed, replaced, cleared, or what had ended dropped): the bucket is
+    // rewritten at now in the numbers now in force, whatever the step did.
+    if (r.write === undefined && state !== undefined) r.write = debts.some((d) => d > 0) ? now : null;
+    r.writeRecord = next ?? null;
+  }
+  return r;
+}
+
+/** A record as its parts, for comparing two. */
+const sameRecord = (a: OverrideRecord | undefined, b: OverrideRecord | undefined) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+
+/**
+ * Store.override's one atomic step at nowUs, pure: the record after the change (numbers set or cleared,
+ * a block set or lifted, what has ended dropped), and the bucket carried from the numbers in force
+ * before to those after (written at nowUs; null when it is full). Nothing to change: nothing written.
+ */
+export function applyOverride(state: BucketState | undefined, record: OverrideRecord | undefined, nowUs: number, args: OverrideArgs): OverrideResult & OverrideWrites {
+  const { base } = args;
+  const next: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = { ...record };
+  if (args.limits === null) {
+    delete next.limits;
+    delete next.untilUs;
+    delete next.policyId;
+  } else if (args.limits !== undefined) {
+    next.limits = args.limits;
+    if (args.forMs === undefined) delete next.untilUs;
+    else next.untilUs = nowUs + args.forMs * 1000;
+    if (args.policyId === undefined) delete next.policyId;
+    else next.policyId = args.policyId;
+  }
+  if (args.blockForMs === null) delete next.blockedUntilUs;
+  else if (args.blockForMs !== undefined) next.blockedUntilUs = nowUs + args.blockForMs * 1000;
+  const after = liveRecord(next, nowUs);
+  const out: OverrideResult & OverrideWrites = { atUs: nowUs };
+  const before = liveRecord(record, nowUs);
+  if (before !== undefined) out.before = before;
+  if (after !== undefined) out.after = after;
+  if (sameRecord(record, after)) return out;
+  out.writeRecord = after ?? null;
+  if (state !== undefined) {
+    const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), numbersAt(after, nowUs, base));
+    out.write = debts.some((d) => d > 0) ? { debtUnits: debts, atUs: nowUs } : null;
+  }
+  return out;
+}
+
+/**
+ * The policy as it decides under the numbers `limits` (StepResult.limits): each limit's capacity and
+ * refill from them, its name and everything else the policy's. toDecision(policyUnder(policy, r.limits),
+ * cost, r) is the decision of a step that ran under a record.
+ */
+export function policyUnder(policy: ResolvedPolicy, limits: readonly OverrideLimit[]): ResolvedPolicy {
+  const resolved = policy.limits.map((l, i) => limitUnder(l, limits[i] ?? l));
+  return Object.freeze({ ...policy, ...resolved[0]!, name: policy.name, limits: resolved });
+}
+
+/** One limit under other numbers: capacity and refill from them, and the figures derived (for reports). */
+function limitUnder(l: ResolvedLimit, n: OverrideLimit): ResolvedLimit {
+  if (n.tokenUnits === l.tokenUnits && n.capacityUnits === l.capacityUnits && n.refillUnitsPerUs === l.refillUnitsPerUs) return l;
+  const capacity = Math.floor(n.capacityUnits / n.tokenUnits);
+  const refillPerSecond = (n.refillUnitsPerUs * 1e6) / n.tokenUnits;
+  const intervalMs = 1000 / refillPerSecond;
+  const burstMs = capacity * intervalMs;
+  return Object.freeze({
+    ...l,
+    capacity,
+    refillPerSecond,
+    ...rateOf(n),
+    tokenUnits: n.tokenUnits,
+    refillUnitsPerUs: n.refillUnitsPerUs,
+    unitsPerMs: n.refillUnitsPerUs * 1000,
+    capacityUnits: n.capacityUnits,
+    intervalMs,
+    burstMs,
+    windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
+  });
+}
+
+/** The rate of numbers `n` as a ratio of integers in lowest terms: refillUnitsPerUs * 1e6 / tokenUnits tokens per second. */
+function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: number } {
+  let [a, b] = [BigInt(n.refillUnitsPerUs) * 1_000_000n, BigInt(n.tokenUnits)];
+  const [p, q] = [a, b];
+  while (b !== 0n) [a, b] = [b, a % b];
+  return { rateNumerator: Number(p / a), rateDenominator: Number(q / a) };
+}

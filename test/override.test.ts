@@ -1,0 +1,225 @@
+// The pure core of runtime limits (core/override.ts, core/units.ts) on chosen cases: the conversion rule,
+// the carry of spent tokens, the expiry split, blocks and the policy-wide install. The BigInt model's
+// property tests (test/override-model.test.ts) cover every sequence; these name the rules one by one.
+import { describe, expect, it } from 'vitest';
+import { adjustArgs, grantArgs, refundArgs, step, stepArgs, toDecision, type StepArgs } from '../src/core/gcra.js';
+import { applyOverride, baseNumbers, debtsAt, numbersOf, policyUnder, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
+import { resolvePolicy, type PolicyConfig } from '../src/core/policy.js';
+import { convertUnits } from '../src/core/units.js';
+import { MAX_LIMIT_UNITS } from '../src/core/policy.js';
+import { MAX_WAIT_MS } from '../src/core/key.js';
+
+const policy = (config: PolicyConfig) => resolvePolicy('p', config, { onStoreError: 'deny', timeoutMs: 1000 });
+const numbers = (config: PolicyConfig) => baseNumbers(policy(config));
+const T0 = 1_790_000_000_000_000;
+
+describe('convertUnits: exact, or rounded against the caller', () => {
+  it('same scale, a multiple, a divisor (up and down), and whole tokens when neither divides the other', () => {
+    expect(convertUnits(77, 10, 10, 'up')).toBe(77);
+    expect(convertUnits(77, 10, 30, 'up')).toBe(231);
+    expect(convertUnits(77, 10, 30, 'down')).toBe(231);
+    expect(convertUnits(77, 30, 10, 'up')).toBe(26);
+    expect(convertUnits(77, 30, 10, 'down')).toBe(25);
+    expect(convertUnits(78, 30, 10, 'up')).toBe(26);
+    // 4 units of 6 per token, to tokens of 4: whole tokens, 1 up (4) or 0 down.
+    expect(convertUnits(4, 6, 4, 'up')).toBe(4);
+    expect(convertUnits(4, 6, 4, 'down')).toBe(0);
+    expect(convertUnits(12, 6, 4, 'up')).toBe(8);
+    expect(convertUnits(13, 6, 4, 'up')).toBe(12);
+    expect(convertUnits(13, 6, 4, 'down')).toBe(8);
+  });
+
+  it('keeps the sign (a refund rounds its size down), and caps the size at MAX_LIMIT_UNITS', () => {
+    expect(convertUnits(-77, 30, 10, 'down')).toBe(-25);
+    expect(convertUnits(-13, 6, 4, 'down')).toBe(-8);
+    expect(convertUnits(2 ** 50, 1, 1e6, 'up')).toBe(MAX_LIMIT_UNITS);
+  });
+});
+
+describe('carrying a bucket to new numbers (applyOverride)', () => {
+  const base = numbers({ capacity: 100, refillPerSecond: 1 });
+  const tokenUnits = base[0]!.tokenUnits;
+  const spent = (tokens: number) => ({ debtUnits: [tokens * tokenUnits], atUs: T0 });
+
+  it('90 spent of 100 moved to a capacity of 50 has 0 left and refills at the new rate from there', () => {
+    const half = numbers({ capacity: 50, refillPerSecond: 2 });
+    const r = applyOverride(spent(90), undefined, T0, { base, limits: half });
+    expect(r.after).toEqual({ limits: half });
+    expect(r.writeRecord).toEqual({ limits: half });
+    expect(r.write).toEqual({ debtUnits: [half[0]!.capacityUnits], atUs: T0 });
+    // One second later the new rate (2/s) has refilled 2 tokens.
+    const p = policyUnder(policy({ capacity: 100, refillPerSecond: 1 }), half);
+    const peek = stepWithRecord(r.write!, T0 + 1_000_000, stepArgs(policy({ capacity: 100, refillPerSecond: 1 }), 0, 0), r.writeRecord!);
+    expect(peek.limits).toEqual(half);
+    expect(toDecision(p, 1, peek).remaining).toBe(2);
+  });
+
+  it('moved up, the debt is kept and the headroom gained', () => {
+    const big = numbers({ capacity: 1000, refillPerSecond: 1 });
+    const r = applyOverride(spent(90), undefined, T0, { base, limits: big });
+    expect(r.write).toEqual({ debtUnits: [90 * tokenUnits], atUs: T0 });
+    expect(toDecision(policyUnder(policy({ capacity: 100, refillPerSecond: 1 }), big), 0, { allowed: true, debtUnits: r.write!.debtUnits }).remaining).toBe(910);
+  });
+
+  it('a change of rate converts the debt between unit scales (1/s: 1e6 units a token; 1/3 per s: 3e6)', () => {
+    const third = numbers({ capacity: 100, refillPerSecond: 1 / 3 });
+    expect(third[0]!.tokenUnits).toBe(3_000_000);
+    const r = applyOverride({ debtUnits: [1_500_001], atUs: T0 }, undefined, T0, { base, limits: third });
+    expect(r.write!.debtUnits).toEqual([4_500_003]);
+    // And back: 4_500_004 units of 3e6 are 1_500_001.33 of 1e6, rounded up.
+    const back = applyOverride({ debtUnits: [4_500_004], atUs: T0 }, { limits: third }, T0, { base, limits: null });
+    expect(back.write!.debtUnits).toEqual([1_500_002]);
+    expect(back.after).toBeUndefined();
+    expect(back.writeRecord).toBeNull();
+  });
+
+  it('with nothing to change it only reads: nothing written', () => {
+    const r = applyOverride(spent(5), { limits: base }, T0, { base });
+    expect(r).toEqual({ atUs: T0, before: { limits: base }, after: { limits: base } });
+    expect(applyOverride(undefined, undefined, T0, { base })).toEqual({ atUs: T0 });
+  });
+
+  it('a full bucket is not written: only the record is', () => {
+    const r = applyOverride(undefined, undefined, T0, { base, limits: base, forMs: 1000 });
+    expect(r.write).toBeUndefined();
+    expect(r.writeRecord).toEqual({ limits: base, untilUs: T0 + 1_000_000 });
+  });
+});
+
+describe('the expiry split: exact in both directions', () => {
+  const config = { capacity: 100, refillPerSecond: 1 };
+  const p = policy(config);
+  const base = baseNumbers(p);
+
+  it('a generous override that expires: refilled at its rate until untilUs, at the base rate after', () => {
+    const fast = numbers({ capacity: 100, refillPerSecond: 100 });
+    // 100 tokens spent under 100/s (1e4 units a token... here tokenUnits 10_000, 100 units per µs).
+    const rec: OverrideRecord = { limits: fast, untilUs: T0 + 500_000 };
+    const state = { debtUnits: [100 * fast[0]!.tokenUnits], atUs: T0 };
+    // At untilUs half a second at 100/s has refilled 50: 50 spent, carried to the base (1e6 a token);
+    // then 2 s at 1/s refill 2 more: 48 spent.
+    const debts = debtsAt(state, T0 + 2_500_000, base, rec);
+    expect(debts).toEqual([48 * base[0]!.tokenUnits]);
+    const r = stepWithRecord(state, T0 + 2_500_000, stepArgs(p, 1, 0), rec);
+    expect(r.limits).toBeUndefined();
+    expect(toDecision(p, 1, r).remaining).toBe(51);
+    // The step writes, so the spent record is dropped with the bucket in the base numbers.
+    expect(r.writeRecord).toBeNull();
+    expect(r.write).toEqual({ debtUnits: [49 * base[0]!.tokenUnits], atUs: T0 + 2_500_000 });
+  });
+
+  it('a strict override that expires: its slow refill until untilUs, then the base rate', () => {
+    const slow = numbers({ capacity: 10, refillPerSecond: 0.1 });
+    const rec: OverrideRecord = { limits: slow, untilUs: T0 + 10_000_000 };
+    const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
+    // 10 s at 0.1/s: 1 token back, 9 spent; carried to the base, then 5 s at 1/s: 4 spent.
+    expect(debtsAt(state, T0 + 15_000_000, base, rec)).toEqual([4 * base[0]!.tokenUnits]);
+    // Read before untilUs it is still in the record's numbers.
+    expect(debtsAt(state, T0 + 5_000_000, base, rec)).toEqual([9.5 * slow[0]!.tokenUnits]);
+  });
+});
+
+describe('blocks', () => {
+  const p = policy({ capacity: 5, refillPerSecond: 1 });
+  const base = baseNumbers(p);
+
+  it('a blocked key is refused whatever its bucket holds, and nothing is written', () => {
+    const set = applyOverride(undefined, undefined, T0, { base, blockForMs: 2000 });
+    expect(set.after).toEqual({ blockedUntilUs: T0 + 2_000_000 });
+    const rec = set.writeRecord!;
+    for (const args of [stepArgs(p, 1, 0), stepArgs(p, 0, 0), adjustArgs(p, -1), grantArgs(p, 3), refundArgs(p, 5)]) {
+      const r = stepWithRecord(undefined, T0 + 1_999_999, args, rec);
+      expect(r).toEqual({ allowed: false, debtUnits: [0], atUs: T0 + 1_999_999, blockedUntilUs: T0 + 2_000_000 });
+    }
+    // At its end the block is over: allowed, and the ended record dropped on the write.
+    const after = stepWithRecord(undefined, T0 + 2_000_000, stepArgs(p, 1, 0), rec);
+    expect(after.allowed).toBe(true);
+    expect(after.blockedUntilUs).toBeUndefined();
+    expect(after.writeRecord).toBeNull();
+  });
+
+  it('unblock keeps the numbers; a block keeps the numbers', () => {
+    const ten = numbers({ capacity: 10, refillPerSecond: 1 });
+    const rec = applyOverride(undefined, { limits: ten }, T0, { base, blockForMs: 1000 }).after!;
+    expect(rec).toEqual({ limits: ten, blockedUntilUs: T0 + 1_000_000 });
+    expect(applyOverride(undefined, rec, T0, { base, blockForMs: null }).after).toEqual({ limits: ten });
+  });
+});
+
+describe('steps under a record', () => {
+  const p = policy({ capacity: 5, refillPerSecond: 1 });
+  const base = baseNumbers(p);
+
+  it('with no record and no policy-wide change, stepWithRecord is step', () => {
+    const args = stepArgs(p, 2, 0);
+    expect(stepWithRecord(undefined, T0, args, undefined)).toEqual(step(undefined, T0, args));
+  });
+
+  it('a take, a grant and a refund run under the record numbers, costs converted', () => {
+    const third = numbers({ capacity: 3, refillPerSecond: 1 / 3 });
+    const rec: OverrideRecord = { limits: third };
+    const take = stepWithRecord(undefined, T0, stepArgs(p, 2, 0), rec);
+    expect(take).toMatchObject({ allowed: true, debtUnits: [6_000_000], limits: third });
+    expect(stepWithRecord(take.write!, T0, stepArgs(p, 2, 0), rec)).toMatchObject({ allowed: false, debtUnits: [6_000_000] });
+    const grant = stepWithRecord(take.write!, T0, grantArgs(p, 5), rec);
+    expect(grant).toMatchObject({ allowed: true, tokens: 1, debtUnits: [9_000_000] });
+    const refund = stepWithRecord(grant.write!, T0, refundArgs(p, 1_000_000), rec);
+    expect(refund).toMatchObject({ allowed: true, debtUnits: [6_000_000] });
+    // A reservation's cap is the record's capacity plus the wait at the record's rate (1 token per 3 s).
+    const wait = stepWithRecord(refund.write!, T0, stepArgs(p, 2, 3000), rec);
+    expect(wait).toMatchObject({ allowed: true, debtUnits: [12_000_000] });
+    expect(stepWithRecord(wait.write!, T0, stepArgs(p, 1, 2999), rec).allowed).toBe(false);
+  });
+
+  it('an adjustment under a record: a charge up to MAX_WAIT_MS of the record refill beyond its capacity', () => {
+    const two = numbers({ capacity: 2, refillPerSecond: 1 });
+    const r = stepWithRecord(undefined, T0, adjustArgs(p, 1e6), { limits: two });
+    expect(r.debtUnits).toEqual([two[0]!.capacityUnits + MAX_WAIT_MS * 1000]);
+  });
+
+  it('a late refund under a record gives back the lesser of what is left under either refill', () => {
+    const slow = numbers({ capacity: 5, refillPerSecond: 0.5 });
+    const rec: OverrideRecord = { limits: slow };
+    // 4 tokens spent under the record (2e6 units a token), 2 granted 1 s before: at the base's 1/s one
+    // of them has refilled, at the record's 0.5/s half of one: the base's decay counts, 1 token back.
+    const state = { debtUnits: [8_000_000], atUs: T0 };
+    const r = stepWithRecord(state, T0, refundArgs(p, 2_000_000, T0 - 1_000_000), rec);
+    expect(r.debtUnits).toEqual([6_000_000]);
+  });
+
+  it('a step without StepArgs.base on a key with numbers is refused loudly; with a block alone it is honoured', () => {
+    const bare: StepArgs = { limits: stepArgs(p, 1, 0).limits };
+    expect(() => stepWithRecord(undefined, T0, bare, { limits: base })).toThrow(/StepArgs\.base/);
+    expect(stepWithRecord(undefined, T0, bare, { blockedUntilUs: T0 + 1 })).toMatchObject({ allowed: false, blockedUntilUs: T0 + 1 });
+  });
+
+  it('a policy-wide change is installed on a key without a record, kept beside its own block, ignored by a key with its own numbers, and cleared when no longer seen', () => {
+    const wide = numbers({ capacity: 2, refillPerSecond: 1 });
+    const change = { id: 'c1', limits: wide };
+    const first = stepWithRecord({ debtUnits: [4_000_000], atUs: T0 }, T0, stepArgs(p, 1, 0, change), undefined);
+    // 4 spent of 5 moved to capacity 2: 2 spent, and the take of 1 is refused.
+    expect(first).toMatchObject({ allowed: false, debtUnits: [2_000_000], limits: wide, writeRecord: { limits: wide, policyId: 'c1' }, write: { debtUnits: [2_000_000], atUs: T0 } });
+    const own = numbers({ capacity: 50, refillPerSecond: 1 });
+    expect(stepWithRecord(undefined, T0, stepArgs(p, 1, 0, change), { limits: own })).toMatchObject({ allowed: true, limits: own });
+    // A blocked key is refused with nothing written; once the block is over the change is installed.
+    const blocked = stepWithRecord(undefined, T0, stepArgs(p, 1, 0, change), { blockedUntilUs: T0 + 5 });
+    expect(blocked).toEqual({ allowed: false, debtUnits: [0], atUs: T0, blockedUntilUs: T0 + 5, limits: wide });
+    expect(stepWithRecord(undefined, T0 + 5, stepArgs(p, 1, 0, change), { blockedUntilUs: T0 + 5 }).writeRecord).toEqual({ limits: wide, policyId: 'c1' });
+    expect(applyOverride(undefined, { limits: wide, policyId: 'c1' }, T0, { base: baseNumbers(p), blockForMs: 1 }).after).toEqual({ limits: wide, policyId: 'c1', blockedUntilUs: T0 + 1000 });
+    const cleared = stepWithRecord(first.write!, T0 + 1, stepArgs(p, 1, 0), first.writeRecord!);
+    expect(cleared).toMatchObject({ allowed: true, writeRecord: null });
+    expect(cleared.limits).toBeUndefined();
+  });
+});
+
+describe('policyUnder: the decision of a step under a record', () => {
+  it('has the record capacity as the limit and its rate for the times', () => {
+    const p = policy({ limits: { a: { capacity: 5, refillPerSecond: 1 }, b: { capacity: 100, refillPerSecond: 10 } } });
+    const u = policyUnder(p, [numbersOf(policy({ capacity: 7, refillPerSecond: 2 })), baseNumbers(p)[1]!]);
+    expect(u.limits.map((l) => [l.name, l.capacity, l.refillPerSecond, l.rateNumerator, l.rateDenominator])).toEqual([
+      ['a', 7, 2, 2, 1],
+      ['b', 100, 10, 10, 1],
+    ]);
+    expect(u.limits[1]).toBe(p.limits[1]);
+  });
+});
