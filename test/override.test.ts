@@ -58,7 +58,7 @@ describe('carrying a bucket to new numbers (applyOverride)', () => {
     const big = numbers({ capacity: 1000, refillPerSecond: 1 });
     const r = applyOverride(spent(90), undefined, T0, { base, limits: big });
     expect(r.write).toEqual({ debtUnits: [90 * tokenUnits], atUs: T0 });
-    expect(toDecision(policyUnder(policy({ capacity: 100, refillPerSecond: 1 }), big), 0, { allowed: true, debtUnits: r.write!.debtUnits }).remaining).toBe(910);
+    expect(toDecision(policyUnder(policy({ capacity: 100, refillPerSecond: 1 }), big), 0, { allowed: true, debtUnits: [...r.write!.debtUnits] }).remaining).toBe(910);
   });
 
   it('a change of rate converts the debt between unit scales (1/s: 1e6 units a token; 1/3 per s: 3e6)', () => {
