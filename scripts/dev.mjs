@@ -1,5 +1,5 @@
-// `npm run dev`: runs the Worker locally in workerd (wrangler dev) on the in-memory store, with a
-// development token, and prints a ready-to-paste curl line.
+// `npm run dev`: runs the Worker locally in workerd (wrangler dev) on the in-memory store, with two
+// development tokens, and prints a ready-to-paste curl line with the one that may only take permits.
 //   npm run dev -- --upstash      the same Worker against a real Redis through the local Upstash-compatible server
 //   npm run dev -- --durable-object   the same Worker on the Durable Object store (local objects in workerd)
 //   npm run dev -- --var NAME:VALUE ...   extra Worker variables (repeatable)
@@ -8,7 +8,8 @@
 //                                         would be (for tests that play many clients); otherwise every request
 //                                         is from 127.0.0.1, where wrangler dev listens (DEV_PEER_IP): Miniflare
 //                                         keeps a CF-Connecting-IP the client sent, so a client could choose its bucket
-// Environment: PORT (default 8787), PERMIT_TOKENS (default dev-token).
+// Environment: PORT (default 8787), PERMIT_TOKENS (default DEV_TOKENS: dev-token, permit only, and
+// dev-admin-token, every right).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -34,7 +35,30 @@ function startUpstashStack() {
 }
 const wrangler = join(dirname(require.resolve('wrangler/package.json')), 'bin/wrangler.js');
 let port = process.env.PORT ?? '8787';
-const token = process.env.PERMIT_TOKENS ?? 'dev-token';
+/** Least privilege by default: the printed token may take permits and nothing else. */
+const DEV_TOKENS = [
+  { name: 'dev-permit', secret: 'dev-token', policies: '*', rights: ['permit'] },
+  { name: 'dev-admin', secret: 'dev-admin-token', policies: '*', rights: ['permit', 'settle', 'admin', 'stats'] },
+];
+const tokens = process.env.PERMIT_TOKENS || JSON.stringify(DEV_TOKENS);
+
+/**
+ * The token and policy for the curl line: of scoped tokens (JSON), the first plain one with only the
+ * permit right, else the first plain one with it; of comma-separated ones, the first. None (only
+ * hashed secrets): the line asks for $TOKEN.
+ */
+function curlToken() {
+  if (!tokens.trim().startsWith('[')) return { token: tokens.split(',')[0].trim(), policy: 'default' };
+  let list = [];
+  try {
+    list = JSON.parse(tokens);
+  } catch {}
+  const plain = (Array.isArray(list) ? list : []).filter((t) => typeof t?.secret === 'string' && !t.secret.startsWith('sha256:') && t.rights?.includes?.('permit'));
+  const t = plain.find((x) => x.rights.length === 1) ?? plain[0];
+  if (!t) return { token: '${TOKEN:?set TOKEN to a token with the permit right}', policy: 'default' };
+  return { token: t.secret, policy: Array.isArray(t.policies) ? t.policies[0] : 'default' };
+}
+const curl = curlToken();
 const argv = process.argv.slice(2);
 const extra = [];
 const cleanups = [];
@@ -68,7 +92,7 @@ for (let i = 0; i < argv.length; i++) {
   }
 }
 
-const args = [wrangler, 'dev', '--ip', LISTEN_IP, '--port', port, '--inspector-port', process.env.INSPECTOR_PORT ?? '0', '--var', `PERMIT_TOKENS:${token}`];
+const args = [wrangler, 'dev', '--ip', LISTEN_IP, '--port', port, '--inspector-port', process.env.INSPECTOR_PORT ?? '0', '--var', `PERMIT_TOKENS:${tokens}`];
 if (!trustHeader) args.push('--var', `DEV_PEER_IP:${LISTEN_IP}`);
 args.push(...extra);
 const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } });
@@ -77,10 +101,12 @@ child.stdout.on('data', (chunk) => {
   process.stdout.write(chunk);
   if (!announced && /Ready on/i.test(chunk.toString())) {
     announced = true;
-    const body = JSON.stringify({ policy: 'default', key: 'user-1' });
+    const body = JSON.stringify({ policy: curl.policy, key: 'user-1' });
+    const quote = curl.token.startsWith('$') ? '"' : "'";
     console.log(
-      `\nedge-limiter is up on ${storeLabel}. Try:\n\n` +
-        `curl -i -X POST http://127.0.0.1:${port}/v1/permits -H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json' -d '${body}'\n`,
+      `\nedge-limiter is up on ${storeLabel}. Try, with a token that may only take permits:\n\n` +
+        `curl -i -X POST http://127.0.0.1:${port}/v1/permits -H ${quote}Authorization: Bearer ${curl.token}${quote} -H 'Content-Type: application/json' -d '${body}'\n` +
+        (process.env.PERMIT_TOKENS ? '' : `\nResets, free-form adjustments and /v1/stats need the admin or stats right: dev-admin-token has every right (docs/security.md).\n`),
     );
   }
 });

@@ -10,7 +10,7 @@ import type { Store } from '../../src/store.js';
 import { createForwarder, type ForwardSend } from '../../src/http/gateway.js';
 import { headerKey, ipKey } from '../../src/http/key.js';
 import { rateLimit } from '../../src/http/middleware.js';
-import { addPermitRoutes } from '../../src/http/permit-app.js';
+import { addPermitRoutes, type AuditEvent } from '../../src/http/permit-app.js';
 import { problemResponse } from '../../src/http/problem.js';
 import { CONTROL, HOST } from '../../src/http/fields.js';
 import { createDecisionStats, type DecisionStats } from '../../src/limiter/decision-stats.js';
@@ -61,6 +61,8 @@ export interface BuildOptions {
    * bodies in bounded memory); without one the gateway uses fetch (right on Workers).
    */
   send?: ForwardSend;
+  /** Each administrative action the permit API applied (the Node server counts them on its metrics port). */
+  onAudit?: (event: AuditEvent) => void;
 }
 
 /**
@@ -102,7 +104,7 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
   const limiter = buildLimiter(config, store, { ...options, onDecision: composeOnDecision(stats.onDecision, options.onDecision) });
   // The Host rules first (a middleware runs only for the routes added after it), then the permit API's
   // routes, with its refusals for a path none serves and for an unexpected error.
-  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log });
+  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log, ...(options.onAudit ? { onAudit: options.onAudit } : {}) });
   const app = routerApp();
   app.use('*', hostRules);
   app.route('/', permits);

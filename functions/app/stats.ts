@@ -5,6 +5,7 @@ import type { Hono } from 'hono';
 import type { DecisionEvent } from '../../src/limiter.js';
 import type { DecisionStats } from '../../src/limiter/decision-stats.js';
 import { problemResponse } from '../../src/http/problem.js';
+import { grantOf, guard } from '../../src/http/auth.js';
 
 type Hook = (event: DecisionEvent) => void;
 
@@ -23,13 +24,18 @@ export function composeOnDecision(...hooks: (Hook | undefined)[]): Hook | undefi
   };
 }
 
-/** The JSON answer of GET /v1/stats and of the Node metrics port's /stats.json. */
-export function statsResponse(stats: DecisionStats): Response {
-  return new Response(JSON.stringify(stats.snapshot()), { headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' } });
+/**
+ * The JSON answer of GET /v1/stats and of the Node metrics port's /stats.json: of the policies in
+ * `scope` only (a token's), so a token learns the keys of no other policy.
+ */
+export function statsResponse(stats: DecisionStats, scope: ReadonlySet<string> | '*' = '*'): Response {
+  const snapshot = stats.snapshot();
+  if (scope !== '*') snapshot.policies = Object.fromEntries(Object.entries(snapshot.policies).filter(([name]) => scope.has(name)));
+  return new Response(JSON.stringify(snapshot), { headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' } });
 }
 
-/** Adds GET /v1/stats to the permit app; its /v1/* bearer check, registered first, guards it. */
+/** Adds GET /v1/stats to the permit app; its /v1/* bearer check, registered first, guards it, and it needs the `stats` right. */
 export function serveStats(app: Hono, stats: DecisionStats): void {
-  app.get('/v1/stats', () => statsResponse(stats));
+  app.get('/v1/stats', guard('GET /v1/stats'), (c) => statsResponse(stats, grantOf(c)?.policies));
   app.all('/v1/stats', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
 }

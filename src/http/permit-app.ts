@@ -1,12 +1,12 @@
 // The HTTP permit endpoint: other services POST for a permit and get 200 or 429. Also bucket
 // inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, assertKey, MAX_PERMIT_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from '../core/key.js';
 import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { Limiter } from '../limiter.js';
-import { tokenChecker } from './auth.js';
+import { checkTokens, guard, missingPolicy, missingRight, setGrant, grantOf, tokenChecker, type PermitToken } from './auth.js';
 import { readJsonBody } from './body.js';
 import { cachedPing } from './health-ping.js';
 import { rateLimitHeaders, refusingLimits } from './headers.js';
@@ -22,12 +22,40 @@ export const HEALTH_CACHE_MS = 1000;
 /** Options of permitApp: the limiter, the bearer tokens it accepts, the log sink and the health check's clock. */
 export interface PermitAppOptions {
   limiter: Limiter;
-  /** Accepted bearer tokens. With none, every /v1 request gets 401 (and the log says why, once). */
-  tokens: readonly string[];
-  /** Structured log sink. Never receives tokens. @default console */
+  /**
+   * Accepted bearer tokens: scoped ones (a name, the secret or its `sha256:`, policies, rights), or plain
+   * strings, each with every right on every policy. With none, every /v1 request gets 401 (and the log
+   * says why, once). Invalid ones throw a ConfigError here.
+   */
+  tokens: readonly (string | PermitToken)[];
+  /** Structured log sink. Never receives secrets: tokens are named. @default console */
   log?: (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
+  /** Called once for each administrative action applied (after its `audit` log line), e.g. to count them. */
+  onAudit?: (event: AuditEvent) => void;
   /** Monotonic clock for the /healthz ping cache, in ms. @default performance.now */
   monotonicMs?: () => number;
+}
+
+/**
+ * An administrative action the permit API applied, as its audit log line carries it (`msg: "audit"`):
+ * a reset, or an adjustment that names no charge.
+ */
+export interface AuditEvent {
+  action: 'reset' | 'adjust';
+  /** The name of the token that asked (never its secret). */
+  token: string;
+  policy: string;
+  key: string;
+  /** ISO time the action was applied. */
+  at: string;
+  /** adjust: the cost applied (below 0 a refund). */
+  cost?: Cost;
+  /** reset: the whole tokens the most constraining limit held, as read just before the reset (absent when the store did not answer). */
+  remainingBefore?: number;
+  /** Whole tokens it holds after. */
+  remainingAfter?: number;
+  /** adjust: the Idempotency-Key was applied before, so nothing changed now. */
+  repeated?: true;
 }
 
 /** The JSON body of a 200 or 429 from the permit API. */
@@ -114,9 +142,13 @@ function refusedInput(err: unknown): Response {
   throw err;
 }
 
-function parsePermit(body: unknown, limiter: Limiter, fields = FIELDS): Parsed {
+/** `scope`: the token's refusal of a policy, asked before the policy is looked up. */
+function parsePermit(body: unknown, limiter: Limiter, scope: (policy: string) => Response | undefined, fields = FIELDS): Parsed {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return invalid('the body must be a JSON object', '');
   const b = body as Record<string, unknown>;
+  // The token's scope first: a policy it may not use gets 403 whatever else the body holds.
+  const outside = typeof b.policy === 'string' ? scope(b.policy) : undefined;
+  if (outside) return { ok: false, response: outside };
   for (const f of Object.keys(b)) if (!fields.has(f)) return invalid(`unknown field \`${f.slice(0, 64)}\``, f.slice(0, 64));
   if (typeof b.policy !== 'string' || b.policy.length === 0) return invalid('`policy` is required and must be a string', 'policy');
   const policy = limiter.policy(b.policy);
@@ -182,7 +214,13 @@ export function permitApp(options: PermitAppOptions): Hono {
 export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   const { limiter } = options;
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
-  const auth = tokenChecker(options.tokens.filter((t) => t.length > 0));
+  const auth = tokenChecker(checkTokens(options.tokens.filter((t) => t !== ''), 'tokens', [...limiter.policies.keys()]));
+  const audit = (event: Omit<AuditEvent, 'at' | 'token'>, c: Context) => {
+    const { action, policy, key, ...change } = event;
+    const line: AuditEvent = { action, token: grantOf(c)!.name, policy, key, at: new Date().toISOString(), ...change };
+    log('info', { msg: 'audit', ...line });
+    options.onAudit?.(line);
+  };
   let warnedNoTokens = false;
 
   // /healthz: the store's ping (one shared ping in flight, remembered for HEALTH_CACHE_MS from its
@@ -213,18 +251,20 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
       }
       return problemResponse('unauthorized', 'no bearer tokens are configured on this server (PERMIT_TOKENS)', {}, { 'WWW-Authenticate': 'Bearer' });
     }
-    if (!(await auth.check(c.req.header('authorization')))) {
-      return problemResponse('unauthorized', 'send Authorization: Bearer <token> with a configured token', {}, { 'WWW-Authenticate': 'Bearer' });
-    }
-    return next();
+    const grant = await auth.check(c.req.header('authorization'));
+    if (!grant) return problemResponse('unauthorized', 'send Authorization: Bearer <token> with a configured token', {}, { 'WWW-Authenticate': 'Bearer' });
+    setGrant(c, grant);
+    await next();
+    // A refusal by scope may be a leaked token trying its luck: say which one.
+    if (c.res.status === 403) log('warn', { msg: 'forbidden', token: grant.name, method: c.req.method, path: c.req.path.slice(0, 128) });
   });
 
-  app.post('/v1/permits', async (c) => {
+  app.post('/v1/permits', guard('POST /v1/permits'), async (c) => {
     const id = idempotencyKeyOf(c.req.header('idempotency-key'));
     if (id.response) return id.response;
     const body = await readJsonBody(c.req.raw);
     if (!body.ok) return body.response;
-    const p = parsePermit(body.value, limiter);
+    const p = parsePermit(body.value, limiter, (policy) => missingPolicy(c, policy));
     if (!p.ok) return p.response;
     let decision: Decision;
     try {
@@ -241,12 +281,16 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   });
 
   // Settlement: a cost after the fact, refunded (below 0) or charged (above 0), in one store call.
+  // The right it needs depends on the body's form (a charge named or not), so it is checked once the body is read.
   app.post('/v1/adjustments', async (c) => {
     const id = idempotencyKeyOf(c.req.header('idempotency-key'));
     if (id.response) return id.response;
     const body = await readJsonBody(c.req.raw);
     if (!body.ok) return body.response;
-    const p = parsePermit(body.value, limiter, ADJUST_FIELDS);
+    const charged = typeof body.value === 'object' && body.value !== null && Object.hasOwn(body.value, 'charge');
+    const outside = missingRight(c, charged ? 'POST /v1/adjustments with a charge' : 'POST /v1/adjustments');
+    if (outside) return outside;
+    const p = parsePermit(body.value, limiter, (policy) => missingPolicy(c, policy), ADJUST_FIELDS);
     if (!p.ok) return p.response;
     let decision: Decision;
     try {
@@ -255,11 +299,16 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
       if (!(err instanceof StoreError)) return refusedInput(err);
       return problemResponse('store-unavailable', 'the rate-limit store is unavailable: the adjustment was not applied', { policy: p.policy.name }, { 'Retry-After': '1' });
     }
+    if (!charged && decision.reason !== 'store_error') {
+      audit({ action: 'adjust', policy: p.policy.name, key: p.key, cost: p.cost, remainingAfter: decision.remaining, ...(decision.repeated ? { repeated: true as const } : {}) }, c);
+    }
     // The bucket as it is after the adjustment (allowed: a take of 1 would pass now): a 200 either way.
     return decisionResponse(p.policy, p.key, decision, true);
   });
 
-  const bucket = (c: { req: { param(name: string): string | undefined } }) => {
+  const bucket = (c: Context) => {
+    const outside = missingPolicy(c, c.req.param('policy') ?? '');
+    if (outside) return { response: outside };
     const policy = limiter.policy(c.req.param('policy') ?? '');
     if (!policy) return { response: problemResponse('unknown-policy', `no policy named ${JSON.stringify((c.req.param('policy') ?? '').slice(0, 64))}`, { field: 'policy' }) };
     const key = c.req.param('key') ?? '';
@@ -268,21 +317,24 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     return { policy, key };
   };
 
-  app.get(BUCKET, async (c) => {
+  app.get(BUCKET, guard('GET /v1/buckets/{policy}/{key}'), async (c) => {
     const b = bucket(c);
     if (b.response) return b.response;
     const decision = await limiter.peek(b.policy.name, b.key);
     return decisionResponse(b.policy, b.key, decision, true);
   });
 
-  app.delete(BUCKET, async (c) => {
+  app.delete(BUCKET, guard('DELETE /v1/buckets/{policy}/{key}'), async (c) => {
     const b = bucket(c);
     if (b.response) return b.response;
+    // What the reset wipes, for the audit line: read just before (a peek; not atomic with the reset).
+    const before = await limiter.peek(b.policy.name, b.key);
     try {
       await limiter.reset(b.policy.name, b.key);
     } catch {
       return problemResponse('store-unavailable', 'the rate-limit store is unavailable', {}, { 'Retry-After': '1' });
     }
+    audit({ action: 'reset', policy: b.policy.name, key: b.key, remainingBefore: before.remaining, remainingAfter: b.policy.limits.length ? Math.min(...b.policy.limits.map((l) => l.capacity)) : undefined }, c);
     return c.body(null, 204);
   });
 

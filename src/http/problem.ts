@@ -5,6 +5,7 @@ export const PROBLEMS = {
   'invalid-json': { status: 400, title: 'Malformed JSON body' },
   'invalid-request': { status: 400, title: 'Invalid request' },
   unauthorized: { status: 401, title: 'Missing or invalid bearer token' },
+  forbidden: { status: 403, title: 'Outside the token\'s scope' },
   'unknown-policy': { status: 404, title: 'Unknown policy' },
   'not-found': { status: 404, title: 'Not found' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },

@@ -1,6 +1,6 @@
 // The bearer-token check: fixed work per check whatever the presented token, and tokens never logged.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { tokenChecker } from '../../src/http/auth.js';
+import { checkTokens, tokenChecker } from '../../src/http/auth.js';
 import { createLimiter, memoryStore } from '../../src/index.js';
 import { permitApp } from '../../src/http/permit-app.js';
 import { checked } from '../support/openapi-contract.js';
@@ -9,16 +9,16 @@ afterEach(() => vi.restoreAllMocks());
 
 describe('tokenChecker', () => {
   it('accepts configured tokens only', async () => {
-    const c = tokenChecker(['alpha-token', 'beta-token']);
-    expect(await c.check('Bearer alpha-token')).toBe(true);
-    expect(await c.check('Bearer beta-token')).toBe(true);
+    const c = tokenChecker(checkTokens(['alpha-token', 'beta-token']));
+    expect((await c.check('Bearer alpha-token'))?.name).toBe('token-1');
+    expect((await c.check('Bearer beta-token'))?.name).toBe('token-2');
     for (const bad of [undefined, '', 'Bearer', 'Bearer ', 'Bearer alpha-tokenx', 'Bearer alpha', 'Basic alpha-token', 'alpha-token', 'Bearer alpha-token extra']) {
-      expect(await c.check(bad), String(bad)).toBe(false);
+      expect(await c.check(bad), String(bad)).toBeUndefined();
     }
   });
 
   it('does the same work for a right token, a wrong one of the same length, and one of another length', async () => {
-    const c = tokenChecker(['alpha-token', 'beta-token', 'gamma-token']);
+    const c = tokenChecker(checkTokens(['alpha-token', 'beta-token', 'gamma-token']));
     await c.check('Bearer warm-up');
     const digest = vi.spyOn(crypto.subtle, 'digest');
     const calls: { input: number; outputs: number }[] = [];

@@ -40,13 +40,19 @@ export interface DevWorker {
   stop(): Promise<void>;
 }
 
+function withoutTokens(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { PERMIT_TOKENS: _, ...rest } = env;
+  return rest;
+}
+
 /** Starts `node scripts/dev.mjs` (what `npm run dev` runs) with extra Worker variables. */
 export async function startDevWorker(vars: Record<string, string> = {}, extraArgs: string[] = []): Promise<DevWorker> {
   const port = await freePort();
   const args = [join(root, 'scripts/dev.mjs'), ...Object.entries(vars).flatMap(([k, v]) => ['--var', `${k}:${v}`]), ...extraArgs];
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: root,
-    env: { ...process.env, PORT: String(port), PERMIT_TOKENS: vars.PERMIT_TOKENS ?? 'dev-token' },
+    // Without PERMIT_TOKENS in vars, the dev script's own default tokens (and its curl line's).
+    env: { ...withoutTokens(process.env), PORT: String(port), ...(vars.PERMIT_TOKENS === undefined ? {} : { PERMIT_TOKENS: vars.PERMIT_TOKENS }) },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });

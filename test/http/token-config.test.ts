@@ -1,0 +1,119 @@
+// Scoped tokens' configuration (issue 32, item 1): PERMIT_TOKENS in its plain and JSON forms, errors that
+// name the token and field and never hold a secret, hashed and plain secrets, and the audit and refusal
+// log lines of the permit API.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../functions/app/env.js';
+import { checkTokens, tokenChecker, type PermitToken } from '../../src/http/auth.js';
+import { permitApp, type AuditEvent } from '../../src/http/permit-app.js';
+import { ConfigError, createLimiter, memoryStore } from '../../src/index.js';
+
+const sha = (s: string) => `sha256:${createHash('sha256').update(s).digest('hex')}`;
+const POLICIES = JSON.stringify({ api: { capacity: 5, refillPerSecond: 1 }, web: { capacity: 5, refillPerSecond: 1 } });
+const SECRET = 'Zq9-very-secret-value';
+const token = (extra: Record<string, unknown> = {}) => ({ name: 'svc-a', secret: SECRET, policies: ['api'], rights: ['permit'], ...extra }) as unknown as PermitToken;
+
+/** The ConfigError loadConfig throws for these PERMIT_TOKENS. */
+function configError(tokens: unknown): ConfigError {
+  try {
+    loadConfig({ LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: typeof tokens === 'string' ? tokens : JSON.stringify(tokens) });
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error(`no error for ${JSON.stringify(tokens)}`);
+}
+
+describe('PERMIT_TOKENS', () => {
+  it('comma-separated: each token has every right on every policy, named by position', async () => {
+    const config = loadConfig({ LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: ' alpha-token, beta-token ,,' });
+    expect(config.tokens).toEqual(['alpha-token', 'beta-token']);
+    const grant = await tokenChecker(checkTokens(config.tokens)).check('Bearer beta-token');
+    expect(grant).toEqual({ name: 'token-2', policies: '*', rights: new Set(['permit', 'settle', 'admin', 'stats']) });
+  });
+
+  it('JSON: scoped tokens with plain or hashed secrets; a hashed one is presented as its plain text, never as its digest', async () => {
+    const config = loadConfig({
+      LIMITER_POLICIES: POLICIES,
+      PERMIT_TOKENS: JSON.stringify([token(), { name: 'ops', secret: sha('ops-secret-value-1'), policies: '*', rights: ['admin', 'stats'] }]),
+    });
+    const checker = tokenChecker(checkTokens(config.tokens));
+    expect(await checker.check(`Bearer ${SECRET}`)).toEqual({ name: 'svc-a', policies: new Set(['api']), rights: new Set(['permit']) });
+    expect(await checker.check('Bearer ops-secret-value-1')).toEqual({ name: 'ops', policies: '*', rights: new Set(['admin', 'stats']) });
+    expect(await checker.check(`Bearer ${sha('ops-secret-value-1')}`)).toBeUndefined();
+    expect(await checker.check(`Bearer ${sha('ops-secret-value-1').slice(7)}`)).toBeUndefined();
+  });
+
+  it('an invalid token is a ConfigError naming the token and field, never holding the secret', () => {
+    const cases: [unknown, string][] = [
+      ['[{"name":"svc-a","secret":"' + SECRET + '"', 'PERMIT_TOKENS'],
+      [{ name: 'x' }, 'PERMIT_TOKENS'],
+      [[token(), token({ name: 'b', secret: 'another-secret-2', rights: ['permit', 'root'] })], 'PERMIT_TOKENS[1].rights[1]'],
+      [[token({ rights: [] })], 'PERMIT_TOKENS[0].rights'],
+      [[token({ rights: 'admin' })], 'PERMIT_TOKENS[0].rights'],
+      [[token({ policies: ['api', 'apii'] })], 'PERMIT_TOKENS[0].policies[1]'],
+      [[token({ policies: [] })], 'PERMIT_TOKENS[0].policies'],
+      [[token({ policies: 'api' })], 'PERMIT_TOKENS[0].policies'],
+      [[token({ name: 'has space' })], 'PERMIT_TOKENS[0].name'],
+      [[token({ name: undefined })], 'PERMIT_TOKENS[0].name'],
+      [[token(), token({ secret: 'another-secret-1' })], 'PERMIT_TOKENS[1].name'],
+      [[token(), token({ name: 'svc-b' })], 'PERMIT_TOKENS[1].secret'],
+      [[token({ secret: `sha256:${'A'.repeat(64)}` })], 'PERMIT_TOKENS[0].secret'],
+      [[token({ secret: `sha256:${SECRET}` })], 'PERMIT_TOKENS[0].secret'],
+      [[token({ secret: `${SECRET} x` })], 'PERMIT_TOKENS[0].secret'],
+      [[token({ secret: 42 })], 'PERMIT_TOKENS[0].secret'],
+      [[token({ token: SECRET })], 'PERMIT_TOKENS[0].token'],
+      [['just-a-string-in-json'], 'PERMIT_TOKENS[0]'],
+      [[null], 'PERMIT_TOKENS[0]'],
+      ['dup-token-value,dup-token-value', 'PERMIT_TOKENS[1].secret'],
+    ];
+    for (const [tokens, field] of cases) {
+      const err = configError(tokens);
+      expect(err.field, JSON.stringify(tokens)).toBe(field);
+      expect(err.message).not.toContain(SECRET.slice(0, 6));
+      expect(err.message).not.toContain('dup-to');
+    }
+  });
+
+  it('a plain secret equal to another token\'s hashed one is refused at the first check', async () => {
+    const checker = tokenChecker(checkTokens([token(), token({ name: 'svc-b', secret: sha(SECRET) })]));
+    await expect(checker.check(`Bearer ${SECRET}`)).rejects.toThrow(ConfigError);
+  });
+
+  it('permitApp refuses invalid tokens when it is made', () => {
+    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 1, refillPerSecond: 1 } } });
+    expect(() => permitApp({ limiter, tokens: [token({ policies: ['web'] }) as unknown as PermitToken] })).toThrow(/tokens\[0\]\.policies\[0\]/);
+  });
+});
+
+describe('the permit API\'s log and audit lines', () => {
+  it('an administrative action writes one audit line naming the token, policy, key, change and time; a 403 a warning; no secret anywhere', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const audits: AuditEvent[] = [];
+    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 5, refillPerSecond: 0.001 } } });
+    const app = permitApp({
+      limiter,
+      tokens: [token({ name: 'ops', rights: ['admin', 'permit'] }), token({ name: 'svc', secret: 'svc-secret-0001' })] as unknown as PermitToken[],
+      log: (_level, line) => void lines.push(line),
+      onAudit: (e) => void audits.push(e),
+    });
+    const send = (method: string, path: string, secret: string, body?: unknown) =>
+      app.request(path, { method, headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    await send('POST', '/v1/permits', SECRET, { policy: 'api', key: 'k', cost: 3 });
+    const before = Date.now();
+    expect((await send('POST', '/v1/adjustments', SECRET, { policy: 'api', key: 'k', cost: -1 })).status).toBe(200);
+    expect((await send('DELETE', '/v1/buckets/api/k', SECRET)).status).toBe(204);
+    expect((await send('DELETE', '/v1/buckets/api/k', 'svc-secret-0001')).status).toBe(403);
+    const audit = lines.filter((l) => l.msg === 'audit');
+    expect(audit).toEqual([
+      { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), cost: -1, remainingAfter: 3 },
+      { msg: 'audit', action: 'reset', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), remainingBefore: 3, remainingAfter: 5 },
+    ]);
+    for (const l of audit) expect(Date.parse(l.at as string)).toBeGreaterThanOrEqual(before - 1000);
+    expect(audits.map((a) => [a.action, a.token])).toEqual([['adjust', 'ops'], ['reset', 'ops']]);
+    expect(lines.filter((l) => l.msg === 'forbidden')).toEqual([{ msg: 'forbidden', token: 'svc', method: 'DELETE', path: '/v1/buckets/api/k' }]);
+    const text = JSON.stringify(lines);
+    expect(text).not.toContain(SECRET.slice(0, 6));
+    expect(text).not.toContain('svc-se');
+  });
+});
