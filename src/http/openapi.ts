@@ -7,6 +7,7 @@
 import { MAX_ADJUST_TOKENS, MAX_IDEMPOTENCY_KEY_BYTES, MAX_KEY_BYTES, MAX_PERMIT_WAIT_MS } from '../core/key.js';
 import { MAX_BODY_BYTES } from './body.js';
 import { PROBLEMS, problemType, type ProblemType } from './problem.js';
+import { RIGHTS, ROUTE_RIGHTS, type Route } from './auth.js';
 
 /**
  * The response headers, inlined where used (a generator such as openapi-typescript types a header
@@ -50,10 +51,14 @@ function problem(status: number | undefined, description: string, types: Problem
 }
 
 const unauthorized = problem(401, 'No or a wrong bearer token (or none configured on the server).', ['unauthorized'], { 'WWW-Authenticate': header('WWW-Authenticate') });
+const forbidden = problem(403, 'The token lacks the right this request needs (`right` names it), or may not use its policy (`policy`): nothing was read or changed.', ['forbidden']);
+/** The right a route needs (auth.ts's table), as `x-required-right` and the 403 that refuses a token without it. */
+const needs = (...routes: Route[]) => ({ 'x-required-right': routes.length === 1 ? ROUTE_RIGHTS[routes[0]!] : routes.map((r) => ROUTE_RIGHTS[r]) });
 const unknownPolicy = problem(404, 'No policy of that name is configured.', ['unknown-policy']);
 const badJsonBody = (extra: ProblemType[] = []) => ({
   '400': problem(400, 'The body is not valid JSON, or a field is invalid (`field` names it); nothing reached the store.', ['invalid-json', 'invalid-request', ...extra]),
   '401': unauthorized,
+  '403': forbidden,
   '404': unknownPolicy,
   '413': problem(413, `The body is over ${MAX_BODY_BYTES} bytes.`, ['payload-too-large']),
   '415': problem(415, 'The Content-Type is not application/json.', ['unsupported-media-type']),
@@ -103,8 +108,9 @@ export const openApiDocument = {
         tags: ['permits'],
         operationId: 'takePermit',
         summary: 'Take tokens, or reserve them for a wait of at most maxWaitMs',
+        ...needs('POST /v1/permits'),
         description:
-          'All or nothing over every limit of the policy. With `maxWaitMs` above 0 a refusal that would pass within that wait becomes a reservation: 200 with `waitMs`, the time to sleep before acting (the tokens are taken at once; nobody polls). ' +
+          'Needs the `permit` right on the policy. All or nothing over every limit of the policy. With `maxWaitMs` above 0 a refusal that would pass within that wait becomes a reservation: 200 with `waitMs`, the time to sleep before acting (the tokens are taken at once; nobody polls). ' +
           'Only `200` and `429` carry a decision; with a policy that fails open, a store outage answers 200 with `reason: store_error` and no `remaining`.',
         parameters: [{ $ref: '#/components/parameters/IdempotencyKey' }],
         requestBody: { required: true, content: json(ref('PermitRequest')) },
@@ -129,8 +135,9 @@ export const openApiDocument = {
         tags: ['permits'],
         operationId: 'adjust',
         summary: 'Settle a cost after the fact: refund (below 0) or charge more (above 0)',
+        ...needs('POST /v1/adjustments with a charge', 'POST /v1/adjustments'),
         description:
-          'One atomic step on the store\'s clock, always applied. A refund never makes a limit fuller than full; a charge may put a limit into debt (up to its capacity beyond empty), which later takes wait out. ' +
+          'Needs, on the policy, the `settle` right when the body names a `charge`, and the `admin` right otherwise (an adjustment by any amount). One atomic step on the store\'s clock, always applied. A refund never makes a limit fuller than full; a charge may put a limit into debt (up to its capacity beyond empty), which later takes wait out. ' +
           'Answers 200 with the bucket after the adjustment (`allowed`: a take of 1 would pass now).',
         parameters: [{ $ref: '#/components/parameters/IdempotencyKey' }],
         requestBody: { required: true, content: json(ref('AdjustmentRequest')) },
@@ -151,11 +158,13 @@ export const openApiDocument = {
         tags: ['buckets'],
         operationId: 'peekBucket',
         summary: 'Read a bucket without taking from it',
-        description: '200 whatever the bucket holds (this request was not limited): `allowed` says whether a take of 1 would pass now. 503 when the store does not answer and the policy fails closed.',
+        ...needs('GET /v1/buckets/{policy}/{key}'),
+        description: 'Needs the `permit` right on the policy. 200 whatever the bucket holds (this request was not limited): `allowed` says whether a take of 1 would pass now. 503 when the store does not answer and the policy fails closed.',
         responses: {
           '200': { description: 'The bucket now.', headers: rateLimitHeaders, content: json(ref('Decision')) },
           '400': problem(400, 'The key is invalid.', ['invalid-request']),
           '401': unauthorized,
+          '403': forbidden,
           '404': unknownPolicy,
           '503': problem(503, 'The store is unavailable and the policy fails closed.', ['store-unavailable'], {
             'Retry-After': header('Retry-After'),
@@ -168,10 +177,13 @@ export const openApiDocument = {
         tags: ['buckets'],
         operationId: 'resetBucket',
         summary: 'Reset a bucket to full',
+        ...needs('DELETE /v1/buckets/{policy}/{key}'),
+        description: 'Needs the `admin` right on the policy. Each reset writes an audit log line naming the token.',
         responses: {
           '204': { description: 'Reset.' },
           '400': problem(400, 'The key is invalid.', ['invalid-request']),
           '401': unauthorized,
+          '403': forbidden,
           '404': unknownPolicy,
           '503': problem(503, 'The store is unavailable: nothing was reset.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
           default: internalError,
@@ -183,10 +195,12 @@ export const openApiDocument = {
         tags: ['operations'],
         operationId: 'stats',
         summary: "This node's decision counts and most refused keys",
-        description: 'Each node (Node process, Lambda container, Workers isolate) reports what it decided itself, since it started.',
+        ...needs('GET /v1/stats'),
+        description: 'Needs the `stats` right, and holds only the policies the token may use. Each node (Node process, Lambda container, Workers isolate) reports what it decided itself, since it started.',
         responses: {
           '200': { description: 'The counts.', headers: { 'Cache-Control': header('Cache-Control') }, content: json(ref('Stats')) },
           '401': unauthorized,
+          '403': forbidden,
           default: internalError,
         },
       },
@@ -220,7 +234,7 @@ export const openApiDocument = {
   },
   components: {
     securitySchemes: {
-      bearer: { type: 'http', scheme: 'bearer', description: 'One of the server\'s PERMIT_TOKENS.' },
+      bearer: { type: 'http', scheme: 'bearer', description: 'One of the server\'s PERMIT_TOKENS. Each has rights (`permit`, `settle`, `admin`, `stats`) on some policies; each operation names the right it needs (`x-required-right`).' },
     },
     parameters: {
       IdempotencyKey: {
@@ -318,7 +332,8 @@ export const openApiDocument = {
           status: { type: 'integer' },
           detail: { type: 'string', description: 'For people; may change.' },
           field: { type: 'string', description: 'invalid-request, unknown-policy, idempotency-key-reused: the request field at fault (a body field, `cost.<limit>`, or `Idempotency-Key`).' },
-          policy: { type: 'string', description: 'store-unavailable: the policy.' },
+          policy: { type: 'string', description: 'store-unavailable: the policy; forbidden: the policy the token may not use.' },
+          right: { type: 'string', enum: [...RIGHTS], description: 'forbidden: the right the token lacks.' },
           retryAfterMs: nonNegative('store-unavailable on a take: ms until a retry may pass.'),
         },
       },

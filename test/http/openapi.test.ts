@@ -16,6 +16,7 @@ import { buildApp } from '../../functions/app/app.js';
 import { loadConfig } from '../../functions/app/env.js';
 import { ADJUST_FIELDS, FIELDS } from '../../src/http/permit-app.js';
 import { openApiDocument, openApiJson } from '../../src/http/openapi.js';
+import { ROUTE_RIGHTS } from '../../src/http/auth.js';
 import type { Store } from '../../src/store.js';
 import { checked, recorder } from '../support/openapi-contract.js';
 import { switchableStore } from '../support/switchable-store.js';
@@ -72,6 +73,21 @@ describe('the OpenAPI document', () => {
     expect((await a.request('/v1/openapi.json', { method: 'POST', headers: auth })).status).toBe(405);
   });
 
+  it('states the right of every /v1 operation but its own, as auth.ts\'s table gives it, and documents its 403', () => {
+    const stated: Record<string, unknown> = {};
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        if (method === 'parameters' || !path.startsWith('/v1/') || path === '/v1/openapi.json') continue;
+        stated[`${method.toUpperCase()} ${path}`] = (op as Record<string, unknown>)['x-required-right'];
+        expect(op.responses['403'], `${method} ${path}`).toBeDefined();
+      }
+    }
+    const table: Record<string, unknown> = { ...ROUTE_RIGHTS };
+    delete table['POST /v1/adjustments with a charge'];
+    table['POST /v1/adjustments'] = [ROUTE_RIGHTS['POST /v1/adjustments with a charge'], ROUTE_RIGHTS['POST /v1/adjustments']];
+    expect(stated).toEqual(table);
+  });
+
   it("has exactly the app's routes: one on either side only fails", () => {
     const a = app(store(), { GATE_ORIGIN: 'http://origin.test', GATE_POLICY: 'api' });
     const served = new Set(
@@ -91,7 +107,13 @@ describe('the OpenAPI document', () => {
   it('every documented response and field shows up in real responses, and every response matches', async () => {
     const rec = recorder();
     const s = store();
-    const a = checked(app(s, { LIMITER_TOP_KEYS: '5' }), rec);
+    // TOKEN has every right; NARROW may only take permits of multi (each 403 below).
+    const tokens = [
+      { name: 'all', secret: TOKEN, policies: '*', rights: ['permit', 'settle', 'admin', 'stats'] },
+      { name: 'narrow', secret: 'narrow-token-1', policies: ['multi'], rights: ['permit'] },
+    ];
+    const narrow = { Authorization: 'Bearer narrow-token-1' };
+    const a = checked(app(s, { LIMITER_TOP_KEYS: '5', PERMIT_TOKENS: JSON.stringify(tokens) }), rec);
     const send = (path: string, init?: RequestInit) => a.request(path, init);
     const expectStatus = async (status: number, path: string, init?: RequestInit) => {
       const res = await send(path, init);
@@ -113,6 +135,7 @@ describe('the OpenAPI document', () => {
     await expectStatus(400, ...post('/v1/permits', { policy: 'api', key: '' }));
     await expectStatus(400, ...post('/v1/permits', { policy: 'multi', key: 'm', cost: { hourly: 1 } }));
     await expectStatus(401, '/v1/permits', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    await expectStatus(403, ...post('/v1/permits', { policy: 'api', key: 'k' }, narrow));
     await expectStatus(404, ...post('/v1/permits', { policy: 'nope', key: 'k' }));
     await expectStatus(413, ...post('/v1/permits', JSON.stringify({ policy: 'api', key: 'x'.repeat(9000) })));
     await expectStatus(415, '/v1/permits', { method: 'POST', headers: { ...auth, 'Content-Type': 'text/plain' }, body: '{}' });
@@ -124,6 +147,7 @@ describe('the OpenAPI document', () => {
     await expectStatus(400, ...post('/v1/adjustments', { policy: 'api', key: 'k', cost: 0 }));
     await expectStatus(400, ...post('/v1/adjustments', '[1'));
     await expectStatus(401, '/v1/adjustments', { method: 'POST', headers: { Authorization: 'Bearer wrong', 'Content-Type': 'application/json' }, body: '{}' });
+    await expectStatus(403, ...post('/v1/adjustments', { policy: 'multi', key: 'm', cost: 1 }, narrow));
     await expectStatus(404, ...post('/v1/adjustments', { policy: 'nope', key: 'k', cost: 1 }));
     await expectStatus(413, ...post('/v1/adjustments', JSON.stringify({ policy: 'api', key: 'k', cost: 1, pad: 'x'.repeat(9000) })));
     await expectStatus(415, '/v1/adjustments', { method: 'POST', headers: auth, body: '{}' });
@@ -134,15 +158,18 @@ describe('the OpenAPI document', () => {
     await expectStatus(200, '/v1/buckets/multi/m', { headers: auth });
     await expectStatus(400, `/v1/buckets/api/${'%F0%9F%98%80'.repeat(200)}`, { headers: auth });
     await expectStatus(401, '/v1/buckets/api/k');
+    await expectStatus(403, '/v1/buckets/api/k', { headers: narrow });
     await expectStatus(404, '/v1/buckets/nope/k', { headers: auth });
     await expectStatus(204, '/v1/buckets/api/k', { method: 'DELETE', headers: auth });
     await expectStatus(400, `/v1/buckets/api/${'%F0%9F%98%80'.repeat(200)}`, { method: 'DELETE', headers: auth });
     await expectStatus(401, '/v1/buckets/api/k', { method: 'DELETE' });
+    await expectStatus(403, '/v1/buckets/multi/m', { method: 'DELETE', headers: narrow });
     await expectStatus(404, '/v1/buckets/nope/k', { method: 'DELETE', headers: auth });
 
     // /v1/stats, /v1/openapi.json, /healthz, and what no operation documents (still problem+json)
     await expectStatus(200, '/v1/stats', { headers: auth });
     await expectStatus(401, '/v1/stats');
+    await expectStatus(403, '/v1/stats', { headers: narrow });
     await expectStatus(200, '/v1/openapi.json');
     await expectStatus(200, '/healthz');
     await expectStatus(404, '/v1/nothing-here', { headers: auth });
