@@ -4,6 +4,8 @@
 import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
+import type { Expr } from './mongodb-mql.js';
+import { expiryExpr, fullExpr, inForceExpr, neverExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
  * Most operation records one bucket document holds. An operation id is remembered for its ttlMs or for
@@ -53,6 +55,9 @@ export function opOf(args: StepArgs): (OpArgs & { ttlUs: number }) | undefined {
   return { id: op.id, fingerprint: op.fingerprint, ttlMs: op.ttlMs, ttlUs: Math.ceil(op.ttlMs * 1000) };
 }
 
+/** -x, of a literal or an expression. */
+const neg = (x: Expr): Expr => (typeof x === 'number' ? -x : { $multiply: [-1, x] });
+
 /** Scratch field names, per limit: its debt now (before the step) and after it. */
 const D = (i: number) => `_sD${i}`;
 const A = (i: number) => `_sA${i}`;
@@ -62,8 +67,16 @@ const A = (i: number) => `_sA${i}`;
  * so tests can run this exact value through an independent MQL engine. Fields starting with `_s` are
  * scratch and removed by the last stage. On a denial every field keeps its value, so the document stays
  * byte-identical and the server writes nothing. `callId` must be unique per call: finding it in `last`
- * afterwards is how the caller knows it was allowed. A peek (every cost 0) is never sent as an update:
- * see peekPipeline.
+ * afterwards is how the caller knows it was allowed. A peek (every cost 0) is sent as an update only to
+ * write a record's change (see mongoStore's step); otherwise see peekPipeline.
+ *
+ * Without `plan`, a document that holds an override record (`ov`) is left byte-identical, as a denial
+ * is, and the projection returns `ov`, so the caller sends the step again with the plan: a key with no
+ * record pays one test for records, no more. With `plan` (mongodb-override.ts recordPlan) it is
+ * core/override.ts `stepWithRecord`: a live block refuses and writes nothing; a policy-wide change is
+ * installed, replaced or cleared; the step runs under the record's live numbers; the bucket is carried
+ * and written with the record when the record changed; the expiry follows the record (mongodb-override.ts
+ * expiryExpr); `last.limits` says which numbers were in force.
  *
  * With StepArgs.op, the same update also looks the id up among the document's live `ops` records (by
  * $$NOW, the step's own reading): found, every field keeps its value (a repeat writes nothing) and the
@@ -72,24 +85,31 @@ const A = (i: number) => `_sA${i}`;
  * MAX_OPS_PER_BUCKET, with `opCall` set to `callId`. Without `op` the pipeline has no extra stage and no
  * op expression but one: `expiresAt` is never set before `opsUntil`.
  */
-export function stepPipeline(args: StepArgs, callId: string): object[] {
+export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan): object[] {
   const limits = limitsOf(args);
   const op = opOf(args);
   const idx = limits.map((_, i) => i);
-  const { tokenUnits, refundSinceUs } = args;
+  const { refundSinceUs } = args;
+  const tokenUnits = args.tokenUnits === undefined ? undefined : (plan?.tokenUnits ?? args.tokenUnits);
+  // Each limit's numbers in this step: the step's own, or (with a record plan) expressions of the record.
+  const param = (i: number): LimitParams => plan?.limit(i) ?? { cost: limits[i]!.costUnits, limit: limits[i]!.limitUnits, refill: limits[i]!.refillUnitsPerUs };
   const opId = op && { $literal: op.id };
+  // Without a plan, a document holding an override record (`ov`) is left as it is, and the caller
+  // resends the step with the plan (the projection returns `ov`): a key with no record pays one test.
+  const hasRecord = { $ne: [{ $ifNull: ['$ov', null] }, null] };
   const stages: object[] = [
     // The store's clock in whole µs, and each limit's debt now, in its units. With an op: the records
     // not yet expired ($$NOW is one reading for the whole update), and whether this id is among them.
     { $set: op ? { _sNow: NOW_US, _sOps: { $filter: { input: { $ifNull: ['$ops', []] }, as: 'o', cond: { $gt: ['$$o.expiresAtUs', NOW_US] } } } } : { _sNow: NOW_US } },
-    {
-      $set: {
-        ...Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs)])),
-        ...(op ? { _sRep: { $in: [opId, '$_sOps.id'] } } : {}),
-      },
-    },
+    ...(plan ? plan.stages : []),
   ];
-  const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : [])];
+  const debtsAndRepeat = {
+    ...(plan ? {} : Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs)]))),
+    ...(op ? { _sRep: plan ? { $in: [opId, '$_sOps.id'] } : { $or: [hasRecord, { $in: [opId, '$_sOps.id'] }] } } : {}),
+  };
+  // (MongoDB refuses a $set of no field.)
+  if (Object.keys(debtsAndRepeat).length > 0) stages.push({ $set: debtsAndRepeat });
+  const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : []), ...(plan?.scratch ?? [])];
   // Each limit's debt after the step, and whether the step is allowed.
   const after: object[] = idx.map((i) => `$${D(i)}` as unknown as object);
   let ok: object | boolean;
@@ -99,23 +119,28 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
     // refundSinceUs, by what the limit has not refilled since then: refundUnitsAt); a charge never above
     // limitUnits, and a debt already above it is kept.
     for (const i of idx) {
-      const { costUnits, limitUnits, refillUnitsPerUs } = limits[i]!;
+      const { costUnits } = limits[i]!;
+      const { cost, limit: limitUnits, refill: refillUnitsPerUs, refund } = param(i);
       const d = `$${D(i)}`;
       if (costUnits < 0) {
         const back =
-          refundSinceUs === undefined
-            ? -costUnits
-            : { $max: [0, { $subtract: [-costUnits, { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
+          refund !== undefined
+            ? refund
+            : refundSinceUs === undefined
+            ? neg(cost)
+            : { $max: [0, { $subtract: [neg(cost), { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
         after[i] = { $max: [0, { $subtract: [d, back] }] };
       } else if (costUnits > 0) {
-        after[i] = { $cond: [{ $gt: [{ $add: [d, costUnits] }, limitUnits] }, { $max: [d, limitUnits] }, { $add: [d, costUnits] }] };
+        after[i] = { $cond: [{ $gt: [{ $add: [d, cost] }, limitUnits] }, { $max: [d, limitUnits] }, { $add: [d, cost] }] };
       }
     }
     ok = true;
   } else if (tokenUnits !== undefined) {
     // A partial grant on limit 0 (see core/gcra.ts grantTokens): the floor, corrected by one either way, capped.
-    const { costUnits, limitUnits } = limits[0]!;
-    const most = costUnits / tokenUnits;
+    // At most the tokens asked for: costUnits / tokenUnits of the step's own numbers (a record's
+    // conversion of a whole number of tokens is that many of its tokens).
+    const most = limits[0]!.costUnits / args.tokenUnits!;
+    const limitUnits = param(0).limit;
     stages.push(
       { $set: { _sRoom: { $subtract: [limitUnits, `$${D(0)}`] } } },
       { $set: { _sK: { $floor: { $divide: ['$_sRoom', tokenUnits] } } } },
@@ -143,14 +168,14 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
     // neither charged nor checked).
     // A negative cost (never sent by the limiter) is read as a refund, never below 0, as core does.
     for (const i of idx) {
-      const c = limits[i]!.costUnits;
-      after[i] = c < 0 ? { $max: [0, { $add: [`$${D(i)}`, c] }] } : { $add: [`$${D(i)}`, c] };
+      const c = param(i).cost;
+      after[i] = limits[i]!.costUnits < 0 ? { $max: [0, { $add: [`$${D(i)}`, c] }] } : { $add: [`$${D(i)}`, c] };
     }
-    ok = { $and: idx.filter((i) => limits[i]!.costUnits > 0).map((i) => ({ $lte: [`$${A(i)}`, limits[i]!.limitUnits] })) };
+    ok = { $and: idx.filter((i) => limits[i]!.costUnits > 0).map((i) => ({ $lte: [`$${A(i)}`, param(i).limit] })) };
   }
   const afters = idx.map((i) => `$${A(i)}`);
   // µs until each limit is full again.
-  const fullAfterUs = idx.map((i) => ({ $ceil: { $divide: [`$${A(i)}`, limits[i]!.refillUnitsPerUs] } }));
+  const fullAfterUs = idx.map((i) => ({ $ceil: { $divide: [`$${A(i)}`, param(i).refill] } }));
   // The document may go once every limit is full again (a missing document is a full bucket): the TTL
   // monitor only ever deletes later than this, never sooner. ceil(after / rate) is exact for integers
   // below 2^53 (a quotient that is no integer is never rounded onto one).
@@ -160,8 +185,27 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
     // _sFull: no limit is in debt after the step. The bucket is then stored as no bucket at all (debt and
     // atUs removed), as core/gcra.ts step deletes it: a full bucket stays full even if the clock goes back.
     // With an op, a repeat is never allowed: _sOk false keeps every bucket field as it is.
-    { $set: { _sOk: op ? { $and: [{ $not: ['$_sRep'] }, ok] } : ok, _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) } } },
+    // With a plan, a live block refuses (`_sBlk`).
+    // With a plan, a step whose every cost is 0 under the record (a late refund all refilled) is a peek,
+    // as core step reads it: allowed, and the bucket not written (`_sZero`).
+    {
+      $set: {
+        _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [{ $not: ['$_sBlk'] }, { $or: [plan.zero, ok] }] : [ok])] },
+        _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) },
+      },
+    },
+    ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [plan.zero] }] } } }] : []),
   );
+  // With a plan: nothing is written at all on a repeat or under a live block (`keep`); the bucket is
+  // rewritten at now in the numbers now in force, and the record with it, when the record changed (`_sW`),
+  // whatever the step did (core/override.ts stepWithRecord).
+  const keep = plan && op ? { $or: ['$_sRep', '$_sBlk'] } : '$_sRep';
+  if (plan) {
+    scratch.push('_sStep');
+    stages.push({ $set: { _sW: { $and: ['$_sChg', { $not: ['$_sBlk'] }, ...(op ? [{ $not: ['$_sRep'] }] : [])] } } });
+    scratch.push('_sW');
+  }
+  const inForce = plan ? inForceExpr(idx.length) : undefined;
   if (op) {
     // Not a repeat: the live records and this step's, the newest MAX_OPS_PER_BUCKET of them, and when
     // the latest of those expires. A denial's record holds the debts now, unchanged (core step's result).
@@ -171,6 +215,7 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
       allowed: '$_sOk',
       debtUnits: { $cond: ['$_sOk', afters, idx.map((i) => `$${D(i)}`)] },
       ...(tokens ? { tokens } : {}),
+      ...(inForce ? { limits: inForce } : {}),
       atUs: '$_sNow',
       expiresAtUs: { $add: ['$_sNow', op.ttlUs] },
     };
@@ -178,7 +223,7 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
     stages.push({
       $set: {
         _sNew: {
-          $cond: ['$_sRep', null, { $let: { vars: { o: kept }, in: { ops: '$$o', until: { $toDate: { $ceil: { $divide: [{ $max: '$$o.expiresAtUs' }, 1000] } } } } } }],
+          $cond: [keep, null, { $let: { vars: { o: kept }, in: { ops: '$$o', until: { $toDate: { $ceil: { $divide: [{ $max: '$$o.expiresAtUs' }, 1000] } } } } } }],
         },
       },
     });
@@ -186,26 +231,43 @@ export function stepPipeline(args: StepArgs, callId: string): object[] {
   // A field that may be missing, made null for $max: MongoDB's $max skips null and missing arguments alike,
   // mingo's returns null for a missing one; both skip an explicit null.
   const orNull = (field: string) => ({ $ifNull: [field, null] });
+  const ds = idx.map((i) => `$${D(i)}`);
+  // Whether the step itself writes the bucket (with a plan, not a peek).
+  const stepped = plan ? '$_sStep' : '$_sOk';
+  const carried = (then: Expr, other: Expr) => (plan ? { $cond: ['$_sW', { $cond: [fullExpr(idx.length), '$$REMOVE', then] }, other] } : other);
+  let expiresAt: object;
+  if (!plan) {
+    // Never before the latest operation record expires either (a retry needs it): without an op,
+    // the stored opsUntil; with one, the new one (a repeat and a denial without op keep expiresAt).
+    expiresAt = op
+      ? { $cond: ['$_sRep', '$expiresAt', { $max: [{ $cond: ['$_sOk', fullAt, orNull('$expiresAt')] }, '$_sNew.until'] }] }
+      : { $cond: ['$_sOk', { $max: [fullAt, orNull('$opsUntil')] }, '$expiresAt'] };
+  } else {
+    // Written: when the bucket is full under the expiry split, and no sooner than the record's ends
+    // (never while it has numbers with no end). Not written but for an op record: no sooner than it.
+    const written = expiryExpr(plan.base, (i) => ({ $cond: ['$_sStep', `$${A(i)}`, `$${D(i)}`] }), op ? '$_sNew.until' : '$opsUntil');
+    const wrote = { $or: ['$_sStep', '$_sW'] };
+    expiresAt = op
+      ? { $cond: [keep, '$expiresAt', { $cond: [wrote, written, { $cond: [neverExpr, '$$REMOVE', { $max: [orNull('$expiresAt'), '$_sNew.until'] }] }] }] }
+      : { $cond: [wrote, written, '$expiresAt'] };
+  }
   stages.push(
     {
       $set: {
         // A denial keeps each field as it is ('$field' of a missing field leaves it missing). A new
         // document is never denied by the limiter (each cost is at most its capacity).
-        debt: { $cond: { if: '$_sOk', then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: afters } }, else: '$debt' } },
-        atUs: { $cond: { if: '$_sOk', then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: '$_sNow' } }, else: '$atUs' } },
-        // Never before the latest operation record expires either (a retry needs it): without an op,
-        // the stored opsUntil; with one, the new one (a repeat and a denial without op keep expiresAt).
-        expiresAt: op
-          ? { $cond: ['$_sRep', '$expiresAt', { $max: [{ $cond: ['$_sOk', fullAt, orNull('$expiresAt')] }, '$_sNew.until'] }] }
-          : { $cond: ['$_sOk', { $max: [fullAt, orNull('$opsUntil')] }, '$expiresAt'] },
+        debt: { $cond: { if: stepped, then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: afters } }, else: carried(ds, '$debt') } },
+        atUs: { $cond: { if: stepped, then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: '$_sNow' } }, else: carried('$_sNow', '$atUs') } },
+        ...(plan ? { ov: { $cond: ['$_sW', { $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'] } } : {}),
+        expiresAt,
         last: {
-          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: afters, atUs: '$_sNow', ...(tokens ? { tokens } : {}) }, '$last'],
+          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: afters, atUs: '$_sNow', ...(tokens ? { tokens } : {}), ...(inForce ? { limits: inForce } : {}) }, '$last'],
         },
         ...(op
           ? {
-              ops: { $cond: ['$_sRep', '$ops', '$_sNew.ops'] },
-              opsUntil: { $cond: ['$_sRep', '$opsUntil', '$_sNew.until'] },
-              opCall: { $cond: ['$_sRep', '$opCall', { $literal: callId }] },
+              ops: { $cond: [keep, '$ops', '$_sNew.ops'] },
+              opsUntil: { $cond: [keep, '$opsUntil', '$_sNew.until'] },
+              opCall: { $cond: [keep, '$opCall', { $literal: callId }] },
             }
           : {}),
       },
@@ -231,7 +293,7 @@ function debtsNowFields(limits: readonly LimitStep[]): Record<string, object> {
  * $$NOW; the verdict does not.
  */
 export function stepProjection(limits: readonly LimitStep[]): object {
-  return { _id: 0, last: 1, ...debtsNowFields(limits), nowUs: NOW_US };
+  return { _id: 0, last: 1, ...debtsNowFields(limits), nowUs: NOW_US, ov: 1 };
 }
 
 /**
@@ -239,7 +301,17 @@ export function stepProjection(limits: readonly LimitStep[]): object {
  * recorded the id, another's when the id was a repeat) and `op`, the id's record.
  */
 export function opProjection(id: string): object {
-  return { _id: 0, opCall: 1, op: { $arrayElemAt: [{ $filter: { input: '$ops', as: 'o', cond: { $eq: ['$$o.id', { $literal: id }] } } }, 0] } };
+  return { _id: 0, opCall: 1, op: { $arrayElemAt: [{ $filter: { input: '$ops', as: 'o', cond: { $eq: ['$$o.id', { $literal: id }] } } }, 0] }, ov: 1, nowUs: NOW_US };
+}
+
+/**
+ * What findOneAndUpdate returns for a step with a record plan (and for Store.override): `last` (this
+ * call's result when it wrote), the document's bucket, record and the clock reading, from which the
+ * caller answers a refusal by core/override.ts (the document is then as the update read it, or carried
+ * to now), and with an operation id what opProjection returns.
+ */
+export function recordProjection(opId?: string): object {
+  return { ...(opId === undefined ? { _id: 0 } : opProjection(opId)), last: 1, debt: 1, atUs: 1, ov: 1, nowUs: NOW_US };
 }
 
 /**
@@ -250,7 +322,7 @@ export function opProjection(id: string): object {
 export function peekPipeline(key: string): object[] {
   return [
     { $match: { _id: { $eq: key } } },
-    { $facet: { b: [{ $project: { _id: 0, debt: 1, atUs: 1 } }] } },
+    { $facet: { b: [{ $project: { _id: 0, debt: 1, atUs: 1, ov: 1 } }] } },
     { $project: { b: { $arrayElemAt: ['$b', 0] }, nowUs: NOW_US } },
   ];
 }

@@ -1,16 +1,25 @@
 // MongoDB store: one findOneAndUpdate with an update pipeline per decision, timed by $$NOW.
 // Buckets live in one collection, one document each: { _id: key, debt: [debt per limit], atUs, expiresAt, last }
-// (no debt and atUs when every limit is full), plus { ops, opsUntil, opCall } once an operation id was applied.
+// (no debt and atUs when every limit is full), plus { ops, opsUntil, opCall } once an operation id was applied,
+// and { ov } while the key has an override record (its numbers, their end, a block; mongodb-override.ts).
 // A denied step leaves the document byte-identical, so MongoDB writes nothing (no oplog entry) for it; so
 // does a repeated operation id, and a denied step with a new id writes only that id's record.
 // The driver is never imported here: pass a driver Collection (the `mongodb` package), so that bundles
 // that do not use this store never contain the driver.
 import { ConfigError, StoreError } from '../errors.js';
-import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
-import { repeatOf, step as coreStep, type OpRecord } from '../core/gcra.js';
-import { limitsOf, opProjection, peekPipeline, stepPipeline, stepProjection } from './mongodb-pipeline.js';
+import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepArgs, StepOptions, StepResult, Store } from '../store.js';
+import { repeatOf, type BucketState } from '../core/gcra.js';
+import { applyOverride, liveRecord, stepWithRecord } from '../core/override.js';
+import { limitsOf, opProjection, peekPipeline, recordProjection, stepPipeline, stepProjection } from './mongodb-pipeline.js';
+import { overridePipeline, recordPlan, resetPipeline } from './mongodb-override.js';
+import { checkOverrideArgs, readBucket, readDebts, readOpRecord, resultOf, resultOfOverride, withBase, type OpRecordDocument } from './mongodb-read.js';
 
-export { MAX_OPS_PER_BUCKET, opProjection, peekPipeline, stepPipeline, stepProjection } from './mongodb-pipeline.js';
+export { MAX_OPS_PER_BUCKET, opProjection, peekPipeline, recordProjection, stepPipeline, stepProjection } from './mongodb-pipeline.js';
+export { overridePipeline, recordPlan, type RecordPlan, type LimitParams } from './mongodb-override.js';
+export type { OpRecordDocument };
+
+/** Most keys a store remembers as holding an override record (a hint: see mongoStore's step). */
+const MAX_RECORD_HINTS = 10_000;
 
 /**
  * A bucket document. `debt` holds each limit's debt in its units, in the policy's order, at `atUs`, the
@@ -18,6 +27,9 @@ export { MAX_OPS_PER_BUCKET, opProjection, peekPipeline, stepPipeline, stepProje
  * absent when a step left every limit full (a full bucket, as if there were no document). `expiresAt`
  * feeds the TTL index (every limit is full again by then); `last` is the most recent allowed step: its
  * call id (so that call knows it was applied), the debts after it and the clock reading.
+ * `ov` is the key's override record (Store.override): while it has live numbers the debts are in them
+ * (core/override.ts), and the document expires no sooner than the record ends, never while its numbers
+ * have no end.
  * A document written before policies had several limits holds `debt` as one number: it reads as the
  * debt of the first limit (the others full), and the next allowed step rewrites it as an array.
  */
@@ -26,8 +38,14 @@ export interface BucketDocument {
   debt?: number[] | number;
   atUs?: number;
   expiresAt?: Date;
-  /** `tokens`: the tokens a lease grant took (partial grants only). */
-  last?: { id: string; debtUnits: number[]; atUs: number; tokens?: number };
+  /**
+   * `tokens`: the tokens a lease grant took (partial grants only); `limits`: the numbers in force when
+   * they were the record's. Written by Store.override instead: its call id, clock reading and the
+   * record before (`before`).
+   */
+  last?: { id: string; debtUnits?: number[]; atUs: number; tokens?: number; limits?: OverrideLimit[]; before?: OverrideRecord };
+  /** The key's override record. */
+  ov?: OverrideRecord;
   /**
    * The operation ids (StepArgs.op) applied to this key, oldest first: each one's step result, its
    * request's fingerprint and when it expires (`expiresAtUs`, the server clock in whole µs). Every step
@@ -40,26 +58,13 @@ export interface BucketDocument {
   opCall?: string;
 }
 
-/** One operation id's record in BucketDocument.ops. */
-export interface OpRecordDocument {
-  id: string;
-  fingerprint: string;
-  allowed: boolean;
-  /** The debts the step reported: after it when allowed, unchanged (at atUs) when denied. */
-  debtUnits: number[];
-  /** A partial grant's tokens (0 when denied). */
-  tokens?: number;
-  atUs: number;
-  /** atUs + ttlMs * 1000: the record is live while the server clock is before it. */
-  expiresAtUs: number;
-}
-
 /** The part of the driver's Collection that the store uses. */
 export interface MongoCollectionLike {
   findOneAndUpdate(filter: { _id: string }, update: object[], options: object): Promise<unknown>;
   /** The driver's aggregate accepts `signal` (Abortable) and `maxTimeMS`. */
   aggregate(pipeline: object[], options?: object): { toArray(): Promise<unknown[]> };
-  deleteOne(filter: { _id: string }): Promise<unknown>;
+  /** `ov` only ever `{ $exists: false }`: reset deletes a document that holds no override record. */
+  deleteOne(filter: { _id: string; ov?: { $exists: false } }): Promise<unknown>;
   createIndex(spec: Record<string, 1 | -1>, options: object): Promise<unknown>;
   /** The driver's Collection has `.db`; ping runs against it when present, and closeClient closes its `client`. */
   readonly db?: { command(cmd: object): Promise<unknown>; readonly client?: { close(): Promise<unknown> } };
@@ -87,27 +92,6 @@ export interface MongoStoreOptions {
 export interface MongoStore extends Store {
   /** Creates the TTL index on `expiresAt` (expireAfterSeconds: 0). Idempotent; call it once at deploy or start. */
   ensureIndexes(): Promise<void>;
-}
-
-/** A record as the projection returned it, checked, as core's OpRecord. */
-function readOpRecord(rec: unknown): OpRecord | undefined {
-  const r = rec as Partial<OpRecordDocument> | null | undefined;
-  if (!r || typeof r.allowed !== 'boolean' || typeof r.atUs !== 'number' || typeof r.fingerprint !== 'string') return undefined;
-  if (!Array.isArray(r.debtUnits) || !r.debtUnits.every((u) => typeof u === 'number')) return undefined;
-  const out: OpRecord = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs, fingerprint: r.fingerprint };
-  if (typeof r.tokens === 'number') out.tokens = r.tokens;
-  return out;
-}
-
-/** Each limit's debt from the d0, d1, ... fields of a projection (a missing one: no document, 0). */
-function readDebts(fields: Record<string, unknown> | undefined, n: number): number[] | undefined {
-  const out = new Array<number>(n);
-  for (let i = 0; i < n; i++) {
-    const v = fields?.[`d${i}`] ?? 0;
-    if (typeof v !== 'number') return undefined;
-    out[i] = v;
-  }
-  return out;
 }
 
 function message(err: unknown): string {
@@ -142,61 +126,141 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
   if (options.closeClient && typeof client?.close !== 'function') throw new ConfigError('closeClient', 'needs a driver Collection, whose db.client the store can close');
   let closed: Promise<void> | undefined;
 
+  // Keys this store last saw holding an override record: their steps go with the record plan at once.
+  // A hint only: the plain pipeline leaves a document with a record unchanged and says so, and the plan
+  // is right on any document, so a stale or lost hint costs one round trip or a larger update, never a
+  // wrong answer. Bounded: the oldest hint goes first.
+  const recordKeys = new Set<string>();
+  const hint = (key: string, has: boolean) => {
+    if (!has) recordKeys.delete(key);
+    else if (!recordKeys.has(key)) {
+      if (recordKeys.size >= MAX_RECORD_HINTS) recordKeys.delete(recordKeys.values().next().value!);
+      recordKeys.add(key);
+    }
+  };
+
+  const timeOf = (stepOptions: StepOptions) => (stepOptions.timeoutMs === undefined ? maxTimeMS : Math.max(1, Math.min(maxTimeMS, Math.ceil(stepOptions.timeoutMs))));
+
+  async function update(filter: { _id: string }, pipeline: object[], projection: object, stepOptions: StepOptions): Promise<Record<string, unknown> | null> {
+    const findOptions = { upsert: true, returnDocument: 'after', projection, maxTimeMS: timeOf(stepOptions) };
+    try {
+      return (await collection.findOneAndUpdate(filter, pipeline, findOptions)) as Record<string, unknown> | null;
+    } catch (err) {
+      // Two first decisions on one new bucket can race to insert it; the loser retries as an update.
+      if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
+      return (await collection.findOneAndUpdate(filter, pipeline, findOptions)) as Record<string, unknown> | null;
+    }
+  }
+
+  async function read(filter: { _id: string }, stepOptions: StepOptions): Promise<{ state?: BucketState; record?: OverrideRecord; nowUs: number }> {
+    const aggOptions = stepOptions.signal ? { maxTimeMS: timeOf(stepOptions), signal: stepOptions.signal } : { maxTimeMS: timeOf(stepOptions) };
+    const docs = await collection.aggregate(peekPipeline(filter._id), aggOptions).toArray();
+    const d = docs[0] as { b?: Record<string, unknown>; nowUs?: unknown } | undefined;
+    if (typeof d?.nowUs !== 'number') throw new Error(`unexpected aggregate result ${JSON.stringify(docs)?.slice(0, 120)}`);
+    return { ...readBucket(d.b), nowUs: d.nowUs };
+  }
+
   async function step(key: string, args: StepArgs, stepOptions: StepOptions = {}): Promise<StepResult> {
     const filter = idFilter(key);
     const limits = limitsOf(args);
     const n = limits.length;
-    const opTimeMS = stepOptions.timeoutMs === undefined ? maxTimeMS : Math.max(1, Math.min(maxTimeMS, Math.ceil(stepOptions.timeoutMs)));
-    if (limits.every((l) => l.costUnits === 0)) {
-      // A peek (core/gcra.ts step: every cost 0): read only, never an upsert.
-      const aggOptions = stepOptions.signal ? { maxTimeMS: opTimeMS, signal: stepOptions.signal } : { maxTimeMS: opTimeMS };
-      const docs = await collection.aggregate(peekPipeline(filter._id), aggOptions).toArray();
-      const d = docs[0] as { b?: { debt?: unknown; atUs?: unknown }; nowUs?: unknown } | undefined;
-      if (typeof d?.nowUs !== 'number') throw new Error(`unexpected aggregate result ${JSON.stringify(docs)?.slice(0, 120)}`);
-      // The stored debts and their reading, decayed to the one reading of $$NOW here by core's own
-      // arithmetic (the same integers the pipeline uses), so the debts and atUs reported always agree.
-      const { debt, atUs } = d.b ?? {};
-      const stored = typeof debt === 'number' ? [debt] : Array.isArray(debt) && debt.every((x) => typeof x === 'number') ? (debt as number[]) : undefined;
-      const state = stored !== undefined && typeof atUs === 'number' ? { debtUnits: stored, atUs } : undefined;
-      const r = coreStep(state, d.nowUs, args);
-      return { allowed: true, debtUnits: r.debtUnits, atUs: d.nowUs };
-    }
-    const callId = nextCallId();
-    const update = stepPipeline(args, callId);
-    const op = args.op;
-    const findOptions = { upsert: true, returnDocument: 'after', projection: op ? opProjection(op.id) : stepProjection(limits), maxTimeMS: opTimeMS };
-    let doc: unknown;
-    try {
-      doc = await collection.findOneAndUpdate(filter, update, findOptions);
-    } catch (err) {
-      // Two first decisions on one new bucket can race to insert it; the loser retries as an update.
-      if ((err as { code?: unknown }).code !== 11000 || stepOptions.signal?.aborted) throw err;
-      doc = await collection.findOneAndUpdate(filter, update, findOptions);
-    }
     const withTokens = !args.adjust && args.tokenUnits !== undefined;
-    if (op) {
-      // The id's record: this call's (its step's result, as core step gives it) or an earlier call's.
-      const rec = readOpRecord((doc as { op?: unknown } | null)?.op);
-      if (rec) {
-        if ((doc as { opCall?: unknown }).opCall !== callId) return repeatOf(rec, args);
-        const { allowed, debtUnits, atUs } = rec;
-        if (debtUnits.length === n) return withTokens ? { allowed, debtUnits, tokens: rec.tokens ?? 0, atUs } : { allowed, debtUnits, atUs };
+    if (limits.every((l) => l.costUnits === 0)) {
+      // A peek (core/gcra.ts step: every cost 0): read only, never an upsert. The stored debts and their
+      // reading, decayed to the one reading of $$NOW here by core's own arithmetic (the same integers the
+      // pipeline uses), so the debts and atUs reported always agree.
+      const { state, record, nowUs } = await read(filter, stepOptions);
+      hint(key, record !== undefined);
+      const r = stepWithRecord(state, nowUs, withBase(args, record, nowUs, state), record);
+      // Only where a record is installed, replaced, cleared or has ended does a peek write (core writes
+      // then): the same step, with the plan, in one update.
+      if (r.writeRecord === undefined) return resultOf(r);
+    }
+    let plan = args.policy !== undefined || recordKeys.has(key) || limits.every((l) => l.costUnits === 0);
+    if (args.base === undefined) plan = false;
+    for (;;) {
+      const callId = nextCallId();
+      const op = args.op;
+      let doc: Record<string, unknown> | null;
+      if (plan) {
+        doc = await update(filter, stepPipeline(args, callId, recordPlan(withBase(args, undefined, 0, undefined))), recordProjection(op?.id), stepOptions);
+      } else {
+        doc = await update(filter, stepPipeline(args, callId), op ? opProjection(op.id) : stepProjection(limits), stepOptions);
+        if (doc?.ov !== undefined && doc.ov !== null) {
+          // The document holds a record, which the plain update left as it was: again, with the plan.
+          if (args.base === undefined) args = withBase(args, readBucket(doc).record, Number(doc.nowUs), undefined);
+          hint(key, true);
+          plan = true;
+          continue;
+        }
+      }
+      if (plan) hint(key, doc?.ov !== undefined && doc.ov !== null);
+      if (op) {
+        // The id's record: this call's (its step's result, as core step gives it) or an earlier call's;
+        // with neither, a live block refused the step and wrote nothing.
+        const rec = readOpRecord(doc?.op);
+        if (rec && doc!.opCall === callId && rec.debtUnits.length === n) {
+          const { allowed, debtUnits, atUs } = rec;
+          const r: StepResult = withTokens ? { allowed, debtUnits, tokens: rec.tokens ?? 0, atUs } : { allowed, debtUnits, atUs };
+          return rec.limits ? { ...r, limits: rec.limits } : r;
+        }
+        if (rec && (!plan || rec.expiresAtUs > Number(doc!.nowUs))) {
+          const r = repeatOf(rec, args);
+          return rec.limits && r.repeated ? { ...r, limits: rec.limits } : r;
+        }
+        if (!plan) throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
+      }
+      const last = doc?.last as { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown; limits?: unknown } | undefined;
+      if (last?.id === callId && Array.isArray(last.debtUnits) && last.debtUnits.length === n && last.debtUnits.every((u) => typeof u === 'number')) {
+        const debtUnits = last.debtUnits as number[];
+        const atUs = Number(last.atUs);
+        const r: StepResult = withTokens ? { allowed: true, debtUnits, tokens: Number(last.tokens), atUs } : { allowed: true, debtUnits, atUs };
+        return Array.isArray(last.limits) ? { ...r, limits: last.limits as OverrideLimit[] } : r;
+      }
+      if (plan && doc && typeof doc.nowUs === 'number') {
+        // Refused, by the bucket or a block: the document is as the update read it (or carried to now), so
+        // core answers from it at the projection's reading of the clock.
+        const { state, record } = readBucket(doc);
+        const r = stepWithRecord(state, doc.nowUs, { ...withBase(args, record, doc.nowUs, state), limits: limits.map((l) => ({ ...l, costUnits: 0 })), adjust: false }, record);
+        const refused: StepResult = { allowed: false, debtUnits: r.debtUnits, atUs: doc.nowUs };
+        if (r.blockedUntilUs !== undefined) refused.blockedUntilUs = r.blockedUntilUs;
+        else if (withTokens) refused.tokens = 0;
+        if (r.limits) refused.limits = r.limits;
+        return refused;
+      }
+      const debtUnits = doc ? readDebts(doc, n) : undefined;
+      if (debtUnits && typeof doc!.nowUs === 'number') {
+        const atUs = doc!.nowUs;
+        return withTokens ? { allowed: false, debtUnits, tokens: 0, atUs } : { allowed: false, debtUnits, atUs };
       }
       throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
     }
-    const d = doc as ({ last?: { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown }; nowUs?: unknown } & Record<string, unknown>) | null;
-    const last = d?.last;
-    if (last?.id === callId && Array.isArray(last.debtUnits) && last.debtUnits.length === n && last.debtUnits.every((u) => typeof u === 'number')) {
-      const debtUnits = last.debtUnits as number[];
-      const atUs = Number(last.atUs);
-      return withTokens ? { allowed: true, debtUnits, tokens: Number(last.tokens), atUs } : { allowed: true, debtUnits, atUs };
+  }
+
+  async function override(key: string, args: OverrideArgs, stepOptions: StepOptions = {}): Promise<OverrideResult> {
+    const filter = idFilter(key);
+    checkOverrideArgs(args);
+    if (args.limits === undefined && args.blockForMs === undefined) {
+      // Nothing to change: a read (what has ended is left for the next write to drop).
+      const { state, record, nowUs } = await read(filter, stepOptions);
+      hint(key, record !== undefined);
+      return resultOfOverride(applyOverride(state, record, nowUs, args));
     }
-    const debtUnits = d ? readDebts(d, n) : undefined;
-    if (debtUnits && typeof d!.nowUs === 'number') {
-      const atUs = d!.nowUs;
-      return withTokens ? { allowed: false, debtUnits, tokens: 0, atUs } : { allowed: false, debtUnits, atUs };
+    const callId = nextCallId();
+    const doc = await update(filter, overridePipeline(args, callId), recordProjection(), stepOptions);
+    const { state, record } = readBucket(doc ?? undefined);
+    hint(key, record !== undefined);
+    const last = doc?.last as { id?: unknown; atUs?: unknown; before?: unknown } | undefined;
+    if (last?.id === callId && typeof last.atUs === 'number') {
+      const out: OverrideResult = { atUs: last.atUs };
+      const before = liveRecord(last.before as OverrideRecord | undefined, last.atUs);
+      if (before !== undefined) out.before = before;
+      if (record !== undefined) out.after = record;
+      return out;
     }
-    throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
+    // The record was already as asked: nothing written, and core says what it is at the projection's reading.
+    if (typeof doc?.nowUs !== 'number') throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
+    return resultOfOverride(applyOverride(state, record, doc.nowUs, args));
   }
 
   return {
@@ -212,9 +276,20 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
     async reset(key) {
       const filter = idFilter(key);
       try {
-        await collection.deleteOne(filter);
+        // A document with no record goes; one with a record keeps it and forgets the bucket (and its
+        // operation ids, as a deleted document would), its expiry then the record's.
+        const r = (await collection.deleteOne({ ...filter, ov: { $exists: false } })) as { deletedCount?: unknown } | null;
+        if (r?.deletedCount !== 1) await collection.findOneAndUpdate(filter, resetPipeline(), { upsert: false, projection: { _id: 1 }, maxTimeMS });
       } catch (err) {
-        throw new StoreError('mongodb', `deleteOne failed: ${message(err)}`, { cause: err });
+        throw new StoreError('mongodb', `reset failed: ${message(err)}`, { cause: err });
+      }
+    },
+    async override(key, args, stepOptions) {
+      try {
+        return await override(key, args, stepOptions);
+      } catch (err) {
+        if (err instanceof StoreError) throw err;
+        throw new StoreError('mongodb', message(err), { cause: err });
       }
     },
     async ping() {

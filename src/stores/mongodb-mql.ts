@@ -1,0 +1,71 @@
+// Exact integer arithmetic as MQL expressions, for the MongoDB pipelines: core/gcra.ts floorDiv and
+// ceilDiv and core/override.ts convertUnits, on operands that may be values read from the document.
+// Every operand is an integer below 2^53 held by a double, as in core, so the same corrections apply.
+import { MAX_LIMIT_UNITS } from '../core/policy.js';
+
+/** An MQL expression, or a number (a literal). */
+export type Expr = object | number | string | boolean;
+
+/** floor(a / b) exactly: the double quotient corrected by one either way (core/gcra.ts floorDiv). */
+export function floorDivExpr(a: Expr, b: Expr): object {
+  const q = { $floor: { $divide: ['$$a', '$$b'] } };
+  return {
+    $let: {
+      vars: { a, b },
+      in: {
+        $let: {
+          vars: { q },
+          in: {
+            $switch: {
+              branches: [
+                { case: { $gt: [{ $multiply: ['$$q', '$$b'] }, '$$a'] }, then: { $subtract: ['$$q', 1] } },
+                { case: { $lte: [{ $multiply: [{ $add: ['$$q', 1] }, '$$b'] }, '$$a'] }, then: { $add: ['$$q', 1] } },
+              ],
+              default: '$$q',
+            },
+          },
+        },
+      },
+    },
+  };
+}
+
+/** ceil(a / b) exactly (core/gcra.ts ceilDiv). */
+export function ceilDivExpr(a: Expr, b: Expr): object {
+  return { $let: { vars: { a, b }, in: { $let: { vars: { q: floorDivExpr('$$a', '$$b') }, in: { $cond: [{ $lt: [{ $multiply: ['$$q', '$$b'] }, '$$a'] }, { $add: ['$$q', 1] }, '$$q'] } } } } };
+}
+
+/**
+ * core/override.ts convertUnits(x, from, to, dir) for x >= 0: units of `from` a token into units of
+ * `to` a token, exact where the scales divide, otherwise rounded against the caller ('up': a debt or a
+ * charge, up; 'down': a refund, down), at most MAX_LIMIT_UNITS. A product past 2^53 is rounded, but it
+ * is then above MAX_LIMIT_UNITS (2^52) either way, so the cap gives the exact answer.
+ */
+export function convertExpr(x: Expr, from: Expr, to: Expr, dir: 'up' | 'down'): object {
+  const div = dir === 'up' ? ceilDivExpr : floorDivExpr;
+  return {
+    $let: {
+      vars: { x, f: from, t: to },
+      in: {
+        $min: [
+          MAX_LIMIT_UNITS,
+          {
+            $switch: {
+              branches: [
+                { case: { $eq: ['$$f', '$$t'] }, then: '$$x' },
+                { case: { $eq: [{ $mod: ['$$t', '$$f'] }, 0] }, then: { $multiply: ['$$x', { $divide: ['$$t', '$$f'] }] } },
+                { case: { $eq: [{ $mod: ['$$f', '$$t'] }, 0] }, then: div('$$x', { $divide: ['$$f', '$$t'] }) },
+              ],
+              default: { $multiply: [div('$$x', '$$f'), '$$t'] },
+            },
+          },
+        ],
+      },
+    },
+  };
+}
+
+/** A debt stored at atUs, at nowUs (core/gcra.ts decayed): stored - (now - at) * rate, at least 0. */
+export function decayedExpr(debt: Expr, atUs: Expr, nowUs: Expr, refillUnitsPerUs: Expr): object {
+  return { $max: [0, { $subtract: [debt, { $multiply: [{ $subtract: [nowUs, atUs] }, refillUnitsPerUs] }] }] };
+}

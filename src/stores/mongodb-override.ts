@@ -1,0 +1,359 @@
+// The MQL of override records in the MongoDB store: core/override.ts `stepWithRecord` and
+// `applyOverride`, line by line, as stages of an update pipeline over a bucket document whose `ov`
+// field holds the key's record (OverrideRecord). stepPipeline runs a step with the plan built here;
+// overridePipeline is Store.override. Pure: builds values, sends nothing.
+import type { OverrideArgs, OverrideLimit } from '../core/override.js';
+import type { LimitStep, StepArgs } from '../core/gcra.js';
+import { MAX_LIMIT_UNITS } from '../core/policy.js';
+import { convertExpr, decayedExpr, type Expr } from './mongodb-mql.js';
+
+/** $$NOW as whole µs (a double: exact, below 2^53). */
+const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
+const NOW = '$_sNow';
+
+/** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
+export interface LimitParams {
+  /** The debt the step adds (below 0 a refund), of the same sign as the step's own costUnits. */
+  cost: Expr;
+  /** The largest debt allowed after it. */
+  limit: Expr;
+  /** Units refilled per µs. */
+  refill: Expr;
+  /** A refund's units given back, already decayed (absent: from cost and StepArgs.refundSinceUs). */
+  refund?: Expr;
+}
+
+/**
+ * What turns stepPipeline into the step of a document that may hold an override record
+ * (mongodb-override.ts builds it): stages that run after the clock reading and set each limit's debt now
+ * (`_sD<i>`) in the numbers in force, those numbers, and the fields the record adds to the final write.
+ */
+export interface RecordPlan {
+  /** The numbers the step was multiplied out from, per limit. */
+  base: readonly OverrideLimit[];
+  stages: object[];
+  limit(i: number): LimitParams;
+  /** Whether every cost is 0 in the numbers in force (the step is then a peek, as core step reads it). */
+  zero: Expr;
+  /** A partial grant's token size in the numbers in force. */
+  tokenUnits?: Expr;
+  scratch: string[];
+}
+
+
+/** A field that may be missing, as null (MongoDB and mingo order a missing field differently). */
+const orNull = (e: Expr) => ({ $ifNull: [e, null] });
+const isSet = (e: Expr) => ({ $ne: [orNull(e), null] });
+const unset = (e: Expr) => ({ $eq: [orNull(e), null] });
+/** Element i of an array expression that may be null, or null. */
+const elem = (arr: Expr, i: number) => ({ $cond: [{ $isArray: [arr] }, { $arrayElemAt: [arr, i] }, null] });
+/** Whether an array expression (or null) has an element i. */
+const has = (arr: Expr, i: number) => ({ $and: [{ $isArray: [arr] }, { $gt: [{ $size: { $cond: [{ $isArray: [arr] }, arr, []] } }, i] }] });
+
+/** One limit's numbers as stored: always these three fields in this order, so records compare by value. */
+export function limitDoc(l: OverrideLimit): OverrideLimit {
+  return { tokenUnits: l.tokenUnits, capacityUnits: l.capacityUnits, refillUnitsPerUs: l.refillUnitsPerUs };
+}
+
+/** Limit i's stored debt (mongodb-pipeline.ts storedDebt: an array element, or the one-limit number). */
+function storedDebt(i: number): object {
+  const legacy = i === 0 ? { $ifNull: ['$debt', 0] } : 0;
+  return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
+}
+
+/**
+ * carryDebt(d, from, to): unchanged between numbers of the same token and capacity, else converted up
+ * and at most the new capacity. `from` and `to` are expressions of limit objects.
+ */
+function carryExpr(d: Expr, from: Expr, to: Expr): object {
+  return {
+    $let: {
+      vars: { d, f: from, t: to },
+      in: {
+        $cond: [
+          { $and: [{ $eq: ['$$f.tokenUnits', '$$t.tokenUnits'] }, { $eq: ['$$f.capacityUnits', '$$t.capacityUnits'] }] },
+          '$$d',
+          { $min: [convertExpr('$$d', '$$f.tokenUnits', '$$t.tokenUnits', 'up'), '$$t.capacityUnits'] },
+        ],
+      },
+    },
+  };
+}
+
+/** core/override.ts liveRecord of the record expression `r` (an object or null) at NOW: what has ended dropped, null when nothing is left. */
+function liveRecordExpr(r: Expr): object {
+  return {
+    $let: {
+      vars: { r },
+      in: {
+        $let: {
+          vars: {
+            n: { $and: [{ $isArray: ['$$r.limits'] }, { $or: [unset('$$r.untilUs'), { $lt: [NOW, '$$r.untilUs'] }] }] },
+            b: { $and: [isSet('$$r.blockedUntilUs'), { $gt: [orNull('$$r.blockedUntilUs'), NOW] }] },
+          },
+          in: {
+            $switch: {
+              branches: [
+                { case: { $eq: ['$$r', null] }, then: null },
+                { case: { $and: ['$$n', { $or: ['$$b', unset('$$r.blockedUntilUs')] }] }, then: '$$r' },
+                { case: { $and: [{ $not: ['$$n'] }, { $not: ['$$b'] }] }, then: null },
+              ],
+              default: {
+                limits: { $cond: ['$$n', '$$r.limits', '$$REMOVE'] },
+                untilUs: { $cond: ['$$n', { $ifNull: ['$$r.untilUs', '$$REMOVE'] }, '$$REMOVE'] },
+                blockedUntilUs: { $cond: ['$$b', '$$r.blockedUntilUs', '$$REMOVE'] },
+                policyId: { $cond: ['$$n', { $ifNull: ['$$r.policyId', '$$REMOVE'] }, '$$REMOVE'] },
+              },
+            },
+          },
+        },
+      },
+    },
+  };
+}
+
+/** Whether the record expression (object or null) has numbers live at NOW. */
+const numbersLiveExpr = (r: string) => ({ $and: [{ $isArray: [`${r}.limits`] }, { $or: [unset(`${r}.untilUs`), { $lt: [NOW, `${r}.untilUs`] }] }] });
+
+/**
+ * The stages every record plan shares, after `_sNow`: the stored record (`_sO`, null when none), the
+ * record after the change (`_sN`) and whether it differs (`_sChg`), both set by `record` (stages that
+ * read `_sO`), then each limit's numbers before (`_sF<i>`: in force at now under the stored record) and
+ * after (`_sT<i>`, under `_sN`), and each limit's debt now (`_sD<i>`), carried from the one to the other.
+ */
+function carryStages(base: readonly OverrideLimit[], record: object[]): { stages: object[]; scratch: string[] } {
+  const idx = base.map((_, i) => i);
+  const R = (i: number) => `_sR${i}`;
+  const F = (i: number) => `_sF${i}`;
+  const T = (i: number) => `_sT${i}`;
+  const stages: object[] = [
+    { $set: { _sO: orNull('$ov'), _sSt: { $and: [isSet('$debt'), isSet('$atUs')] } } },
+    ...record,
+    {
+      $set: {
+        _sL: { $cond: [{ $isArray: ['$_sO.limits'] }, '$_sO.limits', null] },
+        _sU: orNull('$_sO.untilUs'),
+        _sNL: { $cond: [numbersLiveExpr('$_sN'), '$_sN.limits', null] },
+      },
+    },
+    {
+      $set: {
+        // numbersAt(record, atUs): the numbers the stored bucket is in; at now: the numbers in force before.
+        _sAtIn: { $and: ['$_sSt', isSet('$_sL'), { $or: [unset('$_sU'), { $lt: ['$atUs', '$_sU'] }] }] },
+        _sNowIn: { $and: [isSet('$_sL'), { $or: [unset('$_sU'), { $lt: [NOW, '$_sU'] }] }] },
+        ...Object.fromEntries(idx.map((i) => [R(i), elem('$_sL', i)])),
+        ...Object.fromEntries(idx.map((i) => [T(i), { $cond: [has('$_sNL', i), elem('$_sNL', i), { $literal: limitDoc(base[i]!) }] }])),
+      },
+    },
+    {
+      $set: {
+        _sSplit: { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }] },
+        ...Object.fromEntries(idx.map((i) => [F(i), { $cond: [{ $and: ['$_sNowIn', has('$_sL', i)] }, `$${R(i)}`, { $literal: limitDoc(base[i]!) }] }])),
+      },
+    },
+    {
+      // debtsAt: decayed under the numbers it is in, with the expiry split; then carried from the numbers
+      // in force before to those after (carryAll).
+      $set: Object.fromEntries(
+        idx.map((i) => {
+          const b = base[i]!;
+          const d = storedDebt(i);
+          const r = `$${R(i)}`;
+          const split = decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${r}.refillUnitsPerUs`), r, { $literal: limitDoc(b) }), '$_sU', NOW, b.refillUnitsPerUs);
+          const inR = { $cond: ['$_sSplit', split, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
+          const d0 = { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] };
+          return [`_sD${i}`, carryExpr(d0, `$${F(i)}`, `$${T(i)}`)];
+        }),
+      ),
+    },
+  ];
+  const scratch = ['_sO', '_sSt', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', ...idx.map(R), ...idx.map(F), ...idx.map(T)];
+  return { stages, scratch };
+}
+
+/**
+ * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
+ * the record `_sN`: never (`$$REMOVE`) while the record has numbers with no end; otherwise when every
+ * limit is full under the expiry split, and no sooner than the record's untilUs and blockedUntilUs
+ * (a Date, ms rounded up), and `also` (a Date or null: the operation records).
+ */
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr): object {
+  const full = base.map((b, i) => {
+    const t = `$_sT${i}`;
+    // In the record's numbers until its untilUs, then carried to the base there.
+    const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }), b.refillUnitsPerUs] } }] };
+    return { $cond: [has('$_sNL', i), atEnd, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
+  });
+  const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs')] };
+  return {
+    $cond: [
+      { $and: [isSet('$_sNL'), unset('$_sN.untilUs')] },
+      '$$REMOVE',
+      { $max: [{ $toDate: { $ceil: { $divide: [us, 1000] } } }, orNull(also)] },
+    ],
+  };
+}
+
+/**
+ * core/override.ts stepWithRecord's record: next = liveRecord(recordForStep(liveRecord(record))), as
+ * stages setting `_sN` from `_sO`; and `_sChg`, whether next is another record than the stored one (it is
+ * the same object there only when everything in it is live and the step keeps it).
+ */
+function stepRecord(args: StepArgs): object[] {
+  const change = args.policy;
+  const l1 = '$_sL1';
+  let x: object;
+  let kept: object;
+  if (change === undefined) {
+    // No policy-wide change seen: a record it installed is cleared (its block kept).
+    x = { $cond: [unset(`${l1}.policyId`), l1, { $cond: [isSet(`${l1}.blockedUntilUs`), { blockedUntilUs: `${l1}.blockedUntilUs` }, null] }] };
+    kept = unset('$_sO.policyId');
+  } else {
+    const keep = { $and: [isSet(l1), { $cond: [unset(`${l1}.policyId`), { $isArray: [`${l1}.limits`] }, { $eq: [`${l1}.policyId`, { $literal: change.id }] }] }] };
+    const installed = {
+      limits: { $literal: change.limits.map(limitDoc) },
+      untilUs: change.untilUs === undefined ? '$$REMOVE' : change.untilUs,
+      blockedUntilUs: { $ifNull: [`${l1}.blockedUntilUs`, '$$REMOVE'] },
+      policyId: { $literal: change.id },
+    };
+    x = { $cond: [keep, l1, installed] };
+    kept = { $or: [unset('$_sO.policyId'), { $eq: ['$_sO.policyId', { $literal: change.id }] }] };
+  }
+  const allLive = {
+    $and: [
+      { $isArray: ['$_sO.limits'] },
+      { $or: [unset('$_sO.untilUs'), { $lt: [NOW, '$_sO.untilUs'] }] },
+      { $or: [unset('$_sO.blockedUntilUs'), { $gt: ['$_sO.blockedUntilUs', NOW] }] },
+    ],
+  };
+  return [
+    { $set: { _sL1: liveRecordExpr('$_sO') } },
+    { $set: { _sX: x } },
+    { $set: { _sN: liveRecordExpr('$_sX') } },
+    { $set: { _sChg: { $and: [{ $or: [isSet('$_sO'), isSet('$_sN')] }, { $not: [{ $and: [isSet('$_sO'), allLive, kept] }] }] } } },
+  ];
+}
+
+/**
+ * The plan that makes stepPipeline core/override.ts `stepWithRecord`: the record read and changed per
+ * StepArgs.policy, the debts carried, and the step's numbers under the record where it has live ones
+ * (costs converted and rounded against the caller, the wait's cap and the refill the record's).
+ */
+export function recordPlan(args: StepArgs): RecordPlan {
+  const b = args.base!;
+  const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
+  const { stages, scratch } = carryStages(base, stepRecord(args));
+  scratch.push('_sL1', '_sX');
+  stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
+  scratch.push('_sBlk');
+  const since = args.refundSinceUs;
+  const limit = (i: number): LimitParams => {
+    const l = args.limits[i]!;
+    const t = `$_sT${i}`;
+    const under = has('$_sNL', i);
+    const c = l.costUnits;
+    let cost: Expr = c === 0 ? 0 : c > 0 ? convertExpr(c, b.tokenUnits[i]!, `${t}.tokenUnits`, 'up') : { $multiply: [-1, convertExpr(-c, b.tokenUnits[i]!, `${t}.tokenUnits`, 'down')] };
+    let refund: Expr | undefined;
+    if (c < 0 && since !== undefined) {
+      // A late refund: the lesser of what is left of it under either refill (core argsUnder).
+      const left = (units: Expr, refill: Expr) => ({ $max: [0, { $subtract: [units, { $multiply: [{ $max: [0, { $subtract: [NOW, since] }] }, refill] }] }] });
+      const underBase = convertExpr(left(-c, l.refillUnitsPerUs), b.tokenUnits[i]!, `${t}.tokenUnits`, 'down');
+      const underThis = left(convertExpr(-c, b.tokenUnits[i]!, `${t}.tokenUnits`, 'down'), `${t}.refillUnitsPerUs`);
+      refund = { $cond: [under, { $min: [underBase, underThis] }, left(-c, l.refillUnitsPerUs)] };
+      cost = { $multiply: [-1, refund] };
+    }
+    const wait = b.maxWaitMs;
+    const cap = wait === 0 ? `${t}.capacityUnits` : { $min: [MAX_LIMIT_UNITS, { $add: [`${t}.capacityUnits`, { $multiply: [{ $multiply: [wait, `${t}.refillUnitsPerUs`] }, 1000] }] }] };
+    return {
+      cost: { $cond: [under, cost, c] },
+      limit: { $cond: [under, cap, l.limitUnits] },
+      refill: { $cond: [under, `${t}.refillUnitsPerUs`, l.refillUnitsPerUs] },
+      ...(refund === undefined ? {} : { refund }),
+    };
+  };
+  const tokenUnits = args.tokenUnits === undefined ? undefined : { $cond: [has('$_sNL', 0), '$_sT0.tokenUnits', args.tokenUnits] };
+  // Only a late refund can come to 0 (all of it refilled since), and only under a record's numbers: core
+  // steps with the step's own costs otherwise.
+  const zeros = args.limits.map((l: LimitStep, i: number) => (l.costUnits === 0 ? true : l.costUnits < 0 && since !== undefined ? { $eq: [limit(i).refund!, 0] } : false));
+  const zero = zeros.includes(false) ? false : { $and: [isSet('$_sNL'), ...zeros] };
+  return { base, stages, scratch, limit, zero, ...(tokenUnits ? { tokenUnits } : {}) };
+}
+
+/** The numbers in force after the change, one per limit, when they are the record's (StepResult.limits), else $$REMOVE. */
+export function inForceExpr(n: number): object {
+  return { $cond: [isSet('$_sNL'), Array.from({ length: n }, (_, i) => `$_sT${i}`), '$$REMOVE'] };
+}
+
+/** Whether the record after the change has numbers with no end (the document then never expires). */
+export const neverExpr = { $and: [{ $ne: [{ $ifNull: ['$_sNL', null] }, null] }, { $eq: [{ $ifNull: ['$_sN.untilUs', null] }, null] }] };
+
+/** Whether every limit's debt `_sD<i>` is 0 (the bucket is full). */
+export function fullExpr(n: number): object {
+  return { $and: Array.from({ length: n }, (_, i) => ({ $lte: [`$_sD${i}`, 0] })) };
+}
+
+/**
+ * Store.override as one update (core/override.ts applyOverride): the record after the change (numbers
+ * set or cleared, a block set or lifted, what has ended dropped), the bucket carried from the numbers in
+ * force before to those after and written at now; nothing written when the record is the same. `last`
+ * records this call (`callId`), the clock reading and the record before, for the caller.
+ */
+export function overridePipeline(args: OverrideArgs, callId: string): object[] {
+  const base = args.base.map(limitDoc);
+  const n = base.length;
+  const us = (ms: number) => ({ $add: [NOW, ms * 1000] });
+  // A field kept as it is, or left out when missing (an object literal's missing field is left out by
+  // MongoDB, but kept as undefined by mingo: this says it for both).
+  const keep = (f: string) => ({ $ifNull: [f, '$$REMOVE'] });
+  const numbers =
+    args.limits === undefined
+      ? { limits: keep('$_sO.limits'), untilUs: keep('$_sO.untilUs'), policyId: keep('$_sO.policyId') }
+      : args.limits === null
+        ? {}
+        : {
+            limits: { $literal: args.limits.map(limitDoc) },
+            ...(args.forMs === undefined ? {} : { untilUs: us(args.forMs) }),
+            ...(args.policyId === undefined ? {} : { policyId: { $literal: args.policyId } }),
+          };
+  const blockedUntilUs = args.blockForMs === undefined ? keep('$_sO.blockedUntilUs') : args.blockForMs === null ? '$$REMOVE' : us(args.blockForMs);
+  const x = {
+    limits: numbers.limits ?? '$$REMOVE',
+    untilUs: numbers.untilUs ?? '$$REMOVE',
+    blockedUntilUs,
+    policyId: numbers.policyId ?? '$$REMOVE',
+  };
+  const next = liveRecordExpr(x);
+  // sameRecord: field by field (a missing field and a missing field are the same).
+  const fields = ['limits', 'untilUs', 'blockedUntilUs', 'policyId'];
+  const same = { $and: fields.map((f) => ({ $eq: [orNull(`$_sO.${f}`), orNull(`$_sN.${f}`)] })) };
+  const { stages, scratch } = carryStages(base, [{ $set: { _sN: next } }, { $set: { _sChg: { $not: [same] } } }]);
+  const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
+  const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
+  return [
+    { $set: { _sNow: NOW_US } },
+    ...stages,
+    {
+      $set: {
+        debt: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, debts, '$$REMOVE'] }, '$debt'),
+        atUs: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, NOW, '$$REMOVE'] }, '$atUs'),
+        ov: write({ $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'),
+        // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes.
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil'), { $cond: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, '$$REMOVE', { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
+        last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
+      },
+    },
+    { $unset: ['_sNow', ...scratch, ...debts.map((d) => d.slice(1))] },
+  ];
+}
+
+/**
+ * Store.reset of a document that holds a record: the bucket forgotten (debts, `last`, operation ids)
+ * and the record kept, the document then expiring with it (never while it has numbers with no end).
+ */
+export function resetPipeline(): object[] {
+  const us = { $max: [NOW_US, orNull('$ov.untilUs'), orNull('$ov.blockedUntilUs')] };
+  return [
+    { $unset: ['debt', 'atUs', 'last', 'ops', 'opsUntil', 'opCall'] },
+    { $set: { expiresAt: { $cond: [{ $and: [{ $isArray: ['$ov.limits'] }, unset('$ov.untilUs')] }, '$$REMOVE', { $toDate: { $ceil: { $divide: [us, 1000] } } }] } } },
+  ];
+}

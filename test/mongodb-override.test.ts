@@ -1,0 +1,318 @@
+// MongoDB store, override records (issue 31): the exact update pipelines, evaluated by mingo, against
+// core/override.ts (stepWithRecord, applyOverride) on the same $$NOW readings: random records, debts,
+// unit scales, expiries, blocks, policy-wide changes and clock steps, each result, bucket and record
+// compared, and the document's expiry checked against what it holds.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import fc from 'fast-check';
+import { BSON } from 'mongodb';
+import { mongoStore, stepPipeline, recordPlan } from '../src/stores/mongodb.js';
+import { adjustArgs, grantArgs, stepArgs, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
+import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
+import { MingoCollection } from './support/mingo-collection.js';
+import { rateArb } from './support/exact-bucket.js';
+
+type LimitSpec = { capacity: number; p: number; q: number };
+const limitArb = fc.record({ capacity: fc.integer({ min: 1, max: 50 }), rate: rateArb }).map(({ capacity, rate }) => ({ capacity, p: rate.p, q: rate.q }));
+
+function policyOf(limits: LimitSpec[]): ResolvedPolicy {
+  const config = Object.fromEntries(limits.map((l, i) => [`l${i}`, { capacity: l.capacity, refillPerSecond: l.p / l.q }]));
+  return resolvePolicy('x', limits.length === 1 ? config.l0! : { limits: config }, { onStoreError: 'deny', timeoutMs: 1000 });
+}
+/** Numbers for each limit of a policy of n limits: another resolved policy's (so every unit scale the policies allow). */
+const numbersArb = (n: number) => fc.array(limitArb, { minLength: n, maxLength: n }).map((specs) => policyOf(specs).limits.map(numbersOf));
+
+let now = 1_790_000_000_000;
+let clock: { mockRestore(): void } | undefined;
+beforeEach(() => {
+  now = 1_790_000_000_000;
+  clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+});
+afterEach(() => clock?.mockRestore());
+
+/** The StepResult / OverrideResult fields a store reports (core's writes dropped). */
+function strip<T extends object>(r: T & { write?: unknown; writeRecord?: unknown }): T {
+  const { write: _w, writeRecord: _r, ...rest } = r;
+  return rest as T;
+}
+
+const costsArb = fc.array(fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 60 }) }), { minLength: 3, maxLength: 3 });
+const opArb = fc.record({
+  // Whole ms ($$NOW's resolution), now and then across an expiry or back (a failover to a server behind).
+  dtMs: fc.oneof(
+    { weight: 4, arbitrary: fc.integer({ min: 0, max: 300 }) },
+    { weight: 3, arbitrary: fc.integer({ min: 0, max: 5000 }) },
+    { weight: 1, arbitrary: fc.integer({ min: -3000, max: -1 }) },
+  ),
+  kind: fc.constantFrom('take', 'take', 'take', 'reserve', 'peek', 'adjust', 'refund', 'refund-since', 'grant', 'set', 'set', 'clear', 'block', 'unblock', 'read', 'reset'),
+  costs: costsArb,
+  signs: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
+  maxWaitMs: fc.constantFrom(10, 250, 5000, 3_600_000),
+  backMs: fc.integer({ min: 0, max: 3000 }),
+  numbers: fc.nat({ max: 2 }),
+  forMs: fc.option(fc.constantFrom(0, 1, 200, 1500, 4000, 60_000), { nil: undefined }),
+  // Which policy-wide change this node sees: none, or one of two (each with its own numbers and end).
+  policy: fc.constantFrom(0, 0, 0, 1, 2),
+});
+type Op = typeof opArb extends fc.Arbitrary<infer T> ? T : never;
+
+const canon = (r: OverrideRecord | undefined) =>
+  r && JSON.stringify([r.limits?.map((l) => [l.tokenUnits, l.capacityUnits, l.refillUnitsPerUs]), r.untilUs, r.blockedUntilUs, r.policyId]);
+const sameRecord = (a: OverrideRecord | undefined, b: OverrideRecord | undefined) => canon(a) === canon(b);
+const sameDoc = (d: Record<string, unknown> | undefined) => (d ? Buffer.from(BSON.serialize(d)).toString('hex') : undefined);
+
+/**
+ * Runs `ops` through mongoStore over mingo and through core on the same clock readings. `sets` are three
+ * sets of numbers (override and policy-wide); `ends` the policy-wide changes' ends (ms from the start).
+ */
+async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], ends: (number | undefined)[], ops: Op[]): Promise<void> {
+  const policy = policyOf(specs);
+  const n = policy.limits.length;
+  const base = policy.limits.map(numbersOf);
+  const collection = new MingoCollection();
+  const store = mongoStore({ collection });
+  const doc = () => collection.docs.find((d) => d._id === 'k');
+  const t0 = now;
+  const changes: (PolicyOverride | undefined)[] = [undefined, ...[1, 2].map((c) => ({ id: `p${c}`, limits: sets[c]!, ...(ends[c - 1] === undefined ? {} : { untilUs: (t0 + ends[c - 1]!) * 1000 }) }))];
+  let state: BucketState | undefined;
+  let record: OverrideRecord | undefined;
+  let lastAtUs: number | undefined;
+  for (const [k, op] of ops.entries()) {
+    now += op.dtMs;
+    const nowUs = now * 1000;
+    const change = changes[op.policy];
+    const costs = policy.limits.map((l, i) => Math.min(op.costs[i]!, l.capacity));
+    const at = { k, kind: op.kind, nowUs, policy: change?.id };
+    const before = sameDoc(doc());
+    if (['set', 'clear', 'block', 'unblock', 'read'].includes(op.kind)) {
+      const args: OverrideArgs =
+        op.kind === 'set'
+          ? { base, limits: sets[op.numbers]!, ...(op.forMs === undefined ? {} : { forMs: op.forMs }) }
+          : op.kind === 'clear'
+            ? { base, limits: null }
+            : op.kind === 'block'
+              ? { base, blockForMs: op.forMs ?? 1000 }
+              : op.kind === 'unblock'
+                ? { base, blockForMs: null }
+                : { base };
+      const want = applyOverride(state, record, nowUs, args);
+      // The same record (by value: core compares records as JSON, which also tells key orders apart) is
+      // nothing to change: nothing is written.
+      if (want.writeRecord !== undefined && sameRecord(want.writeRecord ?? undefined, record)) {
+        delete want.writeRecord;
+        delete want.write;
+      }
+      const got = await store.override!('k', args);
+      expect({ ...at, result: got }).toEqual({ ...at, result: strip(want) });
+      if (op.kind !== 'read') {
+        if (want.write !== undefined) state = want.write ?? undefined;
+        if (want.writeRecord !== undefined) record = want.writeRecord ?? undefined;
+      }
+      if (want.writeRecord === undefined && doc() && before !== undefined) expect(sameDoc(doc()), `${op.kind} wrote`).toBe(before);
+    } else if (op.kind === 'reset') {
+      await store.reset('k');
+      state = undefined;
+    } else {
+      let args: StepArgs;
+      if (op.kind === 'take') args = stepArgs(policy, costs, 0, change);
+      else if (op.kind === 'reserve') args = stepArgs(policy, costs, op.maxWaitMs, change);
+      else if (op.kind === 'peek') args = stepArgs(policy, 0, 0, change);
+      else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)), change);
+      else if (op.kind === 'grant' && n === 1) args = grantArgs(policy, Math.max(1, costs[0]!), change);
+      else if (op.kind === 'grant') args = stepArgs(policy, costs, 0, change);
+      else {
+        const since = op.kind === 'refund-since' && lastAtUs !== undefined ? lastAtUs - op.backMs * 1000 : undefined;
+        const refund = adjustArgs(policy, costs.map((c) => -c), change);
+        args = since === undefined ? refund : { ...refund, refundSinceUs: since };
+      }
+      const want = stepWithRecord(state, nowUs, args, record);
+      const got = await store.step('k', args);
+      expect({ ...at, args, result: got }).toEqual({ ...at, args, result: strip(want) });
+      if (want.write !== undefined) state = want.write ?? undefined;
+      if (want.writeRecord !== undefined) record = want.writeRecord ?? undefined;
+      if (got.allowed && !args.limits.every((l) => l.costUnits === 0)) lastAtUs = got.atUs;
+      // A refusal (by the bucket or a block) that changes no record writes nothing.
+      if (!want.allowed && want.write === undefined && want.writeRecord === undefined) expect(sameDoc(doc()), `${op.kind} wrote`).toBe(before);
+    }
+    // The document holds exactly core's bucket and record.
+    const d = doc();
+    expect({ ...at, debt: d?.debt, atUs: d?.atUs, ov: d?.ov }).toEqual({ ...at, debt: state?.debtUnits, atUs: state?.atUs, ov: record });
+    if (d && (state || record)) {
+      // It lives while anything in it matters: never while the record has numbers with no end; else at
+      // its expiresAt the record has ended and the bucket is full, in the base numbers (expiry split).
+      const forever = numbersLive(record, nowUs) && record!.untilUs === undefined;
+      expect({ ...at, expires: d.expiresAt !== undefined }).toEqual({ ...at, expires: !forever });
+      if (!forever) {
+        const endUs = (d.expiresAt as Date).getTime() * 1000;
+        expect({ ...at, endUs, base: numbersAt(record, endUs, base) === base, blocked: blockLive(record, endUs), debts: debtsAt(state, endUs, base, record) }).toEqual({
+          ...at,
+          endUs,
+          base: true,
+          blocked: false,
+          debts: new Array(n).fill(0),
+        });
+      }
+    }
+  }
+}
+
+describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on a fake clock)', () => {
+  it('random steps, overrides, blocks, policy-wide changes, resets and clock steps against core stepWithRecord and applyOverride', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 3 }).chain((n) =>
+          fc.tuple(
+            fc.array(limitArb, { minLength: n, maxLength: n }),
+            fc.array(numbersArb(n), { minLength: 3, maxLength: 3 }),
+            fc.array(fc.option(fc.integer({ min: 0, max: 20_000 }), { nil: undefined }), { minLength: 2, maxLength: 2 }),
+            fc.array(opArb, { minLength: 1, maxLength: 30 }),
+          ),
+        ),
+        async ([specs, sets, ends, ops]) => {
+          await checkAgainstCore(specs, sets, ends, ops);
+        },
+      ),
+      { numRuns: Number(process.env.RUNS ?? 300) },
+    );
+  });
+});
+
+describe('mongodb store override records: the document, the calls, the expiry (mingo, $$NOW on a fake clock)', () => {
+  const policy = policyOf([{ capacity: 10, p: 1, q: 1 }]);
+  const base = policy.limits.map(numbersOf);
+  const u = policy.limits[0]!.tokenUnits;
+  // Half the capacity, twice the token (another unit scale): 5 tokens of 2 * u... as numbers of a policy.
+  const plan = policyOf([{ capacity: 5, p: 1, q: 2 }]).limits.map(numbersOf);
+  const fixture = () => {
+    const collection = new MingoCollection();
+    const store = mongoStore({ collection });
+    const doc = () => collection.docs.find((d) => d._id === 'k');
+    const updates = () => collection.calls.filter((c) => c.method === 'findOneAndUpdate').map((c) => JSON.stringify(c.args[1]));
+    return { collection, store, doc, updates };
+  };
+
+  it('a key with no record: one update, the plain pipeline (no record stage), the document as before', async () => {
+    const { store, doc, updates, collection } = fixture();
+    const args = stepArgs(policy, 2, 0);
+    expect(await store.step('k', args)).toEqual({ allowed: true, debtUnits: [2 * u], atUs: now * 1000 });
+    expect(updates()).toHaveLength(1);
+    const callId = (doc()!.last as { id: string }).id;
+    expect(collection.calls[0]!.args[1]).toEqual(stepPipeline(args, callId));
+    expect(updates()[0]).not.toContain('_sChg');
+    expect(Object.keys(doc()!).sort()).toEqual(['_id', 'atUs', 'debt', 'expiresAt', 'last']);
+  });
+
+  it('a record set on another node: the plain update leaves the document as it is, the store sends the plan, and then sends it first', async () => {
+    const { collection } = fixture();
+    const a = mongoStore({ collection });
+    const b = mongoStore({ collection });
+    const d = () => collection.docs.find((x) => x._id === 'k');
+    const calls = () => collection.calls.filter((c) => c.method === 'findOneAndUpdate').map((c) => JSON.stringify(c.args[1]));
+    const withPlan = (c: string | undefined) => c!.includes('_sChg');
+    await b.step('k', stepArgs(policy, 4, 0));
+    await a.override!('k', { base, limits: plan });
+    const bytes = sameDoc(d());
+    // b has never seen the record: its plain update changes no byte, then its update with the plan runs.
+    const r = await b.step('k', stepArgs(policy, 1, 0));
+    expect(r.limits).toEqual(plan);
+    expect(calls().slice(-2).map(withPlan)).toEqual([false, true]);
+    expect(collection.calls.at(-2)!.args[1]).toEqual(stepPipeline(stepArgs(policy, 1, 0), JSON.stringify(collection.calls.at(-2)!.args[1]).match(/"\$literal":"([^"]+)"/)![1]!));
+    expect(sameDoc(d())).not.toBe(bytes);
+    // Its next step goes with the plan at once; after the record is cleared, back to the plain update.
+    await b.step('k', stepArgs(policy, 1, 0));
+    expect(withPlan(calls().at(-1))).toBe(true);
+    await a.override!('k', { base, limits: null });
+    await b.step('k', stepArgs(policy, 1, 0));
+    await b.step('k', stepArgs(policy, 1, 0));
+    expect(calls().slice(-2).map(withPlan)).toEqual([true, false]);
+  });
+
+  it('4 of 10 spent, moved to 5 tokens at half the rate: 4 spent of 5, refilling at the new rate, and the result says the numbers', async () => {
+    const { store, doc } = fixture();
+    await store.step('k', stepArgs(policy, 4, 0));
+    const set = await store.override!('k', { base, limits: plan });
+    expect(set).toEqual({ atUs: now * 1000, after: { limits: plan } });
+    // A token of the plan is 2 * u (it refills in 2 s): tokens spent stay spent, 4 of them, 1 left.
+    expect(plan[0]!.tokenUnits).toBe(2 * u);
+    expect(doc()).toMatchObject({ debt: [8 * u], ov: { limits: plan } });
+    expect(await store.step('k', stepArgs(policy, 0, 0))).toEqual({ allowed: true, debtUnits: [8 * u], atUs: now * 1000, limits: plan });
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toMatchObject({ allowed: true, debtUnits: [10 * u], limits: plan });
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toMatchObject({ allowed: false, debtUnits: [10 * u], limits: plan });
+    // The plan refills 1 token (2 * u) in 2 s.
+    now += 2000;
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toMatchObject({ allowed: true, debtUnits: [10 * u], limits: plan });
+  });
+
+  it('a block refuses whatever the bucket holds and writes nothing; unblock lets the bucket decide again', async () => {
+    const { store, doc } = fixture();
+    const t = now * 1000;
+    expect(await store.override!('k', { base, blockForMs: 60_000 })).toEqual({ atUs: t, after: { blockedUntilUs: t + 60_000_000 } });
+    const bytes = sameDoc(doc());
+    for (const args of [stepArgs(policy, 1, 0), stepArgs(policy, 0, 0), adjustArgs(policy, 1), grantArgs(policy, 3)]) {
+      now += 10;
+      expect(await store.step('k', args)).toEqual({ allowed: false, debtUnits: [0], atUs: now * 1000, blockedUntilUs: t + 60_000_000 });
+      expect(sameDoc(doc())).toBe(bytes);
+    }
+    expect((doc()!.expiresAt as Date).getTime()).toBe(t / 1000 + 60_000);
+    expect(await store.override!('k', { base, blockForMs: null })).toEqual({ atUs: now * 1000, before: { blockedUntilUs: t + 60_000_000 } });
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000 });
+  });
+
+  it('numbers with no end keep the document past its bucket (no expiresAt); with an end, until it; reset forgets the bucket and keeps the record', async () => {
+    const { store, doc, collection } = fixture();
+    await store.step('k', stepArgs(policy, 1, 0));
+    expect(doc()!.expiresAt).toEqual(new Date(now + 1000));
+    await store.override!('k', { base, limits: plan });
+    expect(doc()!.expiresAt).toBeUndefined();
+    now += 60_000;
+    // The bucket is long full; the document holds the record alone, and the TTL monitor has nothing to take.
+    expect(await store.step('k', stepArgs(policy, 0, 0))).toMatchObject({ allowed: true, debtUnits: [0], limits: plan });
+    expect(doc()!.expiresAt).toBeUndefined();
+    await store.step('k', stepArgs(policy, 2, 0));
+    expect(doc()!.expiresAt).toBeUndefined();
+    await store.reset('k');
+    expect(doc()).toEqual({ _id: 'k', ov: { limits: plan } });
+    await store.override!('k', { base, limits: plan, forMs: 30_000 });
+    expect(doc()!.expiresAt).toEqual(new Date(now + 30_000));
+    await store.step('k', stepArgs(policy, 4, 0));
+    // 2 plan tokens spent: full 4 s after now, then the record ends at 30 s: the document stays till then.
+    expect(doc()!.expiresAt).toEqual(new Date(now + 30_000));
+    now += 29_000;
+    expect(await store.step('k', stepArgs(policy, 5, 0))).toMatchObject({ allowed: true, debtUnits: [10 * u] });
+    // 5 plan tokens spent 1 s before the end: 4.5 at the end, carried to the base as 4.5 of its tokens,
+    // which refill in 4.5 s: the document stays till then.
+    expect(doc()!.expiresAt).toEqual(new Date(now + 1000 + 4500));
+    // reset of a key with no record deletes the document, as before.
+    await store.step('j', stepArgs(policy, 1, 0));
+    await store.reset('j');
+    expect(collection.docs.find((d) => d._id === 'j')).toBeUndefined();
+  });
+
+  it('a step with an operation id under a record: recorded with the numbers, repeated with them; a blocked one is not recorded', async () => {
+    const { store } = fixture();
+    await store.override!('k', { base, limits: plan });
+    const args: StepArgs = { ...stepArgs(policy, 2, 0), op: { id: 'o1', ttlMs: 60_000, fingerprint: 'f' } };
+    const first = await store.step('k', args);
+    expect(first).toEqual({ allowed: true, debtUnits: [4 * u], atUs: now * 1000, limits: plan });
+    now += 5;
+    expect(await store.step('k', args)).toEqual({ ...first, repeated: true });
+    await store.override!('k', { base, blockForMs: 1000 });
+    const blocked: StepArgs = { ...stepArgs(policy, 1, 0), op: { id: 'o2', ttlMs: 60_000, fingerprint: 'f' } };
+    expect(await store.step('k', blocked)).toMatchObject({ allowed: false, blockedUntilUs: now * 1000 + 1_000_000 });
+    now += 1000;
+    // The block has ended: the id was not recorded, so the take applies now.
+    expect(await store.step('k', blocked)).toMatchObject({ allowed: true, limits: plan });
+    expect(await store.step('k', blocked)).toMatchObject({ allowed: true, repeated: true, limits: plan });
+  });
+
+  it('a step without StepArgs.base: refused on a blocked key, an error on a key with numbers in force', async () => {
+    const { store } = fixture();
+    const { base: _b, ...bare } = stepArgs(policy, 1, 0);
+    await store.override!('k', { base, blockForMs: 1000 });
+    expect(await store.step('k', bare)).toMatchObject({ allowed: false, blockedUntilUs: now * 1000 + 1_000_000 });
+    now += 1000;
+    expect(await store.step('k', bare)).toMatchObject({ allowed: true, debtUnits: [u] });
+    await store.override!('k', { base, limits: plan });
+    await expect(store.step('k', bare)).rejects.toThrow(/StepArgs.base/);
+  });
+});
