@@ -43,7 +43,10 @@ let live;
 try {
   // The live page on the metrics port; its time series is fed by onDecision, like the metrics.
   live = metrics ? createLivePage({ policies: Object.keys(config.policies) }) : undefined;
-  ({ app, stats, limiter } = buildApp(config, store, { send: nodeSend, ...(metrics ? { onDecision: composeOnDecision(metrics.onDecision, live?.onDecision) } : {}) }));
+  ({ app, stats, limiter } = buildApp(config, store, {
+    send: nodeSend,
+    ...(metrics ? { onDecision: composeOnDecision(metrics.onDecision, live?.onDecision), onAudit: metrics.onAudit } : {}),
+  }));
 } catch (err) {
   await close();
   fail(err);
@@ -60,7 +63,7 @@ const servers = [
     const body = JSON.stringify({ policy: Object.keys(config.policies)[0], key: 'user-1' });
     console.log(
       `${JSON.stringify({ msg: 'listening', port: info.port, store: store.name })}\n\n` +
-        `edge-limiter is up on the ${store.name} store.${config.tokens.length ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try, with TOKEN set to one of PERMIT_TOKENS:\n\n` +
+        `edge-limiter is up on the ${store.name} store.${config.tokens.length ? '' : ' Set PERMIT_TOKENS to use the permit API.'} Try, with TOKEN set to a token of PERMIT_TOKENS with the permit right:\n\n` +
         `curl -i -X POST http://${host}:${info.port}/v1/permits -H "Authorization: Bearer \${TOKEN:?set TOKEN to one of the server's PERMIT_TOKENS}" -H 'Content-Type: application/json' -d '${body}'\n`,
     );
   }),

@@ -130,7 +130,11 @@ describe('metrics', () => {
     } finally {
       await limiter.close();
     }
+    // The permit API's administrative actions (its onAudit).
+    metrics.onAudit({ action: 'reset', token: 'ops', policy: 'p', key: 'a', at: new Date().toISOString() });
+    metrics.onAudit({ action: 'adjust', token: 'ops', policy: 'p', key: 'a', at: new Date().toISOString(), cost: -1 });
     const text = await metrics.registry.metrics();
+    expect(sample(text, 'edge_limiter_admin_actions_total{action="reset",token="ops"}')).toBe(1);
 
     // Metric families and types: each served family is a row of the table, and each row is served.
     const served = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));

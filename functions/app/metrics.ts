@@ -2,12 +2,15 @@
 // stays dependency-free). Served by functions/node.ts on METRICS_PORT, apart from the public port.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionEvent } from '../../src/limiter.js';
+import type { AuditEvent } from '../../src/http/permit-app.js';
 import { storeNotAsked } from '../../src/limiter/store-call.js';
 
 export interface Metrics {
   registry: Registry;
   /** Pass as the limiter's onDecision. */
   onDecision(event: DecisionEvent): void;
+  /** Pass as the permit API's onAudit: counts administrative actions by action and token name. */
+  onAudit(event: AuditEvent): void;
 }
 
 /** Seconds; a store call over Redis or HTTP is 0.1-50 ms, a timeout is the policy's timeoutMs. */
@@ -52,8 +55,17 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
     buckets: STORE_SECONDS_BUCKETS,
     registers: [registry],
   });
+  const adminActions = new Counter({
+    name: 'edge_limiter_admin_actions_total',
+    help: 'Administrative actions the permit API applied, by action (reset; adjust: an adjustment that names no charge) and the name of the token that asked.',
+    labelNames: ['action', 'token'] as const,
+    registers: [registry],
+  });
   return {
     registry,
+    onAudit(e) {
+      adminActions.inc({ action: e.action, token: e.token });
+    },
     onDecision(e) {
       const { decision } = e;
       decisions.inc({ policy: e.policy, op: opOf(e), outcome: outcomeOf(e) });

@@ -5,14 +5,17 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MATRIX_ENV, SECRETS, runMatrix, fetchSend, type Send } from '../support/scope-matrix.js';
+import { freePort } from '../../scripts/lib/redis-server.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { startDevWorker, type DevWorker } from '../support/worker.js';
 import { KINDS, context, lambdaEvent, loadLambda, resultBytes } from '../support/lambda-events.js';
 
 describe('the Node server', () => {
   let server: NodeServer;
+  let metricsPort: number;
   beforeAll(async () => {
-    server = await startNodeServer(MATRIX_ENV);
+    metricsPort = await freePort();
+    server = await startNodeServer({ ...MATRIX_ENV, METRICS_PORT: String(metricsPort) });
   }, 60_000);
   afterAll(async () => {
     await server?.stop();
@@ -22,6 +25,10 @@ describe('the Node server', () => {
     const { failures, cells } = await runMatrix(fetchSend(server.url), 'node');
     expect(failures).toEqual([]);
     expect(cells).toBeGreaterThan(70);
+    // The administrative actions it allowed, counted by action and token name on the metrics port.
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const counted = [...text.matchAll(/^edge_limiter_admin_actions_total\{action="(\w+)",token="([\w-]+)"\} (\d+)$/gm)].map((m) => `${m[1]} ${m[2]} ${m[3]}`);
+    expect(counted.sort()).toEqual(['adjust admin-api 1', 'adjust all 2', 'reset admin-api 1', 'reset all 2']);
   });
 
   it('its log names tokens and holds no secret, nor any prefix of one', () => {
