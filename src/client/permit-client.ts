@@ -73,6 +73,24 @@ export class PermitError extends LimiterError {
   retryAfterHeader?: string;
 }
 
+/**
+ * 403: the client's token may not do this (code `permit_http_403`). `right` names the right it lacks,
+ * or `policy` the policy it may not use; the message carries the server's detail. Never retried: nothing
+ * was read or changed, and asking again will not change the answer.
+ */
+export class ForbiddenError extends PermitError {
+  /** The right the token lacks (`permit`, `settle`, `admin` or `stats`), when that was the reason. */
+  readonly right: string | undefined;
+  /** The policy the token may not use, when that was the reason. */
+  readonly policy: string | undefined;
+  constructor(problem: Record<string, unknown> | undefined) {
+    super(403, problem);
+    this.name = 'ForbiddenError';
+    this.right = typeof problem?.right === 'string' ? problem.right : undefined;
+    this.policy = typeof problem?.policy === 'string' ? problem.policy : undefined;
+  }
+}
+
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
@@ -176,7 +194,7 @@ export class PermitClient {
     if ((res.status === 200 || res.status === 429) && json && typeof json.allowed === 'boolean') return json as unknown as PermitDecision;
     // A reset's answer: no body (reset() resolves with nothing).
     if (method === 'DELETE' && res.status === 204) return undefined as unknown as PermitDecision;
-    const error = new PermitError(res.status, json);
+    const error = res.status === 403 ? new ForbiddenError(json) : new PermitError(res.status, json);
     error.retryAfterHeader = res.headers.get('retry-after') ?? undefined;
     throw error;
   }

@@ -1,6 +1,8 @@
 // PermitClient against scripted fetches: its timeout, 503 retries with Retry-After, network errors, aborts.
 import { describe, expect, it } from 'vitest';
-import { AcquireTimeoutError, PermitClient, PermitError } from '../../src/client/permit-client.js';
+import { AcquireTimeoutError, ForbiddenError, PermitClient, PermitError } from '../../src/client/permit-client.js';
+import { createLimiter, memoryStore } from '../../src/index.js';
+import { permitApp } from '../../src/http/permit-app.js';
 import { AcquireTimeoutError as RootAcquireTimeoutError } from '../../src/index.js';
 
 const ok = (body: object = {}) =>
@@ -109,5 +111,25 @@ describe('PermitClient', () => {
     const err = await new PermitClient({ url: 'http://p.test', token: 't', fetch: f }).acquire('p', 'k', { timeoutMs: 100 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AcquireTimeoutError);
     expect(err).toMatchObject({ retryAfterMs: 5000 });
+  });
+
+  it('a 403 is a ForbiddenError naming the missing right or policy, with the server\'s detail, and is not retried', async () => {
+    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 5, refillPerSecond: 1 }, web: { capacity: 5, refillPerSecond: 1 } } });
+    const app = permitApp({ limiter, tokens: [{ name: 'svc', secret: 'svc-secret-0001', policies: ['api'], rights: ['permit'] }], log: () => {} });
+    let calls = 0;
+    const f = (async (url: string, init: RequestInit) => (calls++, app.request(url, init))) as unknown as typeof fetch;
+    const client = new PermitClient({ url: 'http://permits.test', token: 'svc-secret-0001', fetch: f });
+    expect((await client.take('api', 'k')).allowed).toBe(true);
+    const reset = await client.reset('api', 'k').catch((e: unknown) => e);
+    expect(reset).toBeInstanceOf(ForbiddenError);
+    expect(reset).toBeInstanceOf(PermitError);
+    expect(reset).toMatchObject({ name: 'ForbiddenError', status: 403, code: 'permit_http_403', right: 'admin', policy: undefined });
+    expect((reset as Error).message).toContain('lacks the `admin` right');
+    calls = 0;
+    const other = await client.take('web', 'k').catch((e: unknown) => e);
+    expect(other).toMatchObject({ name: 'ForbiddenError', right: undefined, policy: 'web' });
+    expect((other as Error).message).toContain('may not use the policy "web"');
+    expect(calls).toBe(1);
+    expect((await client.peek('api', 'k')).remaining).toBe(4);
   });
 });

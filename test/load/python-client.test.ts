@@ -17,6 +17,7 @@ import { startNodeServer, type NodeServer } from '../support/node-server.js';
 const python = pythonPath();
 const client = fileURLToPath(new URL('../../clients/python', import.meta.url));
 const TOKEN = 'python-client-token-7d1e';
+const NARROW_TOKEN = 'python-narrow-token-5c2a';
 const NO_REFILL = 1 / 3600;
 const POLICIES = {
   api: { capacity: 10, refillPerSecond: NO_REFILL },
@@ -50,6 +51,7 @@ function runPython(args: string[], env: Record<string, string> = {}, timeoutMs =
         PYTHONUNBUFFERED: '1',
         EDGE_LIMITER_URLS: servers.map((s) => s.url).join(','),
         EDGE_LIMITER_TOKEN: TOKEN,
+        EDGE_LIMITER_NARROW_TOKEN: NARROW_TOKEN,
         EDGE_LIMITER_POLICIES: JSON.stringify(POLICIES),
         EDGE_LIMITER_DOWN_URL: down!.url,
         ...env,
@@ -83,7 +85,11 @@ beforeAll(async () => {
   if (absent.size > 0) throw new Error(installLine(modules.filter((t) => absent.has(t.bin))));
   tmp = mkdtempSync(join(tmpdir(), 'edge-limiter-python-'));
   redis = await startRedis();
-  const env = { REDIS_URL: redis.url, PERMIT_TOKENS: TOKEN, LIMITER_POLICIES: JSON.stringify(POLICIES) };
+  const tokens = [
+    { name: 'python', secret: TOKEN, policies: '*', rights: ['permit', 'settle', 'admin', 'stats'] },
+    { name: 'python-narrow', secret: NARROW_TOKEN, policies: ['api'], rights: ['permit'] },
+  ];
+  const env = { REDIS_URL: redis.url, PERMIT_TOKENS: JSON.stringify(tokens), LIMITER_POLICIES: JSON.stringify(POLICIES) };
   servers.push(await startNodeServer(env), await startNodeServer(env));
   // Nothing listens on this port: every decision is a store error.
   down = await startNodeServer({ REDIS_URL: `redis://127.0.0.1:${await freePort()}`, PERMIT_TOKENS: TOKEN, LIMITER_POLICIES: JSON.stringify(DOWN_POLICIES) });

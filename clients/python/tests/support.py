@@ -34,6 +34,8 @@ def _env(name: str) -> str:
 URLS: List[str] = _env("EDGE_LIMITER_URLS").split(",")
 URL = URLS[0]
 TOKEN = _env("EDGE_LIMITER_TOKEN")
+#: A token of the same servers that may only take permits, of policy `api` only.
+NARROW_TOKEN = _env("EDGE_LIMITER_NARROW_TOKEN")
 #: The servers' LIMITER_POLICIES.
 POLICIES: Dict[str, Any] = json.loads(_env("EDGE_LIMITER_POLICIES"))
 #: A server whose Redis does not answer: policy `closed` fails closed (503), `open` fails open.

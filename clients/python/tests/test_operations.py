@@ -13,6 +13,7 @@ from edge_limiter import (
     AcquireTimeoutError,
     AsyncPermitClient,
     Decision,
+    ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidInputError,
     InvalidRequestError,
@@ -24,6 +25,7 @@ from edge_limiter import (
 
 from support import (
     DOWN_URL,
+    NARROW_TOKEN,
     POLICIES,
     TOKEN,
     URL,
@@ -176,6 +178,23 @@ class Contract(unittest.TestCase):
                 call()
             self.assertEqual((caught.exception.status, caught.exception.code, caught.exception.problem_type), (401, "permit_http_401", "unauthorized"))
             self.assertNotIn("not-the-token", str(caught.exception))
+
+    def test_403_forbidden(self) -> None:
+        client = self.make(token=NARROW_TOKEN)
+        self.assertTrue(client.take("api", self.key).allowed)
+        for call in (lambda: client.reset("api", self.key), lambda: client.adjust("api", self.key, -1)):
+            with self.assertRaises(ForbiddenError) as caught:
+                call()
+            e = caught.exception
+            self.assertEqual((e.status, e.code, e.problem_type, e.right, e.policy), (403, "permit_http_403", "forbidden", "admin", None))
+            self.assertIn("lacks the `admin` right", str(e))
+            self.assertNotIn(NARROW_TOKEN, str(e))
+        with self.assertRaises(ForbiddenError) as caught:
+            client.take("llm", self.key)
+        self.assertEqual((caught.exception.right, caught.exception.policy), (None, "llm"))
+        self.assertIn('may not use the policy "llm"', str(caught.exception))
+        # Nothing was reset or refunded: the one take stands.
+        self.assertEqual(self.client.peek("api", self.key).remaining, API_CAPACITY - 1)
 
     def test_404_unknown_policy(self) -> None:
         for call in (lambda: self.client.take("nope", self.key), lambda: self.client.peek("nope", self.key), lambda: self.client.adjust("nope", self.key, 1)):

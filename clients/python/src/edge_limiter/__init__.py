@@ -15,6 +15,7 @@ from .client import PermitClient
 from .errors import (
     AcquireTimeoutError,
     EdgeLimiterError,
+    ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidInputError,
     InvalidRequestError,
@@ -35,6 +36,7 @@ __all__ = [
     "Decision",
     "DecisionBody",
     "EdgeLimiterError",
+    "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidInputError",
     "InvalidRequestError",

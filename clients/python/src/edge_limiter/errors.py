@@ -94,6 +94,21 @@ class UnauthorizedError(PermitError):
     """401: no or a wrong bearer token."""
 
 
+class ForbiddenError(PermitError):
+    """403 ``forbidden``: the client's token may not do this. ``right`` names the right it lacks
+    (``permit``, ``settle``, ``admin`` or ``stats``), or ``policy`` the policy it may not use; the
+    message carries the server's detail. Nothing was read or changed, and it is never retried."""
+
+    def __init__(self, status: int, problem: Optional[Mapping[str, Any]] = None, *, retry_after: Optional[str] = None) -> None:
+        super().__init__(status, problem, retry_after=retry_after)
+        right = (problem or {}).get("right")
+        policy = (problem or {}).get("policy")
+        #: The right the token lacks, when that was the reason.
+        self.right: Optional[str] = right if isinstance(right, str) else None
+        #: The policy the token may not use, when that was the reason.
+        self.policy: Optional[str] = policy if isinstance(policy, str) else None
+
+
 class UnknownPolicyError(PermitError):
     """404 ``unknown-policy``: the server has no policy of that name."""
 
@@ -138,6 +153,7 @@ class RedirectError(PermitError):
 
 _BY_TYPE = {
     "unauthorized": UnauthorizedError,
+    "forbidden": ForbiddenError,
     "unknown-policy": UnknownPolicyError,
     "idempotency-key-reused": IdempotencyKeyReusedError,
     "store-unavailable": StoreUnavailableError,
