@@ -43,6 +43,8 @@ export function ceilDivExpr(a: Expr, b: Expr): object {
  */
 export function convertExpr(x: Expr, from: Expr, to: Expr, dir: 'up' | 'down'): object {
   const div = dir === 'up' ? ceilDivExpr : floorDivExpr;
+  // One division for both inexact cases: by from / to (to divides from), else by from, times to (whole tokens).
+  const divides = { $eq: [{ $mod: ['$$f', '$$t'] }, 0] };
   return {
     $let: {
       vars: { x, f: from, t: to },
@@ -54,9 +56,8 @@ export function convertExpr(x: Expr, from: Expr, to: Expr, dir: 'up' | 'down'): 
               branches: [
                 { case: { $eq: ['$$f', '$$t'] }, then: '$$x' },
                 { case: { $eq: [{ $mod: ['$$t', '$$f'] }, 0] }, then: { $multiply: ['$$x', { $divide: ['$$t', '$$f'] }] } },
-                { case: { $eq: [{ $mod: ['$$f', '$$t'] }, 0] }, then: div('$$x', { $divide: ['$$f', '$$t'] }) },
               ],
-              default: { $multiply: [div('$$x', '$$f'), '$$t'] },
+              default: { $multiply: [div('$$x', { $cond: [divides, { $divide: ['$$f', '$$t'] }, '$$f'] }), { $cond: [divides, 1, '$$t'] }] },
             },
           },
         ],
