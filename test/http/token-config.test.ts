@@ -4,7 +4,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
-import { checkTokens, tokenChecker, type PermitToken } from '../../src/http/auth.js';
+import { checkTokens, RIGHTS, ROUTE_RIGHTS, tokenChecker, type PermitToken } from '../../src/http/auth.js';
+import { guide, table } from '../support/guides.js';
 import { permitApp, type AuditEvent } from '../../src/http/permit-app.js';
 import { ConfigError, createLimiter, memoryStore } from '../../src/index.js';
 
@@ -117,3 +118,24 @@ describe('the permit API\'s log and audit lines', () => {
     expect(text).not.toContain('svc-se');
   });
 });
+
+describe('docs/security.md', () => {
+  const text = guide('security.md');
+  it('its rights table gives each route of auth.ts\'s table under the right it needs, and names every right', () => {
+    const rows = table(text, '| right | what it allows | what a leaked token of it can do |');
+    expect(rows.map((r) => r[0])).toEqual(RIGHTS.map((r) => `\`${r}\``));
+    // Each row's routes, as written in backticks, are exactly the table's routes of its right.
+    for (const [cell, routes] of rows) {
+      const listed = [...routes!.matchAll(/`([A-Z]+ \/[^`]*)`/g)].map((m) => m[1]);
+      expect(listed.sort(), cell).toEqual(Object.entries(ROUTE_RIGHTS).filter(([, r]) => `\`${r}\`` === cell).map(([route]) => route).sort());
+    }
+  });
+
+  it('its PERMIT_TOKENS example is a valid configuration, and its hashes are of no guessable secret', () => {
+    const block = /^```json\n([\s\S]*?)^```/m.exec(text)![1]!;
+    const config = loadConfig({ LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: block });
+    expect(config.tokens.map((t) => (t as PermitToken).name)).toEqual(['checkout', 'ops']);
+    for (const guess of ['test', 'secret', 'password', 'ops', 'checkout', '']) expect(block).not.toContain(sha(guess).slice(7));
+  });
+});
+
