@@ -116,7 +116,7 @@ export async function multiLimitSection(options: { io: IORedis; quick: boolean; 
   // Below any record: one SET of a new key with no expiry at all (which a record cannot do without).
   const bareSha = (await io.script('LOAD', withSet("redis.call('SET', KEYS[2], '1')"))) as string;
   const plainSha = (await io.script('LOAD', GCRA_SCRIPT)) as string;
-  const takeArgv = ['', 't', '', '1', '1000000000', '1'];
+  const takeArgv = ['', 't', '', '0,1,1000000000', '', '1', '1000000000', '1'];
   const idem = await rounds(
     io,
     [

@@ -26,10 +26,11 @@ const io = new Redis(port);
 const median = (xs: number[]) => spread(xs).median.toFixed(1);
 
 const n = 20_000;
-// The single-key script's ARGV for a take (gcra v7 to v9): the clock ("": TIME), the kind "t", no extra, then
-// per limit costUnits, limitUnits and refillUnitsPerUs: 1 unit of a 1e9-unit bucket refilling 1 per µs,
-// as the limiter sends for the policy below (capacity 1e9 at 1e6/s). `limits` copies of that limit.
-const take = (limits: number, now = '') => [now, 't', '', ...Array.from({ length: limits }, () => ['1', '1000000000', '1']).flat()];
+// The single-key script's ARGV for a take (gcra v12): the clock ("": TIME), the kind "t", no extra, the base
+// and no policy-wide change, then per limit costUnits, limitUnits and refillUnitsPerUs: 1 unit of a
+// 1e9-unit bucket refilling 1 per µs, as the limiter sends for the policy below (capacity 1e9 at 1e6/s).
+// `limits` copies of that limit.
+const take = (limits: number, now = '') => [now, 't', '', `0${',1,1000000000'.repeat(limits)}`, '', ...Array.from({ length: limits }, () => ['1', '1000000000', '1']).flat()];
 const impls: Record<string, (i: number) => Promise<unknown>> = {
   'edge-limiter': ((l) => (i: number) => l.take('p', `k${i % 1000}`))(createLimiter({ store: redisStore({ client: io }), policies: { p: { capacity: 1e9, refillPerSecond: 1e6 } }, prefix: 'rc1:' })),
   '@upstash/ratelimit tokenBucket': ((r) => (i: number) => r.limit(`k${i % 1000}`))(

@@ -110,12 +110,14 @@ const rlf = new RateLimiterRedis({ storeClient: io, points: 1_000_000_000, durat
 
 /**
  * The script's ARGV for a take of 1 on the HUGE policy, as the limiter sends it (see GCRA_SCRIPT): the
- * server's clock (""), the kind "t", no extra, then costUnits, limitUnits and refillUnitsPerUs (a token
- * is 1 unit at 1e6/s).
+ * server's clock (""), the kind "t", no extra, the base (no wait, a token of 1 unit, 1e9 units) and no
+ * policy-wide change, then costUnits, limitUnits and refillUnitsPerUs (a token is 1 unit at 1e6/s).
  */
-const CEILING_TAKE_ARGV = ['', 't', '', '1', '1000000000', '1'];
-/** The batch script's part for one such take (see GCRA_BATCH_SCRIPT): its number of limits, then the limit's three. */
-const BATCH_TAKE_ARGV = ['1', '1', '1000000000', '1'];
+const CEILING_TAKE_ARGV = ['', 't', '', '0,1,1000000000', '', '1', '1000000000', '1'];
+/** The batch script's part for one such take (see GCRA_BATCH_SCRIPT): its number of limits and entry 1 (1 + 16), then the limit's three. */
+const BATCH_TAKE_ARGV = ['17', '1', '1000000000', '1'];
+/** The batch's entry 1, after the last key: the base, and no policy-wide change. */
+const BATCH_ENTRY_ARGV = ['0,1,1000000000', ''];
 
 /**
  * The floor row's sender: the script calls redisStore makes for takes of 1 on the HUGE policy (ARGV as
@@ -135,6 +137,7 @@ function floorSender(): (key: string) => Promise<unknown> {
     inFlight++;
     const argv = [''];
     for (let i = 0; i < batch.length; i++) argv.push(...BATCH_TAKE_ARGV);
+    argv.push(...BATCH_ENTRY_ARGV);
     const call = batch.length === 1 ? single(batch[0]!.key) : io.evalsha(GCRA_BATCH_SCRIPT_SHA, batch.length, ...batch.map((w) => w.key), ...argv);
     call.then(
       (reply) => {

@@ -56,9 +56,13 @@ function redisCpuUs(): number | undefined {
 // One take of 1 unit of a 1e9-unit limit refilling 1 unit per µs, in the ARGV layout of the script's
 // version: gcra v6-v7 and batch v4 take the clock first and each limit as a triple (a batch key's count
 // before it); earlier versions took costUnits, limitUnits, refillUnitsPerUs and the clock last.
+// gcra v12 and batch v9 add the base and the policy-wide change (issue 31): after the kind's extra; in a
+// batch, once after the last key, each key's count naming it (1 limit, entry 1: 17).
 const LIMIT = ['1', '1000000000', '1'];
+const BASE = '0,1,1000000000';
 const multi = (script: string) => /-- edge-limiter gcra (v([6-9]|\d\d)|batch v([4-9]|\d\d))\b/.test(script);
-const singleArgs = (script: string) => (multi(script) ? ['', 't', '', ...LIMIT] : [...LIMIT, '']);
+const records = (script: string) => /-- edge-limiter gcra (v(1[2-9]|[2-9]\d)|batch v(9|\d\d))\b/.test(script);
+const singleArgs = (script: string) => (records(script) ? ['', 't', '', BASE, '', ...LIMIT] : multi(script) ? ['', 't', '', ...LIMIT] : [...LIMIT, '']);
 
 /**
  * Runs `once(version)` (its script time in µs and the decisions made) for both versions in every round;
@@ -98,7 +102,9 @@ for (const c of [16, 1]) {
 for (const size of [64, 16, 4]) {
   const versions = { now: aa ? then.GCRA_BATCH_SCRIPT : GCRA_BATCH_SCRIPT, then: then.GCRA_BATCH_SCRIPT };
   await ab(`batch script, ${size} keys per call`, versions, async (sha, tag) => {
-    const v4 = multi(tag === 'abnow' ? versions.now : versions.then);
+    const script = tag === 'abnow' ? versions.now : versions.then;
+    const v4 = multi(script);
+    const v9 = records(script);
     await io.config('RESETSTAT');
     const calls = 2000;
     let inFlight: Promise<unknown>[] = [];
@@ -107,10 +113,11 @@ for (const size of [64, 16, 4]) {
       const args: string[] = v4 ? [''] : [];
       for (let j = 0; j < size; j++) {
         keys.push(`${tag}:k${(c * size + j) % 1000}`);
-        if (v4) args.push('1');
+        if (v4) args.push(v9 ? '17' : '1');
         args.push(...LIMIT);
       }
       if (!v4) args.push('');
+      if (v9) args.push(BASE, '');
       inFlight.push(io.evalsha(sha, size, ...keys, ...args));
       if (inFlight.length >= 4) {
         await Promise.all(inFlight);

@@ -1,9 +1,11 @@
 // Reading the scripts' replies: each key's verdict, clock and stored value, checked by redoing the step
 // in core/gcra.ts; an operation id's record and its key (in the bucket's hash slot); and the StoreError
 // a script failure becomes.
-import { repeatOf, step, type BucketState } from '../core/gcra.js';
+import { repeatOf, type BucketState } from '../core/gcra.js';
+import { stepWithRecord, type OverrideRecord } from '../core/override.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs, StepResult } from '../store.js';
+import { recordOf } from './redis-record.js';
 import { keySlot } from './redis-slot.js';
 
 export function message(err: unknown): string {
@@ -66,6 +68,18 @@ export function stateOf(stored: string | number | readonly unknown[] | null): Bu
 }
 
 /**
+ * The stored value the scripts read, as the bucket and the override record in it (./redis-record.ts):
+ * the usual value's numbers, or the value as stored.
+ */
+export function storedOf(stored: string | number | readonly unknown[] | null): { state: BucketState | undefined; record: OverrideRecord | undefined } {
+  if (typeof stored === 'string' && stored.includes('|')) {
+    const r = recordOf(stored);
+    if (r) return { state: r.bucket === '' ? undefined : stateOf(r.bucket), record: r.record };
+  }
+  return { state: stored === null ? undefined : stateOf(stored), record: undefined };
+}
+
+/**
  * Reads one key's part of a reply: the verdict (1 or 0), the clock, the stored value the step read (null:
  * no key; its numbers as integers, or the value as stored) and, for a partial grant, the tokens. The script decided and wrote; the client redoes the same
  * step (core/gcra.ts `step`, the script's arithmetic on the same integers) for the debt, so no Redis time
@@ -75,7 +89,7 @@ export function stateOf(stored: string | number | readonly unknown[] | null): Bu
 export function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored: unknown, tokensReply?: unknown): StepResult {
   const allowed = Number(verdict);
   const tokens = tokensReply === undefined ? undefined : Number(tokensReply);
-  const state = Array.isArray(stored) || typeof stored === 'string' || typeof stored === 'number' ? stateOf(stored) : undefined;
+  const { state, record } = Array.isArray(stored) || typeof stored === 'string' || typeof stored === 'number' ? storedOf(stored) : { state: undefined, record: undefined };
   if (
     (allowed !== 0 && allowed !== 1) ||
     !Number.isFinite(nowUs) ||
@@ -84,11 +98,17 @@ export function resultOf(args: StepArgs, verdict: unknown, nowUs: number, stored
   ) {
     throw badReply([verdict, nowUs, stored, tokensReply]);
   }
-  const r = step(state, nowUs, args);
-  if (r.allowed !== (allowed === 1) || r.tokens !== tokens || r.debtUnits.length !== args.limits.length || !r.debtUnits.every(Number.isFinite)) {
+  const r = stepWithRecord(state, nowUs, args, record);
+  // A blocked grant takes no tokens: the script says 0.
+  const taken = r.tokens ?? (r.blockedUntilUs !== undefined && tokens === 0 ? 0 : undefined);
+  if (r.allowed !== (allowed === 1) || taken !== tokens || r.debtUnits.length !== args.limits.length || !r.debtUnits.every(Number.isFinite)) {
     throw badReply([verdict, nowUs, stored, tokensReply]);
   }
-  return tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: nowUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens, atUs: nowUs };
+  const out: StepResult = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: nowUs };
+  if (r.blockedUntilUs !== undefined) out.blockedUntilUs = r.blockedUntilUs;
+  else if (tokens !== undefined) out.tokens = tokens;
+  if (r.limits !== undefined) out.limits = r.limits;
+  return out;
 }
 
 /**

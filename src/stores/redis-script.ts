@@ -18,10 +18,12 @@
 
 import { MAX_LIMITS } from '../core/policy.js';
 import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
+import { baseShape, policyShape, RECORD } from './redis-record.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v11
+export const GCRA_SCRIPT = `-- edge-limiter gcra v12
 ` +
-  // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above)
+  // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
+  // override record (./redis-record.ts)
   // KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
   // exists the step is not run and its record is the reply, {"op", record}; otherwise the step
   // runs and its reply material is recorded there for ARGV[#ARGV - 1] ms, as
@@ -35,8 +37,10 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v11
   // ARGV[3]: with "g", tokenUnits; with "a", refundSinceUs, the server clock's reading at the grant given
   // back ("": none), a refund then being what the bucket has not refilled since,
   // max(0, -costUnits - max(0, now - since) * rate); with "t", ""
-  // ARGV[3j+1], ARGV[3j+2], ARGV[3j+3]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
-  // for j = 1 to n = (#ARGV - 3) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
+  // ARGV[4]: StepArgs.base, "<maxWaitMs>,<tokenUnits1>,<capacityUnits1>,..." ("": not sent)
+  // ARGV[5]: StepArgs.policy, "<t1>,<c1>,<r1>,...|<untilUs>|<id>" ("": none)
+  // ARGV[3j+3], ARGV[3j+4], ARGV[3j+5]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
+  // for j = 1 to n = (#ARGV - 5) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
   // the fingerprint). Every cost 0 is a peek, of any kind: read only
   // Returns {allowed, nowUs, tokens, count, ...}: the verdict, the clock reading in whole µs (TIME's, or
   // ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
@@ -46,31 +50,34 @@ local key, op = KEYS[1], KEYS[2]
 local now, v
 ` +
   // The arguments, checked before anything is read or written (see refuse): n limits of 1 to
-  // ${MAX_LIMITS}, as 3 + 3n ARGV (5 + 3n with an operation id, whose ttl is digits), a known kind, and
-  // every other ARGV a finite number, where ARGV[1] and ARGV[3] may be "" (a grant's tokenUnits may not,
-  // and is above 0).
+  // ${MAX_LIMITS}, as 5 + 3n ARGV (7 + 3n with an operation id, whose ttl is digits), a known kind, the
+  // base and policy of their shape (see baseShape, policyShape) or "", and every other ARGV a finite
+  // number, where ARGV[1] and ARGV[3] may be "" (a grant's tokenUnits may not, and is above 0).
   `local last = #A
 if op then last = last - 2 end
-local n, kind, bad = (last - 3) / 3, A[2]
+local n, kind, bad = (last - 5) / 3, A[2]
 if not (n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0) then bad = 0
 elseif kind ~= 't' and kind ~= 'g' and kind ~= 'a' then bad = 2
 elseif op and not string.match(A[last + 1], '^[1-9]%d*$') then bad = last + 1
 elseif kind == 'g' and not ((tonumber(A[3]) or 0) > 0) then bad = 3
+elseif A[4] ~= '' and not string.find(A[4], ${baseShape('n')}) then bad = 4
+elseif A[5] ~= '' and not string.find(A[5], ${policyShape('n')}) then bad = 5
 else
   local sum = 0
   if A[1] ~= '' then sum = A[1] + 0 end
   if A[3] ~= '' then sum = sum + A[3] end
-  for i = 4, last, 3 do sum = sum + A[i] + A[i + 1] + A[i + 2] end
+  for i = 6, last, 3 do sum = sum + A[i] + A[i + 1] + A[i + 2] end
   if sum * 0 ~= 0 then bad = -1 end
 end
 ${refuse('gcra')}
 ` +
   // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
-  // operation id, and a stored value that is missing or the usual one of as many debts. It makes no
+  // operation id, no policy-wide change, and a stored value that is missing or the usual one of as many
+  // debts (so no override record). It makes no
   // closure (each 'local function' below is a new one on every call), no table but the reply and builds
   // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
   // Any other case falls through to the general path, with the clock and the value already read.
-  `if A[2] == 't' and not op and n <= ${FAST_LIMITS} then
+  `if A[2] == 't' and not op and n <= ${FAST_LIMITS} and A[5] == '' then
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -84,7 +91,7 @@ ${refuse('gcra')}
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
     if not v or at then
-      local j, allowed, after = 4
+      local j, allowed, after = 6
       ${indent(fastTake(n), '      ')}
       if not v then return {allowed, now, -1, 0} end
       if ${unsafe(n)} then return {allowed, now, -1, -1, v} end
@@ -95,6 +102,20 @@ ${refuse('gcra')}
   end
 end
 ${SHARED}
+${RECORD}
+` +
+  // The base and the policy-wide change as numbers (each below 2^53), refused before anything is written.
+  `local B, P
+if A[4] ~= '' then
+  B = list(A[4], 2 * n + 1, 2)
+  if not B then bad = 4 end
+end
+if A[5] ~= '' then
+  local l, u, id = string.match(A[5], '^([%d,]+)|(%d*)|(%C+)$')
+  P = {l = list(l, 3 * n, 1), u = tonumber(u), id = id}
+  if not P.l then bad = 5 end
+end
+${refuse('gcra')}
 if not now then
   now = clock()
   if op then
@@ -120,7 +141,14 @@ local s, k, fast = fields(v, n)
   read(out, v, s, k, fast)
   return out
 end
-if kind == 't' then return reply((take(key, v, s, k, now, 3, n))) end
+` +
+  // A key with an override record, or a step under a policy-wide change: core/override.ts's step.
+  `if A[5] ~= '' or (v and string.find(v, '|', 1, true)) then
+  local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P)
+  if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4], the base') end
+  return reply(allowed, tokens)
+end
+if kind == 't' then return reply((take(key, v, s, k, now, 5, n))) end
 ` +
   // Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
   // clock that went back (a failover to a server behind) raises the debt, as in core.
@@ -133,26 +161,26 @@ if kind == 't' then return reply((take(key, v, s, k, now, 3, n))) end
   return 0
 end
 if kind == 'g' then
-  local cost = A[4] + 0
+  local cost = A[6] + 0
   if cost == 0 then return reply(1) end
-  local debt = debt_at(s, k, 1, now, A[6])
+  local debt = debt_at(s, k, 1, now, A[8])
 ` +
   // The largest k <= cost / unit with debt + k * unit <= limit: the floor, corrected by one either way.
   `  local unit = A[3] + 0
-  local room = A[5] - debt
+  local room = A[7] - debt
   local q = math.floor(room / unit)
   if q * unit > room then q = q - 1 elseif (q + 1) * unit <= room then q = q + 1 end
   if q > cost / unit then q = cost / unit end
   if q <= 0 then return reply(0, 0) end
   local after = debt + q * unit
-  save(key, v, {after}, 1, now, math.max(1000, ceil(after / (A[6] * 1000))), true)
+  save(key, v, {after}, 1, now, math.max(1000, ceil(after / (A[8] * 1000))), true)
   return reply(1, q)
 end
 local since = tonumber(A[3])
 local f = {}
 local px, peek, keep = 1000, true, false
 for i = 1, n do
-  local j = 3 + 3 * i
+  local j = 5 + 3 * i
   local c, r = A[j - 2] + 0, A[j] + 0
   local d = debt_at(s, k, i, now, r)
   local a
@@ -181,45 +209,69 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '874d8f23eb81ecb0800fe9b1272ce4c30fb98b23';
+export const GCRA_SCRIPT_SHA = '6a6a6e48d54707dfc7bf99ea3c8251e01afb7185';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v8
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v9
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
-  // Then each key's take in turn, from b = 2: ARGV[b] its number of limits n, and ARGV[b+1 .. b+3n] the
-  // limits (see above; every cost 0: a peek); the next key's count is at ARGV[b + 3n + 1]
+  // Then each key's take in turn, from b = 2: ARGV[b] its number of limits n plus 16 times its entry e,
+  // and ARGV[b+1 .. b+3n] the limits (see above; every cost 0: a peek); the next key's is at ARGV[b + 3n + 1]
+  // Then the entries, after the last key: entry e's base and policy-wide change, as the single-key
+  // script's ARGV[4] and ARGV[5]. Keys of one policy share one, so a batch sends each base once, and a
+  // key's entry costs its usual step no ARGV (e 0: no base and no policy-wide change)
   // Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
-  // or ARGV[1]), then each key's verdict and the value its step read (see read: 0; k and k integers; or -1
-  // and the value)
+  // or ARGV[1]), then each key's verdict (-2: refused, nothing written for it: a key with override
+  // numbers and no base, or a base or policy of another count of limits) and the value its step read (see
+  // read: 0; k and k integers; or -1 and the value)
   `local A = ARGV
 ` +
   // The arguments, checked before anything is read or written (see refuse): the clock ("" or a finite
-  // number), then per key a count of 1 to ${MAX_LIMITS} limits and as many triples of finite numbers, the
-  // last key's ending ARGV. A count that does not match its ARGV never reaches fields, whose pattern
-  // grows with it. The usual count, 1, is tried first. No key at all is refused by the MGET, before any
-  // write.
-  `local b, last, sum, bad = 2, #A, 0
+  // number), then per key a count of 1 to ${MAX_LIMITS} limits and an entry number, and as many triples of
+  // finite numbers; then pairs of a base and a policy-wide change, each "" or of its form (numbers below
+  // 2^53), as many as the largest entry number. A count that does not match its ARGV never reaches
+  // fields, whose pattern grows with it. The usual count, 1 (entry 0), and the usual 17 (entry 1), are
+  // tried first. No key at all is refused by the MGET, before any write.
+  `local b, last, sum, top, bad = 2, #A, 0, 0
 if A[1] ~= '' then sum = A[1] + 0 end
 for _ = 1, #KEYS do
-  local n = A[b] + 0
-  if n == 1 and b + 3 <= last then sum = sum + A[b + 1] + A[b + 2] + A[b + 3]
-  elseif n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0 and b + 3 * n <= last then
+  local c = A[b] + 0
+  local n = c % 16
+  if (c == 1 or c == 17) and b + 3 <= last then sum = sum + A[b + 1] + A[b + 2] + A[b + 3]
+  elseif n >= 1 and n <= ${MAX_LIMITS} and c % 1 == 0 and c > 0 and c < 1e6 and b + 3 * n <= last then
     for i = b + 1, b + 3 * n, 3 do sum = sum + A[i] + A[i + 1] + A[i + 2] end
   else
     bad = b
     break
   end
+  if c > top then top = c end
   b = b + 3 * n + 1
 end
 if not bad then
-  if b <= last then bad = b elseif sum * 0 ~= 0 then bad = -1 end
+  top = (top - top % 16) / 16
+  if last - b + 1 ~= 2 * top then bad = b + 2 * top elseif sum * 0 ~= 0 then bad = -1 end
+end
+` +
+  // Each entry's base and policy-wide change, checked once per call, by their form: read as numbers
+  // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
+  `for e = 1, top do
+  local x = b + 2 * e - 2
+  if A[x] ~= '' and not (string.find(A[x], '^%d+,[1-9][%d,]*%d$') and not string.find(A[x], ',,', 1, true) and not string.find(A[x], ',0', 1, true)) then bad = x end
+  local p = A[x + 1]
+  if p ~= '' then
+    local l = string.match(p, '^([1-9][%d,]*%d)|%d*|%C+$') or string.match(p, '^([1-9])|%d*|%C+$')
+    if not l or string.find(l, ',,', 1, true) or string.find(l, ',0', 1, true) then bad = x + 1 end
+  end
 end
 ${refuse('gcra batch')}
 ${SHARED}
+` +
+  // core/override.ts in Lua (RECORD), made only when a key of this call needs it: its closures cost a
+  // call of usual keys Redis time for nothing.
+  `local record_step, record_list
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
 ` +
@@ -232,14 +284,16 @@ for i = 1, #KEYS do
   local key = KEYS[i]
   local v = written[key]
   if v == nil then v = got[i] end
-  local n = A[b] + 0
+  local c = A[b] + 0
+  local n = c % 16
+  local e = (c - n) / 16
   local allowed, after
 ` +
-  // The usual key (1 to ${FAST_LIMITS} limits; no value, or the usual one) in straight lines, as the
-  // single-key script's; any other leaves allowed nil, for the general path below.
+  // The usual key (1 to ${FAST_LIMITS} limits, no policy-wide change; no value, or the usual one) in
+  // straight lines, as the single-key script's; any other leaves allowed nil, for the general path below.
   `  ${upTo(
     FAST_LIMITS,
-    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} and (e == 0 or A[last - 2 * top + 2 * e] == '') then
     ${indent(usualValue(n), '    ')}
     if not v or at then
       local j = b + 1
@@ -264,7 +318,31 @@ for i = 1, #KEYS do
   end
   if allowed == nil then
     local s, k, fast = fields(v, n)
-    allowed, after = take(key, v, s, k, now, b, n)
+    local ps = e > 0 and A[last - 2 * top + 2 * e] or ''
+` +
+  // A key with an override record, or a take under a policy-wide change: core/override.ts's step
+  // (refused, for this key alone, when its entry is not of its count of limits).
+  `    if ps ~= '' or (v and string.find(v, '|', 1, true)) then
+      if not record_step then
+        ${indent(RECORD, '        ')}
+        record_step, record_list = rstep, list
+      end
+      local B, P, tokens
+      if e > 0 then
+        local bs = A[last - 2 * top + 2 * e - 1]
+        if bs ~= '' then B = record_list(bs, 2 * n + 1, 2) end
+        if ps ~= '' then
+          local l, u, id = string.match(ps, '^([%d,]+)|(%d*)|(%C+)$')
+          P = {l = record_list(l, 3 * n, 1), u = tonumber(u), id = id}
+        end
+      end
+      if not ((e > 0 and A[last - 2 * top + 2 * e - 1] ~= '' and not B) or (P and not P.l)) then
+        allowed, tokens, after = record_step(key, v, now, 't', '', b + 1, n, B, P)
+      end
+      if not allowed then allowed, after = -2, v end
+    else
+      allowed, after = take(key, v, s, k, now, b, n)
+    end
     out[m + 1] = allowed
     read(out, v, s, k, fast)
     m = #out
@@ -276,4 +354,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '8fd583a9205112490dd804ce6db8d3fd3fb89b88';
+export const GCRA_BATCH_SCRIPT_SHA = 'bc0d5d8b518e86c957a87eff806914336c31e871';

@@ -3,9 +3,12 @@
 // ./redis-reply.ts. redisStore (./redis.ts) gives it any client it accepts; the Worker, which only ever
 // has an @upstash/redis client, gives it that one alone (functions/app/store-edge.ts).
 import { ConfigError, StoreError } from '../errors.js';
+import type { OverrideArgs, OverrideResult } from '../core/override.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { closerOf, isCluster, isTcpClient, type AdaptedClient, type RedisClientLike } from './redis-client.js';
 import { badReply, message, nowOf, opKeyOf, repeated, resultOf, scriptError, storedAt } from './redis-reply.js';
+import { baseArg, policyArg } from './redis-record.js';
+import { overrideOf, resetOf } from './redis-override-call.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
 import { keySlot } from './redis-slot.js';
 
@@ -107,11 +110,14 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     const grant = !args.adjust && args.tokenUnits !== undefined;
     if (grant && limits.length !== 1) throw new StoreError('redis', `a partial grant (tokenUnits) is for one limit, got ${limits.length}`);
     const sentNowUs = sentNow();
-    // ARGV: the clock, the kind of step and its one extra number (see GCRA_SCRIPT), then each limit's three.
+    // ARGV: the clock, the kind of step and its one extra number, the base and the policy-wide change
+    // (see GCRA_SCRIPT), then each limit's three.
     const argv = [
       sentNowUs === undefined ? '' : String(sentNowUs),
       args.adjust ? 'a' : grant ? 'g' : 't',
       args.adjust ? (args.refundSinceUs === undefined ? '' : String(args.refundSinceUs)) : grant ? String(args.tokenUnits) : '',
+      baseArg(args.base),
+      policyArg(args.policy),
     ];
     let peek = true;
     for (const l of limits) {
@@ -159,13 +165,29 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     }
     const keys = batch.map((p) => p.key);
     const sentNowUs = sentNow();
-    // ARGV: the clock, then per key its number of limits and each limit's three (see GCRA_BATCH_SCRIPT).
+    // ARGV: the clock, then per key its number of limits plus 16 times its entry and each limit's three,
+    // then each entry's base and policy-wide change (see GCRA_BATCH_SCRIPT): one per distinct pair.
     const argv: string[] = [sentNowUs === undefined ? '' : String(sentNowUs)];
+    const entries: string[] = [];
+    const entryOf = new Map<unknown, number>();
     for (const p of batch) {
-      const { limits } = p.args;
-      argv.push(String(limits.length));
+      const { limits, base, policy } = p.args;
+      // The limiter shares one base (and one change) between the steps of a policy: found by identity first.
+      let e = policy === undefined && base !== undefined ? (entryOf.get(base) ?? 0) : 0;
+      if (e === 0 && (base !== undefined || policy !== undefined)) {
+        const pair = [baseArg(base), policyArg(policy)] as const;
+        const text = `${pair[0]}\n${pair[1]}`;
+        e = entryOf.get(text) ?? 0;
+        if (e === 0) {
+          entries.push(...pair);
+          entryOf.set(text, (e = entries.length / 2));
+        }
+        if (policy === undefined) entryOf.set(base, e);
+      }
+      argv.push(String(limits.length + 16 * e));
       for (const l of limits) argv.push(String(l.costUnits), String(l.limitUnits), String(l.refillUnitsPerUs));
     }
+    argv.push(...entries);
     let reply: unknown;
     try {
       reply = await run(GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, keys, argv, controller?.signal);
@@ -192,6 +214,8 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     const now = nowOf(reply[0], sentNowUs);
     batch.forEach((p, i) => {
       try {
+        // -2: the script refused this key alone (override numbers and no base), and wrote nothing for it.
+        if (parts[i]!.verdict === -2) throw new Error('a key with override numbers needs StepArgs.base');
         p.resolve(resultOf(p.args, parts[i]!.verdict, now, parts[i]!.stored));
       } catch (err) {
         p.reject(new StoreError('redis', message(err), { cause: err }));
@@ -247,13 +271,9 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
   return {
     name: 'redis',
     step: closeClient ? step : stepNow,
-    async reset(key: string): Promise<void> {
-      try {
-        await client.del(key);
-      } catch (err) {
-        throw new StoreError('redis', `DEL failed: ${message(err)}`, { cause: err });
-      }
-    },
+    // Forgets the bucket and keeps the key's override record (a key without one is deleted).
+    reset: (key: string): Promise<void> => resetOf(run, key, sentNow(), clientClock),
+    override: (key: string, args: OverrideArgs): Promise<OverrideResult> => overrideOf(run, key, args, sentNow(), clientClock),
     async ping(): Promise<void> {
       try {
         await client.ping();

@@ -1,0 +1,104 @@
+// The Redis side of Store.override and Store.reset (issue 31): one script, run atomically by EVALSHA on
+// the bucket's own key (so in its hash slot), that changes the key's override record and carries the
+// bucket to the new numbers (core/override.ts applyOverride, line for line), or forgets the bucket and
+// keeps the record. The stored value is ./redis-record.ts's; the client redoes the change with core and
+// checks that the script wrote the same value.
+import { SHARED } from './redis-lua.js';
+import { RECORD } from './redis-record.js';
+
+/** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
+const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
+
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v1
+` +
+  // KEYS[1]: the bucket key
+  // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
+  // ARGV[2]: "o" change the record; "r" reset: forget the bucket, keep the record
+  // ARGV[3]: with "o", the base: "<t1>,<c1>,<r1>,...", each limit's tokenUnits, capacityUnits and
+  // refillUnitsPerUs (1 to 8 limits, each number above 0 and below 2^53); with "r", ""
+  // ARGV[4]: the numbers to set, as the base ("-": clear them; "": keep)
+  // ARGV[5]: with numbers to set, the ms they last ("": until cleared)
+  // ARGV[6]: block for this many ms ("-": unblock; "": keep)
+  // ARGV[7]: with numbers to set, the id of the policy-wide change they are ("": a key's own)
+  // Returns {nowUs, value read, value after}: the clock reading in whole µs, the key's value before and
+  // after the change (0: no key)
+  `local A, key = ARGV, KEYS[1]
+local bad
+if #A ~= 7 then bad = 0
+elseif A[1] ~= '' and not string.find(A[1], '^%d+$') then bad = 1
+elseif A[2] ~= 'o' and A[2] ~= 'r' then bad = 2
+elseif A[2] == 'o' and not string.find(A[3], '^[%d,]+$') then bad = 3
+elseif A[4] ~= '' and A[4] ~= '-' and not string.find(A[4], '^[%d,]+$') then bad = 4
+elseif A[5] ~= '' and not string.find(A[5], '^%d+$') then bad = 5
+elseif A[6] ~= '' and A[6] ~= '-' and not string.find(A[6], '^%d+$') then bad = 6
+elseif string.find(A[7], '%c') then bad = 7
+end
+${refuseOverride}
+${SHARED}
+${RECORD}
+local base, n, lim = {}, 0, nil
+if A[2] == 'o' then
+  base = list(A[3], 0, 1)
+  if not base or #base % 3 ~= 0 or #base > 24 then bad = 3 else n = #base / 3 end
+  if not bad and A[4] ~= '' and A[4] ~= '-' then
+    lim = list(A[4], 3 * n, 1)
+    if not lim then bad = 4 end
+  end
+end
+${refuseOverride}
+local now = clock()
+local v = redis.call('GET', key)
+local b, rec = v, nil
+if v then
+  local pb, pr = rparse(v)
+  if pb then b, rec = pb, pr end
+  if b == '' then b = false end
+end
+if A[2] == 'r' then
+  if not rec then
+    if v then redis.call('DEL', key) end
+    return {now, v or 0, 0}
+  end
+  return {now, v, rsave(key, v, nil, 0, now, rec, {}, {}, {})}
+end
+local bt, bc, br = {}, {}, {}
+for i = 1, n do bt[i], bc[i], br[i] = base[3 * i - 2], base[3 * i - 1], base[3 * i] end
+local nx = {}
+if rec then nx.l, nx.u, nx.bl, nx.id = rec.l, rec.u, rec.bl, rec.id end
+if A[4] == '-' then
+  nx.l, nx.u, nx.id = nil, nil, nil
+elseif lim then
+  nx.l, nx.u, nx.id = lim, nil, nil
+  if A[5] ~= '' then nx.u = now + A[5] * 1000 end
+  if A[7] ~= '' then nx.id = A[7] end
+end
+if A[6] == '-' then nx.bl = nil elseif A[6] ~= '' then nx.bl = now + A[6] * 1000 end
+local after = live_record(nx, now)
+` +
+  // Nothing changes (a read, or the same record again): nothing is written.
+  `local same = (rec == nil) == (after == nil)
+if same and rec then
+  same = rec.u == after.u and rec.bl == after.bl and rec.id == after.id and (rec.l == nil) == (after.l == nil)
+  if same and rec.l then
+    same = #rec.l == #after.l
+    for i = 1, #rec.l do
+      if rec.l[i] ~= after.l[i] then same = false end
+    end
+  end
+end
+if same then return {now, v or 0, v or 0} end
+local s, k = fields(b, n)
+local w = nil
+if k > 1 then
+  w = debts_at(s, k, n, rec, now, bt, bc, br)
+  for i = 1, n do
+    local ft, fc = numbers_at(rec, now, i, bt, bc, br)
+    local tt, tc = numbers_at(after, now, i, bt, bc, br)
+    w[i] = carry(w[i], ft, fc, tt, tc)
+  end
+end
+return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br) or 0}
+`;
+
+/** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
+export const OVERRIDE_SCRIPT_SHA = '4cf9556131425eaf35b478fe5967883e27079f88';

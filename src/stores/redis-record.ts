@@ -1,0 +1,375 @@
+// Override records in Redis (issue 31): the Lua both scripts and the override script share, and the
+// stored value's format, read and written alike by the scripts and the client (./redis-reply.ts).
+//
+// A key with no record holds today's value, "<debt1>:...:<debtN>:<atUs>", and its hot path is
+// unchanged. A record lives in the same key, after the bucket:
+//   "<bucket>|<t1>,<c1>,<r1>,...|<untilUs>|<blockedUntilUs>|<policyId>"
+// <bucket> is the usual value, or nothing for a full bucket; then each limit's numbers (tokenUnits,
+// capacityUnits, refillUnitsPerUs; nothing: no numbers), untilUs and blockedUntilUs in whole µs of the
+// server clock (nothing: absent) and the policy-wide change's id (nothing: a key's own record). Any
+// record makes the value unusual, so the straight-line takes never match it, and the step under a
+// record (core/override.ts stepWithRecord, mirrored line by line in `rstep`) runs on it instead. One
+// key, so the record is in the bucket's hash slot by construction, and one GET reads both.
+import type { OverrideLimit, OverrideRecord } from '../core/override.js';
+import type { BucketState } from '../core/gcra.js';
+
+/** The record's part of a stored value, as the scripts write it (see above). */
+export function recordText(r: OverrideRecord): string {
+  const limits = r.limits ? r.limits.map((l) => `${l.tokenUnits},${l.capacityUnits},${l.refillUnitsPerUs}`).join(',') : '';
+  return `${limits}|${r.untilUs ?? ''}|${r.blockedUntilUs ?? ''}|${r.policyId ?? ''}`;
+}
+
+/** A stored value as the scripts write it: the bucket (absent: full) and the record (absent: the usual value; no key when both are). */
+export function valueText(state: BucketState | undefined, record: OverrideRecord | undefined): string | null {
+  const bucket = state ? `${state.debtUnits.join(':')}:${state.atUs}` : '';
+  if (record) return `${bucket}|${recordText(record)}`;
+  return state ? bucket : null;
+}
+
+const RECORD_VALUE = /^([\d:]*)\|([\d,]*)\|(\d*)\|(\d*)\|(.*)$/s;
+
+/**
+ * A stored value with a record, read as the scripts' `rparse` reads it: the bucket part ('' for a full
+ * bucket) and the record; undefined when the value holds no record the scripts would read (then it is
+ * read as a bucket alone: a value with a '|' that is no record is no bucket either, a full one).
+ */
+export function recordOf(value: string): { bucket: string; record: OverrideRecord } | undefined {
+  const m = RECORD_VALUE.exec(value);
+  if (!m) return undefined;
+  const [, bucket, l, u, bl, id] = m as unknown as [string, string, string, string, string, string];
+  const record: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = {};
+  if (l !== '') {
+    const parts = l.split(',');
+    if (parts.length % 3 !== 0 || !parts.every((p) => /^\d+$/.test(p))) return undefined;
+    const nums = parts.map(Number);
+    const limits: OverrideLimit[] = [];
+    for (let i = 0; i < nums.length; i += 3) {
+      if (![nums[i]!, nums[i + 1]!, nums[i + 2]!].every((x) => x > 0 && x < 2 ** 53)) return undefined;
+      limits.push({ tokenUnits: nums[i]!, capacityUnits: nums[i + 1]!, refillUnitsPerUs: nums[i + 2]! });
+    }
+    record.limits = limits;
+  }
+  if (u !== '') record.untilUs = Number(u);
+  if (bl !== '') record.blockedUntilUs = Number(bl);
+  if (id !== '') record.policyId = id;
+  return { bucket, record };
+}
+
+/** StepArgs.base as the scripts take it: "<maxWaitMs>,<tokenUnits1>,<capacityUnits1>,...". */
+export function baseArg(base: { tokenUnits: readonly number[]; capacityUnits: readonly number[]; maxWaitMs: number } | undefined): string {
+  if (base === undefined) return '';
+  let s = String(base.maxWaitMs);
+  for (let i = 0; i < base.tokenUnits.length; i++) s += `,${base.tokenUnits[i]},${base.capacityUnits[i]}`;
+  return s;
+}
+
+/** Numbers per limit as the scripts take and store them: "<t1>,<c1>,<r1>,...". */
+export const limitsArg = (limits: readonly OverrideLimit[]) => limits.map((l) => `${l.tokenUnits},${l.capacityUnits},${l.refillUnitsPerUs}`).join(',');
+
+/** StepArgs.policy as the scripts take it: "<t1>,<c1>,<r1>,...|<untilUs>|<id>" ("" for none). */
+export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]; untilUs?: number } | undefined): string {
+  return policy === undefined ? '' : `${limitsArg(policy.limits)}|${policy.untilUs ?? ''}|${policy.id}`;
+}
+
+/**
+ * Lua (after redis-lua.ts SHARED): reading a record, and core/override.ts in Lua. `rstep` is
+ * stepWithRecord and `rsave` writes a bucket and its record with their expiry. The functions follow
+ * core's, name for name where they can: numbers_at is numbersAt (per limit), debts_at debtsAt, carry
+ * carryDebt, conv convertUnits; integers below 2^53 in doubles, and the same operations in the same
+ * order, so the script and the client (which redoes the step with core) reach the same numbers.
+ */
+export const RECORD = `local MAXL = 4503599627370496
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+local function conv(x, from, to, up)
+  if x < 0 then return -conv(-x, from, to, up) end
+  local y
+  if from == to then y = x
+  elseif to % from == 0 then y = x * (to / from)
+  else
+    local m = from
+    if from % to == 0 then m = from / to end
+    y = fdiv(x, m)
+    if up and y * m < x then y = y + 1 end
+    if m == from then y = y * to end
+  end
+  if y > MAXL then return MAXL end
+  return y
+end
+local function dec(d, from, to, r)
+  d = d - (to - from) * r
+  if d > 0 then return d end
+  return 0
+end
+local function back(c, r, since, now)
+  local u = -c
+  if not since then return u end
+  u = u - math.max(0, now - since) * r
+  if u > 0 then return u end
+  return 0
+end
+local function carry(d, ft, fc, tt, tc)
+  if ft == tt and fc == tc then return d end
+  d = conv(d, ft, tt, true)
+  if d < tc then return d end
+  return tc
+end
+` +
+  // Numbers joined by ',': count of them (0: any), each below 2^53 (and above 0 from index `pos` on,
+  // where pos is 1 or 2); nil when malformed.
+  `local function list(s, count, pos)
+  if not (string.find(s, '^%d+$') or (string.find(s, '^%d[%d,]*%d$') and not string.find(s, ',,', 1, true))) then return nil end
+  local t, m = {}, 0
+  for x in string.gmatch(s, '%d+') do
+    m = m + 1
+    t[m] = x + 0
+    if not (t[m] < 9007199254740992) or (m >= pos and t[m] == 0) then return nil end
+  end
+  if count > 0 and m ~= count then return nil end
+  return t
+end
+` +
+  // A value holding a record: its bucket part and the record {l = numbers, u, bl, id, s = its text}; nil
+  // when it holds none (see recordOf in TypeScript).
+  `local function rparse(v)
+  local b, l, u, bl, id = string.match(v, '^([%d:]*)|([%d,]*)|(%d*)|(%d*)|(.*)$')
+  if not b then return nil end
+  local r = {u = tonumber(u), bl = tonumber(bl), s = l .. '|' .. u .. '|' .. bl .. '|' .. id}
+  if l ~= '' then
+    r.l = list(l, 0, 1)
+    if not r.l or #r.l % 3 ~= 0 then return nil end
+  end
+  if id ~= '' then r.id = id end
+  return b, r
+end
+local function live(r, t)
+  return r and r.l and (not r.u or t < r.u)
+end
+` +
+  // Limit i's numbers at t: the record's where live and it has them, else the base (bt, bc, br).
+  `local function numbers_at(r, t, i, bt, bc, br)
+  if live(r, t) and r.l[3 * i] then return r.l[3 * i - 2], r.l[3 * i - 1], r.l[3 * i], true end
+  return bt[i], bc[i], br[i], false
+end
+` +
+  // The bucket's debts at now (fields s, k) in the numbers in force at now, with the expiry split.
+  `local function debts_at(s, k, n, r, now, bt, bc, br)
+  local d = {}
+  local at = 0
+  if k > 1 then at = s[k] + 0 end
+  for i = 1, n do
+    d[i] = 0
+    if k > 1 then
+      local x = 0
+      if i < k then x = s[i] + 0 end
+      local ft, fc, fr, rec = numbers_at(r, at, i, bt, bc, br)
+      if rec and r.u and now >= r.u then
+        d[i] = dec(carry(dec(x, at, r.u, fr), ft, fc, bt[i], bc[i]), r.u, now, br[i])
+      else
+        d[i] = dec(x, at, now, fr)
+      end
+    end
+  end
+  return d
+end
+` +
+  // core's liveRecord: the record without what ended by now (the same table when nothing did; nil when nothing is left).
+  `local function live_record(r, now)
+  if not r then return nil end
+  local nl, bk = live(r, now), r.bl and r.bl > now
+  if nl and (bk or not r.bl) then return r end
+  if not nl and not bk then return nil end
+  local o = {}
+  if nl then o.l, o.u, o.id = r.l, r.u, r.id end
+  if bk then o.bl = r.bl end
+  return o
+end
+local function rtext(r)
+  if r.s then return r.s end
+  local l = ''
+  if r.l then l = format(string.rep('%d,', #r.l - 1) .. '%d', unpack(r.l)) end
+  local u, bl = '', ''
+  if r.u then u = format('%d', r.u) end
+  if r.bl then bl = format('%d', r.bl) end
+  return l .. '|' .. u .. '|' .. bl .. '|' .. (r.id or '')
+end
+` +
+  // Writes the bucket w (debts at now, in the numbers in force at now: the record r's where live, else
+  // the base bt, bc, br; nil: full) and the record r (nil: none) as the key's value, and returns it
+  // (false: no key). The expiry keeps the key while the record lives and until the bucket is full
+  // under the expiry split: none while a key's own record has numbers without an end; else at least
+  // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A record of a
+  // policy-wide change without a block may go when the bucket is full: the next step installs it again.
+  `local function rsave(key, v, w, n, now, r, bt, bc, br)
+  local keep = false
+  if w then
+    for i = 1, n do
+      if w[i] > 0 then keep = true end
+    end
+  end
+  if not keep and not r then
+    if v then redis.call('DEL', key) end
+    return false
+  end
+  local ms = 0
+  local value = ''
+  if keep then
+    local f = {}
+    for i = 1, n do
+      f[i] = w[i]
+      local a = w[i]
+      if a > 0 then
+        local t, c, rate, rec = numbers_at(r, now, i, bt, bc, br)
+        local x = a / (rate * 1000)
+        if rec and r.u and a - (r.u - now) * rate > 0 then
+          x = (r.u - now) / 1000 + carry(a - (r.u - now) * rate, t, c, bt[i], bc[i]) / (br[i] * 1000)
+        end
+        if x > ms then ms = x end
+      end
+    end
+    f[n + 1] = now
+    local whole = now % 1 == 0 and now > 0 and now < 1e18
+    for i = 1, n do
+      if not (f[i] % 1 == 0 and f[i] < 1e18) then whole = false end
+    end
+    if whole then value = format(string.rep('%d:', n) .. '%d', unpack(f, 1, n + 1))
+    else value = format(string.rep('%.0f:', n) .. '%.0f', unpack(f, 1, n + 1)) end
+  end
+  if r then
+    value = value .. '|' .. rtext(r)
+    if live(r, now) and not r.id and not r.u then
+      redis.call('SET', key, value)
+      return value
+    end
+    if live(r, now) and not r.id and (r.u - now) / 1000 > ms then ms = (r.u - now) / 1000 end
+    if r.bl and (r.bl - now) / 1000 > ms then ms = (r.bl - now) / 1000 end
+  end
+  ms = math.max(1000, ceil(ms))
+  if ms < 1e18 then ms = format('%d', ms) else ms = format('%.0f', ms) end
+  redis.call('SET', key, value, 'PX', ms)
+  return value
+end
+` +
+  // core/override.ts stepWithRecord on the key holding v, at now: a step of kind ('t' a take, 'g' a
+  // grant of tokenUnits x, 'a' an adjustment refunding since x) of the n limits at A[j ..], with the
+  // base B ({maxWaitMs, t1, c1, ...}; nil: not sent) and the policy-wide change P ({l, u, id}; nil).
+  // Returns the verdict, the tokens of a grant, and the key's value after. A step that needs the base
+  // and was not sent one returns nil (the script refuses it, as core throws).
+  `local function rstep(key, v, now, kind, x, j, n, B, P)
+  local b, rec = v, nil
+  if v then
+    local pb, pr = rparse(v)
+    if pb then b, rec = pb, pr end
+    if b == '' then b = false end
+  end
+  local s, k = fields(b, n)
+  local bt, bc, br = {}, {}, {}
+  for i = 1, n do
+    br[i] = A[j + 3 * i - 1] + 0
+    if B then bt[i], bc[i] = B[2 * i], B[2 * i + 1] end
+  end
+  local at = now
+  if k > 1 then at = s[k] + 0 end
+  local nxt = rec
+  if not B then
+    if P or (rec and (rec.id or live(rec, now) or (k > 1 and live(rec, at)))) then return nil end
+  else
+    nxt = live_record(rec, now)
+    if P then
+      if not (nxt and ((not nxt.id and nxt.l) or nxt.id == P.id)) then
+        nxt = {l = P.l, u = P.u, id = P.id, bl = nxt and nxt.bl}
+      end
+    elseif nxt and nxt.id then
+      if nxt.bl then nxt = {bl = nxt.bl} else nxt = nil end
+    end
+    nxt = live_record(nxt, now)
+  end
+  local d = debts_at(s, k, n, rec, now, bt, bc, br)
+  for i = 1, n do
+    local ft, fc = numbers_at(rec, now, i, bt, bc, br)
+    local tt, tc = numbers_at(nxt, now, i, bt, bc, br)
+    d[i] = carry(d[i], ft, fc, tt, tc)
+  end
+  if nxt and nxt.bl and nxt.bl > now then
+    if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end
+    return 0, nil, v
+  end
+` +
+  // The step's arguments under the numbers in force (core's argsUnder): each limit the record has
+  // numbers for gets its cost converted (rounded against the caller; a late refund the lesser of what
+  // is left of it under either refill), the wait's cap and the refill of those numbers.
+  `  local under = live(nxt, now)
+  local since = nil
+  if kind == 'a' then since = tonumber(x) end
+  local C, L, peek = {}, {}, true
+  local unit = tonumber(x)
+  for i = 1, n do
+    local jj = j + 3 * i - 3
+    local c, lim, r = A[jj] + 0, A[jj + 1] + 0, A[jj + 2] + 0
+    if under then
+      local tt, tc, tr, rec_i = numbers_at(nxt, now, i, bt, bc, br)
+      if i == 1 then unit = tt end
+      local late = c < 0 and since
+      if rec_i or late then
+        local cc = conv(c, bt[i], tt, c >= 0)
+        if late then cc = -math.min(conv(back(c, r, since, now), bt[i], tt, false), back(cc, tr, since, now)) end
+        if rec_i then
+          if B[1] == 0 then lim = tc else lim = math.min(MAXL, tc + B[1] * tr * 1000) end
+          r = tr
+        end
+        c = cc
+      end
+    end
+    if c ~= 0 then peek = false end
+    if not under and c < 0 and since then c = -back(c, r, since, now) end
+    C[i], L[i] = c, lim
+  end
+` +
+  // core's step on the debts now: a take (all or nothing), a grant, or an adjustment; every cost 0 a peek.
+  `  local after, tokens, allowed, w = {}, nil, 1, nil
+  if kind == 'g' then
+    if C[1] ~= 0 then
+      local room = L[1] - d[1]
+      local q = fdiv(room, unit)
+      if q > C[1] / unit then q = C[1] / unit end
+      if q < 0 then q = 0 end
+      tokens = q
+      if q == 0 then allowed = 0 else after[1] = d[1] + q * unit end
+    end
+  else
+    for i = 1, n do
+      local c, a = C[i], d[i]
+      if kind == 'a' then
+        if c < 0 then a = math.max(0, a + c) elseif a + c > L[i] then a = math.max(a, L[i]) else a = a + c end
+      else
+        if c < 0 then a = math.max(0, a + c) else a = a + c end
+        if c > 0 and a > L[i] then allowed = 0 end
+      end
+      after[i] = a
+    end
+  end
+  if allowed == 1 and not peek then
+    for i = 1, n do
+      if after[i] > 0 or k > 1 then w = after end
+    end
+  end
+  local changed = nxt ~= rec
+  if not w and changed and k > 1 then w = d end
+  if not w and not changed then return allowed, tokens, v end
+  local r = rec
+  if changed then r = nxt end
+  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br)
+end
+`;
+
+/**
+ * Lua: the pattern a base ARGV of `n` limits matches (n a Lua expression): the wait, then each limit's
+ * tokenUnits and capacityUnits above 0. A literal for one limit, the usual case, so the hot path builds
+ * no string.
+ */
+export const baseShape = (n: string) => `(${n} == 1 and '^%d+,[1-9]%d*,[1-9]%d*$' or '^%d+' .. string.rep(',[1-9]%d*', 2 * ${n}) .. '$')`;
+/** Lua: the pattern a policy ARGV of `n` limits matches: 3n numbers above 0, untilUs (or nothing) and an id of no control character. */
+export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*', 3 * ${n} - 1) .. '|%d*|%C+$'`;

@@ -1,0 +1,305 @@
+// Override records in Redis (issue 31) against core/override.ts itself, on an injected clock (the
+// client-clock ARGV path) and a real redis-server: steps of every kind (takes, peeks, reservations,
+// adjustments, late refunds, grants) under a key's own numbers, a block, a policy-wide change and their
+// expiry, mixed with override() and reset() calls, through the single-key script and the batch script.
+// Each step must give core's result, store core's write in the value format of ./redis-record.ts, and
+// set the expiry of the PX rules (the key lives while the record does, and until the bucket is full).
+import fc from 'fast-check';
+import { Redis as IORedis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisProcess } from '../scripts/lib/redis-server.js';
+import { stepArgs, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { createLimiter } from '../src/index.js';
+import { applyOverride, baseNumbers, carryDebt, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
+import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
+import { GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from '../src/stores/redis-override.js';
+import { valueText } from '../src/stores/redis-record.js';
+import { gapUsArb, rateArb } from './support/exact-bucket.js';
+
+let redis: RedisProcess;
+let io: IORedis;
+beforeAll(async () => {
+  redis = await startRedis();
+  io = new IORedis(redis.url);
+});
+afterAll(async () => {
+  io.disconnect();
+  await redis.stop();
+});
+let run = 0;
+
+const MAX_WAIT_MS = 3_600_000;
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+/** One limit's numbers, as core/policy.ts derives them for capacity tokens at p / q per second. */
+function numbersOf(capacity: number, { p, q }: { p: number; q: number }): OverrideLimit {
+  const g = gcd(1_000_000 * q, p);
+  const tokenUnits = (1_000_000 * q) / g;
+  return { tokenUnits, capacityUnits: capacity * tokenUnits, refillUnitsPerUs: p / g };
+}
+const numbersArb = fc.record({ capacity: fc.integer({ min: 1, max: 50 }), rate: rateArb }).map(({ capacity, rate }) => numbersOf(capacity, rate));
+const limitOf = (l: OverrideLimit, maxWaitMs: number) => (maxWaitMs === 0 ? l.capacityUnits : Math.min(2 ** 52, l.capacityUnits + maxWaitMs * l.refillUnitsPerUs * 1000));
+const costArb = fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 50 }) });
+
+/** One operation on a key of n limits: a step under one of two policy-wide changes (or none), an override, or a reset. */
+const opArb = (n: number) =>
+  fc.record({
+    dtUs: gapUsArb(),
+    op: fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          type: fc.constant('step' as const),
+          kind: fc.constantFrom(...(n === 1 ? (['take', 'take', 'take', 'peek', 'adjust', 'refund-since', 'grant'] as const) : (['take', 'take', 'take', 'peek', 'adjust', 'refund-since'] as const))),
+          costs: fc.array(costArb, { minLength: n, maxLength: n }),
+          refund: fc.array(fc.boolean(), { minLength: n, maxLength: n }),
+          maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000),
+          backUs: fc.integer({ min: -1000, max: 3_000_000 }),
+          policy: fc.constantFrom(undefined, undefined, 0, 1),
+        }),
+      },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          type: fc.constant('override' as const),
+          limits: fc.oneof(fc.constant(undefined), fc.constant(null), fc.array(numbersArb, { minLength: n, maxLength: n })),
+          // Short enough to end within the steps' gaps (the expiry split), or long enough that an expiry
+          // missing the record's end is told from the one set, whatever the machine's pace.
+          forMs: fc.option(fc.oneof(fc.integer({ min: 0, max: 4000 }), fc.integer({ min: 30_000, max: 600_000 })), { nil: undefined }),
+          blockForMs: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 3000 }) }, { weight: 1, arbitrary: fc.integer({ min: 30_000, max: 600_000 }) }),
+          policyId: fc.constantFrom(undefined, undefined, 'p0'),
+        }),
+      },
+      { weight: 1, arbitrary: fc.constant({ type: 'reset' as const }) },
+    ),
+  });
+type Op = typeof opArb extends (n: number) => fc.Arbitrary<infer T> ? T : never;
+
+/** The step's arguments as the limiter sends them, with StepArgs.base. */
+function argsOf(base: OverrideLimit[], op: Extract<Op['op'], { type: 'step' }>, lastAtUs: number, policies: (StepArgs['policy'] | undefined)[]): StepArgs {
+  const adjust = op.kind === 'adjust' || op.kind === 'refund-since';
+  const wait = adjust ? MAX_WAIT_MS : op.kind === 'grant' ? 0 : op.maxWaitMs;
+  const limits = base.map((l, i) => {
+    const capacity = l.capacityUnits / l.tokenUnits;
+    const tokens = op.kind === 'peek' ? 0 : adjust ? op.costs[i]! * (op.refund[i] ? -1 : 1) : Math.min(op.costs[i]!, capacity);
+    return { costUnits: tokens * l.tokenUnits, limitUnits: limitOf(l, wait), refillUnitsPerUs: l.refillUnitsPerUs };
+  });
+  const args: { -readonly [K in keyof StepArgs]: StepArgs[K] } = { limits, base: { tokenUnits: base.map((l) => l.tokenUnits), capacityUnits: base.map((l) => l.capacityUnits), maxWaitMs: wait } };
+  if (adjust) args.adjust = true;
+  if (op.kind === 'refund-since') args.refundSinceUs = lastAtUs - op.backUs;
+  if (op.kind === 'grant') args.tokenUnits = base[0]!.tokenUnits;
+  const policy = op.policy === undefined ? undefined : policies[op.policy];
+  if (policy) args.policy = policy;
+  return args;
+}
+
+/** What a store answers: core's result without its writes (a blocked step takes no tokens). */
+function answer(r: StepResult & { write?: unknown; writeRecord?: unknown }): StepResult {
+  const { write: _w, writeRecord: _r, ...rest } = r;
+  return rest;
+}
+
+/** The key's state after core's writes. */
+function applyWrites(s: { state?: BucketState; record?: OverrideRecord }, r: { write?: BucketState | null; writeRecord?: OverrideRecord | null }) {
+  return { state: r.write === undefined ? s.state : (r.write ?? undefined), record: r.writeRecord === undefined ? s.record : (r.writeRecord ?? undefined) };
+}
+
+/**
+ * The expiry the scripts set (ms; null: none) for a value written at nowUs: none while a key's own
+ * record has numbers without an end; else at least 1 s, the bucket's full time under the expiry split,
+ * a key's own record's untilUs, and the block's end.
+ */
+function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number): number | null {
+  if (!record) return Math.max(1000, ...(state?.debtUnits ?? []).map((d, i) => (d > 0 ? Math.ceil(d / (base[i]!.refillUnitsPerUs * 1000)) : 0)));
+  const live = numbersLive(record, nowUs);
+  if (live && record.policyId === undefined && record.untilUs === undefined) return null;
+  const at = numbersAt(record, nowUs, base);
+  let ms = 0;
+  state?.debtUnits.forEach((a, i) => {
+    if (!(a > 0)) return;
+    const t = at[i]!;
+    let x = a / (t.refillUnitsPerUs * 1000);
+    const u = record.untilUs;
+    if (t !== base[i] && u !== undefined && a - (u - nowUs) * t.refillUnitsPerUs > 0) {
+      x = (u - nowUs) / 1000 + carryDebt(a - (u - nowUs) * t.refillUnitsPerUs, t, base[i]!) / (base[i]!.refillUnitsPerUs * 1000);
+    }
+    ms = Math.max(ms, x);
+  });
+  if (live && record.policyId === undefined) ms = Math.max(ms, (record.untilUs! - nowUs) / 1000);
+  if (record.blockedUntilUs !== undefined) ms = Math.max(ms, (record.blockedUntilUs - nowUs) / 1000);
+  return Math.max(1000, Math.ceil(ms));
+}
+
+async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean) {
+  const [stored, pttl] = await Promise.all([io.get(key), io.pttl(key)]);
+  expect({ ...what, stored }).toEqual({ ...what, stored: valueText(s.state, s.record) });
+  if (!written || stored === null) return;
+  const px = expiryOf(s.state, s.record, base, nowUs);
+  if (px === null) expect({ ...what, pttl }).toEqual({ ...what, pttl: -1 });
+  else {
+    expect(pttl).toBeLessThanOrEqual(px);
+    expect(pttl).toBeGreaterThan(px - 5000);
+  }
+}
+
+describe('override records in the scripts against core/override.ts (fake clock, real Redis)', () => {
+  it('Redis computes the stored SHA of the override script', async () => {
+    expect(await io.script('LOAD', OVERRIDE_SCRIPT)).toBe(OVERRIDE_SCRIPT_SHA);
+  });
+
+  for (const n of [1, 2, 3]) {
+    it(`single-key script, ${n} limit${n > 1 ? 's' : ''}: every kind of step under records, blocks and policy-wide changes, with override() and reset() between`, async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(numbersArb, { minLength: n, maxLength: n }),
+          fc.array(fc.record({ limits: fc.array(numbersArb, { minLength: n, maxLength: n }), forMs: fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined }) }), { minLength: 2, maxLength: 2 }),
+          fc.array(opArb(n), { minLength: 1, maxLength: 40 }),
+          async (base, policyArbs, ops) => {
+            let nowUs = 1_790_000_000_000_000;
+            const store = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: false });
+            const key = `ov${run++}`;
+            let s: { state?: BucketState; record?: OverrideRecord } = {};
+            let lastAtUs = nowUs;
+            // Two policy-wide changes, their end fixed when first seen (as a node's cache holds one).
+            const policies = policyArbs.map((p, i) => ({ id: `p${i}`, limits: p.limits, ...(p.forMs === undefined ? {} : { untilUs: nowUs + p.forMs * 1000 }) }));
+            for (const [i, { dtUs, op }] of ops.entries()) {
+              nowUs += dtUs;
+              const what = { i, op };
+              if (op.type === 'step') {
+                const args = argsOf(base, op, lastAtUs, policies);
+                const want = stepWithRecord(s.state, nowUs, args, s.record);
+                const got = await store.step(key, args);
+                expect({ ...what, got }).toEqual({ ...what, got: answer(want) });
+                s = applyWrites(s, want);
+                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined);
+              } else if (op.type === 'override') {
+                const args: OverrideArgs = { base, ...(op.limits !== undefined && { limits: op.limits }), ...(op.forMs !== undefined && { forMs: op.forMs }), ...(op.blockForMs !== undefined && { blockForMs: op.blockForMs }), ...(op.policyId !== undefined && { policyId: op.policyId }) };
+                const want = applyOverride(s.state, s.record, nowUs, args);
+                const got = await store.override!(key, args);
+                const { write: _w, writeRecord: _r, ...result } = want;
+                expect({ ...what, got }).toEqual({ ...what, got: result });
+                s = applyWrites(s, want);
+                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined);
+              } else {
+                await store.reset(key);
+                s = { record: s.record };
+                expect({ ...what, stored: await io.get(key) }).toEqual({ ...what, stored: valueText(undefined, s.record) });
+              }
+              lastAtUs = nowUs;
+            }
+          },
+        ),
+        { numRuns: n === 1 ? 200 : 80 },
+      );
+    }, 180_000);
+  }
+
+  it('batch script: concurrent takes and peeks on keys with records, blocks and policy-wide changes, in one call, as core decides them in order', async () => {
+    const calls = { batch: 0 };
+    const client: RedisScriptClient = {
+      evalsha: (sha, keys, args) => {
+        if (sha === GCRA_BATCH_SCRIPT_SHA) calls.batch++;
+        return io.evalsha(sha, keys.length, ...keys, ...args);
+      },
+      eval: (script, keys, args) => io.eval(script, keys.length, ...keys, ...args),
+      del: (key) => io.del(key),
+      ping: () => io.ping(),
+    };
+    let batched = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(numbersArb, { minLength: 1, maxLength: 3 }), { minLength: 3, maxLength: 3 }),
+        fc.array(
+          fc.record({
+            dtUs: gapUsArb(),
+            takes: fc.array(fc.record({ key: fc.nat({ max: 2 }), costs: fc.array(costArb, { minLength: 3, maxLength: 3 }), maxWaitMs: fc.constantFrom(0, 0, 250), policy: fc.constantFrom(undefined, undefined, 0, 1) }), { minLength: 2, maxLength: 8 }),
+            change: fc.option(fc.record({ key: fc.nat({ max: 2 }), limits: fc.oneof(fc.constant(null), fc.array(numbersArb, { minLength: 3, maxLength: 3 })), forMs: fc.option(fc.integer({ min: 0, max: 3000 }), { nil: undefined }), blockForMs: fc.constantFrom(undefined, undefined, null, 0, 500, 3000) }), { nil: undefined }),
+          }),
+          { minLength: 1, maxLength: 12 },
+        ),
+        async (keyBase, rounds) => {
+          let nowUs = 1_790_000_000_000_000;
+          const store = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: { maxSize: 64 } });
+          const keys = keyBase.map((_, k) => `ovb${run}:${k}`);
+          run++;
+          const policies = [0, 1].map((i) => (b: OverrideLimit[]) => ({ id: `p${i}`, limits: b.map((l) => ({ ...l, capacityUnits: l.capacityUnits * (i + 2) })) }));
+          const states: { state?: BucketState; record?: OverrideRecord }[] = keys.map(() => ({}));
+          for (const [r, round] of rounds.entries()) {
+            nowUs += round.dtUs;
+            const argsList = round.takes.map((t) => {
+              const base = keyBase[t.key]!;
+              const args = argsOf(base, { type: 'step', kind: 'take', costs: t.costs, refund: [false, false, false], maxWaitMs: t.maxWaitMs, backUs: 0, policy: undefined }, nowUs, []);
+              return t.policy === undefined ? args : { ...args, policy: policies[t.policy]!(base) };
+            });
+            const before = calls.batch;
+            const got = await Promise.all(round.takes.map((t, i) => store.step(keys[t.key]!, argsList[i]!)));
+            expect(calls.batch - before).toBe(1);
+            batched += round.takes.length;
+            round.takes.forEach((t, i) => {
+              const want = stepWithRecord(states[t.key]!.state, nowUs, argsList[i]!, states[t.key]!.record);
+              expect({ r, i, got: got[i] }).toEqual({ r, i, got: answer(want) });
+              states[t.key] = applyWrites(states[t.key]!, want);
+            });
+            if (round.change) {
+              const { key, limits, forMs, blockForMs } = round.change;
+              const base = keyBase[key]!;
+              const args: OverrideArgs = { base, limits: limits === null ? null : limits.slice(0, base.length), ...(forMs !== undefined && { forMs }), ...(blockForMs !== undefined && { blockForMs }) };
+              const want = applyOverride(states[key]!.state, states[key]!.record, nowUs, args);
+              await store.override!(keys[key]!, args);
+              states[key] = applyWrites(states[key]!, want);
+            }
+            expect({ r, stored: await io.mget(...keys) }).toEqual({ r, stored: states.map((s) => valueText(s.state, s.record)) });
+          }
+        },
+      ),
+      { numRuns: 100 },
+    );
+    expect(batched).toBeGreaterThan(1000);
+  }, 180_000);
+});
+
+describe('two limiters on one redis-server (issue 31)', () => {
+  it("a per-key change made through limiter A is obeyed by limiter B's next decision: new numbers, carried debt, a block, a clear, a policy-wide change", async () => {
+    const [ioA, ioB] = [new IORedis(redis.url), new IORedis(redis.url)];
+    try {
+      const policies = { api: { capacity: 10, refillPerSecond: 0.001 } };
+      const storeA = redisStore({ client: ioA });
+      const a = createLimiter({ store: storeA, policies, prefix: 'two:' });
+      const b = createLimiter({ store: redisStore({ client: ioB }), policies, prefix: 'two:' });
+      const policy = a.policy('api')!;
+      const base = baseNumbers(policy);
+      const key = 'two:api:customer';
+      const takeB = async (n: number) => (await Promise.all(Array.from({ length: n }, () => b.take('api', 'customer')))).filter((d) => d.allowed).length;
+      expect(await takeB(4)).toBe(4);
+      // Through A: capacity 6. B's next decisions: the 4 spent stay spent, 2 left.
+      await storeA.override!(key, { base, limits: [{ ...base[0]!, capacityUnits: 6 * base[0]!.tokenUnits }] });
+      expect(await takeB(5)).toBe(2);
+      // Up to 20: B gains the headroom at once, its 6 spent kept.
+      await storeA.override!(key, { base, limits: [{ ...base[0]!, capacityUnits: 20 * base[0]!.tokenUnits }] });
+      expect(await takeB(20)).toBe(14);
+      // A block through A: B refused whatever the bucket holds; unblocked, B decides by the bucket again.
+      await storeA.override!(key, { base, limits: [{ ...base[0]!, capacityUnits: 30 * base[0]!.tokenUnits }], blockForMs: 60_000 });
+      const blocked = await b.take('api', 'customer');
+      expect(blocked.allowed).toBe(false);
+      await storeA.override!(key, { base, blockForMs: null });
+      expect(await takeB(20)).toBe(10);
+      // Cleared through A: back to the policy's 10, every one of them spent.
+      await storeA.override!(key, { base, limits: null });
+      expect(await takeB(3)).toBe(0);
+      await a.reset('api', 'customer');
+      expect(await takeB(12)).toBe(10);
+      // A policy-wide change seen by B alone (its steps carry it): installed on a key with no record of its own.
+      const wide = { id: 'incident', limits: [{ ...base[0]!, capacityUnits: 2 * base[0]!.tokenUnits }] };
+      const other = 'two:api:other';
+      const args = { ...stepArgs(policy, 1, 0, wide) };
+      const viaB = redisStore({ client: ioB });
+      expect((await Promise.all([0, 1, 2].map(() => viaB.step(other, args)))).map((r) => r.allowed)).toEqual([true, true, false]);
+      expect(await ioA.get(other)).toMatch(/\|incident$/);
+      // A's next plain take (no change seen) clears it and carries the 2 spent back to the base.
+      expect((await a.peek('api', 'other')).remaining).toBe(8);
+    } finally {
+      ioA.disconnect();
+      ioB.disconnect();
+    }
+  });
+});
