@@ -134,7 +134,7 @@ function permitTokens(raw: unknown, policies: string[]): (string | PermitToken)[
   }
   if (!Array.isArray(tokens)) throw new ConfigError('PERMIT_TOKENS', 'must be comma-separated tokens or a JSON array of { name, secret, policies, rights }');
   // In the JSON form every token is scoped and named: a bare string there is a mistake, not a token of every right.
-  const bare = typeof raw === 'string' && raw.trim().startsWith('[') ? tokens.findIndex((t) => typeof t !== 'object') : -1;
+  const bare = typeof raw !== 'string' || raw.trim().startsWith('[') ? tokens.findIndex((t) => typeof t !== 'object') : -1;
   if (bare >= 0) throw new ConfigError(`PERMIT_TOKENS[${bare}]`, 'must be an object with name, secret, policies and rights');
   checkTokens(tokens as (string | PermitToken)[], 'PERMIT_TOKENS', policies);
   return tokens as (string | PermitToken)[];

@@ -287,7 +287,9 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     if (id.response) return id.response;
     const body = await readJsonBody(c.req.raw);
     if (!body.ok) return body.response;
-    const charged = typeof body.value === 'object' && body.value !== null && Object.hasOwn(body.value, 'charge');
+    // Only a charge named as a string makes a settlement (settle); any other body is free-form (admin), so
+    // no `charge` the parser might read as absent (null, a number) lets a settle token past its bound.
+    const charged = typeof (body.value as { charge?: unknown } | null)?.charge === 'string';
     const outside = missingRight(c, charged ? 'POST /v1/adjustments with a charge' : 'POST /v1/adjustments');
     if (outside) return outside;
     const p = parsePermit(body.value, limiter, (policy) => missingPolicy(c, policy), ADJUST_FIELDS);

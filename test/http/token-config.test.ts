@@ -119,6 +119,22 @@ describe('the permit API\'s log and audit lines', () => {
   });
 });
 
+describe('POST /v1/adjustments and the settle right', () => {
+  it('only a charge named as a string is a settlement: a null or a number is free-form and needs admin, before the body is parsed further', async () => {
+    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 5, refillPerSecond: 0.001 } } });
+    const app = permitApp({ limiter, tokens: [token({ name: 'settler', rights: ['settle', 'permit'] })], log: () => {} });
+    const send = (body: unknown) => app.request('/v1/adjustments', { method: 'POST', headers: { Authorization: `Bearer ${SECRET}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    await app.request('/v1/permits', { method: 'POST', headers: { Authorization: `Bearer ${SECRET}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ policy: 'api', key: 'k', cost: 2 }) });
+    for (const charge of [null, 5, { id: 'x' }, ['x'], true]) {
+      const res = await send({ policy: 'api', key: 'k', cost: -2, charge });
+      expect(res.status, JSON.stringify(charge)).toBe(403);
+      expect(await res.json()).toMatchObject({ right: 'admin' });
+    }
+    expect((await send({ policy: 'api', key: 'k', cost: -2 })).status).toBe(403);
+    expect((await limiter.peek('api', 'k')).remaining).toBe(3);
+  });
+});
+
 describe('docs/security.md', () => {
   const text = guide('security.md');
   it('its rights table gives each route of auth.ts\'s table under the right it needs, and names every right', () => {
