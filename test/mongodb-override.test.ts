@@ -137,6 +137,8 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
     // The document holds exactly core's bucket and record.
     const d = doc();
     expect({ ...at, debt: d?.debt, atUs: d?.atUs, ov: d?.ov }).toEqual({ ...at, debt: state?.debtUnits, atUs: state?.atUs, ov: record });
+    // No scratch field is left behind, and nothing else is written.
+    expect(Object.keys(d ?? {}).filter((f) => !['_id', 'debt', 'atUs', 'ov', 'expiresAt', 'last'].includes(f))).toEqual([]);
     if (d && (state || record)) {
       // It lives while anything in it matters: never while the record has numbers with no end; else at
       // its expiresAt the record has ended and the bucket is full, in the base numbers (expiry split).
