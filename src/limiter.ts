@@ -10,6 +10,10 @@ import { wire } from './limiter/wiring.js';
 
 export type {
   AcquireOptions,
+  AdjustOptions,
+  AdminOptions,
+  AuditAction,
+  AuditEvent,
   CircuitBreakerOptions,
   CircuitState,
   DecisionEvent,

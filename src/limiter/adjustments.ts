@@ -6,11 +6,12 @@ import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, assertKey, resolveAdjustment, type Cost } from '../core/key.js';
 import { StoreError } from '../errors.js';
 import type { Idempotent } from './idempotent.js';
+import type { AdjustOptions, AdminOptions, AuditEvent } from './types.js';
 import type { Wiring } from './wiring.js';
 
 export interface Adjustments {
-  adjust(name: string, key: string, cost: Cost, options?: { idempotencyKey?: string }): Promise<Decision>;
-  reset(name: string, key: string): Promise<void>;
+  adjust(name: string, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
+  reset(name: string, key: string, options?: AdminOptions): Promise<void>;
 }
 
 /** A reset is one store call too, bounded like a decision. */
@@ -28,7 +29,7 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): P
 }
 
 export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustments {
-  const { store, getEntry, monotonicMs } = w;
+  const { store, getEntry, monotonicMs, audit } = w;
   return {
     async adjust(name, key, cost, opts = {}) {
       const { policy, keyPrefix } = getEntry(name);
@@ -37,17 +38,38 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustment
       if (opts.idempotencyKey !== undefined) assertIdempotencyKey(opts.idempotencyKey);
       const args = adjustArgs(policy, costs);
       const withOp = opts.idempotencyKey === undefined ? args : idempotent.withOp(args, opts.idempotencyKey, `adjust|${JSON.stringify(costs)}`);
-      return idempotent.once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0);
+      return audited('adjust', name, key, opts, () => idempotent.once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0), (d) => ({
+        cost,
+        remaining: d.remaining,
+        repeated: d.repeated,
+      }));
     },
-    async reset(name, key) {
+    async reset(name, key, opts = {}) {
       const { policy, keyPrefix } = getEntry(name);
       assertKey(key);
       const storageKey = keyPrefix + key;
       w.denied?.forget(storageKey, monotonicMs());
       w.leases?.forget(storageKey);
-      await withTimeout(store.reset(storageKey), policy.timeoutMs, store.name);
+      await audited('reset', name, key, opts, () => withTimeout(store.reset(storageKey), policy.timeoutMs, store.name), () => ({ remaining: policy.capacity }));
       // Only a reset the store applied refills the local bucket too: a failed one leaves it as it is.
       w.fallback?.forget(storageKey);
     },
   };
+
+  /** Runs an administrative action and tells onAudit of it once it is answered: what it left, or its error. */
+  async function audited<T>(action: AuditEvent['action'], policy: string, key: string, opts: AdminOptions, run: () => Promise<T>, after: (result: T) => unknown): Promise<T> {
+    // Fields left undefined (no actor, a first adjustment's `repeated`) are absent from a JSON line.
+    const event: AuditEvent = { action, policy, key, actor: opts.actor, atMs: 0 };
+    try {
+      const result = await run();
+      event.after = after(result);
+      return result;
+    } catch (error) {
+      event.error = error;
+      throw error;
+    } finally {
+      event.atMs = Date.now();
+      audit(event);
+    }
+  }
 }

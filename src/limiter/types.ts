@@ -26,6 +26,50 @@ export interface DecisionEvent {
   error?: unknown;
 }
 
+/**
+ * What the onAudit hook receives after every administrative action: a reset, a free-form adjustment
+ * (adjust without a charge), and the runtime limits, blocks and unblocks. One event per action, after
+ * the store answered (`error` set when it did not, and the action may not have been applied). It holds
+ * no secret: `actor` is a name the caller passes (the permit endpoint passes its token's name), never a
+ * token.
+ */
+export interface AuditEvent {
+  /**
+   * 'reset', 'adjust' (a free-form adjustment), or an action on runtime limits ('limits', 'block',
+   * 'unblock'); a string, so that a later action needs no new version of the type.
+   */
+  action: AuditAction;
+  policy: string;
+  key: string;
+  /** Who did it, as the call's AdminOptions.actor named them (absent when the call named no one). */
+  actor?: string;
+  /** The state before the action, where the action knows it (a runtime limit's old value); absent otherwise. */
+  before?: unknown;
+  /**
+   * What the action left or set: for 'adjust', `{ cost, remaining }` (the cost as given, and the bucket's
+   * remaining tokens right after; `repeated: true` too when its idempotency key was applied before and
+   * nothing changed now); for 'reset', `{ remaining }` (the policy's capacity: full).
+   */
+  after?: unknown;
+  /** When the action was answered: wall clock, ms since the epoch (Date.now()). */
+  atMs: number;
+  /**
+   * The error, when the action failed after it reached the store (it did not answer: the action may or
+   * may not have been applied; or it refused it, as an idempotency conflict). Input refused before any
+   * store call (an InvalidInputError, an unknown policy) is no action and makes no event.
+   */
+  error?: unknown;
+}
+
+/** AuditEvent.action: the built-in actions, or another library part's own. */
+export type AuditAction = 'reset' | 'adjust' | 'limits' | 'block' | 'unblock' | (string & {});
+
+/** Options of an administrative call (reset, free-form adjust): who does it, for the onAudit hook. */
+export interface AdminOptions {
+  /** A name for the one doing it (the permit endpoint passes its token's name, never its secret). Goes to AuditEvent.actor. */
+  actor?: string;
+}
+
 /** Options of createLimiter: the store, the policies, and how store calls are bounded, broken off and reported. */
 export interface LimiterOptions<P extends string = string> {
   /** Where buckets live. */
@@ -47,6 +91,11 @@ export interface LimiterOptions<P extends string = string> {
   expectedNodes?: number;
   /** Hook called after every decision, e.g. for a structured log line. Off by default. Errors it throws are ignored. */
   onDecision?: (event: DecisionEvent) => void;
+  /**
+   * Hook called after every administrative action (reset, free-form adjust; see AuditEvent), e.g. for
+   * an audit log line. Off by default. Errors it throws are ignored, as onDecision's are.
+   */
+  onAudit?: (event: AuditEvent) => void;
   /** Fail fast while the store is down. `false` disables it. @default { failureThreshold: 5, cooldownMs: 500 } */
   circuitBreaker?: CircuitBreakerOptions | false;
   /**
@@ -114,6 +163,12 @@ export interface TakeOptions {
   waitUntil?: WaitUntil;
 }
 
+/** Options of limiter.adjust: an idempotency key, and who does it (onAudit). */
+export interface AdjustOptions extends AdminOptions {
+  /** Applies the adjustment at most once per key within the limiter's idempotencyWindowMs (see TakeOptions.idempotencyKey). */
+  idempotencyKey?: string;
+}
+
 /** Options of limiter.acquire: the cost, the longest wait, an abort signal and an idempotency key. */
 export interface AcquireOptions {
   /** As TakeOptions.cost. @default 1 */
@@ -143,9 +198,9 @@ export interface Limiter<P extends string = string> {
    * per limit, `{ tokens: -300 }`. Resolves with the bucket as `peek` reads it right after (allowed: a
    * take of 1 would pass now), or per the fail mode when the store fails.
    */
-  adjust(policy: P, key: string, cost: Cost, options?: { idempotencyKey?: string }): Promise<Decision>;
-  /** Refills the bucket. */
-  reset(policy: P, key: string): Promise<void>;
+  adjust(policy: P, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
+  /** Refills the bucket. An administrative action: onAudit hears of it. */
+  reset(policy: P, key: string, options?: AdminOptions): Promise<void>;
   /** The validated policy, or undefined. */
   policy(name: string): ResolvedPolicy | undefined;
   readonly policies: ReadonlyMap<string, ResolvedPolicy>;

@@ -12,7 +12,7 @@ import { createLeases, type Leases } from './lease.js';
 import { createLocalFallback, type LocalFallback } from './local-fallback.js';
 import { resolveSettings, type PolicyEntry } from './options.js';
 import { createStoreCaller, type CallOutcome, type StoreCaller } from './store-call.js';
-import type { DecisionEvent, LimiterOptions } from './types.js';
+import type { AuditEvent, DecisionEvent, LimiterOptions } from './types.js';
 
 /** Retry-After suggested for a refusal caused by a store failure. */
 export const STORE_ERROR_RETRY_MS = 1000;
@@ -43,6 +43,8 @@ export interface Wiring {
   failed(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number): Decision;
   /** Calls the onDecision hook; what it throws is ignored. */
   emit(event: DecisionEvent): void;
+  /** Calls the onAudit hook, if any; what it throws is ignored. */
+  audit(event: AuditEvent): void;
 }
 
 export function wire(options: LimiterOptions): Wiring {
@@ -99,13 +101,16 @@ export function wire(options: LimiterOptions): Wiring {
     return outcome;
   }
 
-  function emit(event: DecisionEvent): void {
+  /** Calls a hook; what it throws is ignored: a logging hook must never change a decision or an action. */
+  function quietly<E>(hook: ((event: E) => void) | undefined, event: E): void {
     try {
-      onDecision!(event);
+      hook?.(event);
     } catch {
-      // A logging hook must never change a decision.
+      // Ignored, as documented.
     }
   }
+  const emit = (event: DecisionEvent) => quietly(onDecision, event);
+  const audit = (event: AuditEvent) => quietly(options.onAudit, event);
 
-  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, caller, getEntry, storeCall, failed, emit };
+  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, caller, getEntry, storeCall, failed, emit, audit };
 }
