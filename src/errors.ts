@@ -42,9 +42,24 @@ export class InvalidInputError extends RangeError {
  * kind): nothing was applied. Its field is `idempotencyKey`.
  */
 export class IdempotencyConflictError extends InvalidInputError {
-  constructor() {
-    super('idempotencyKey', 'was used before for another request (other cost, wait or kind); nothing was applied');
+  /** `field` is `charge` for a settlement of a charge settled before with another cost. */
+  constructor(field = 'idempotencyKey', message = 'was used before for another request (other cost, wait or kind); nothing was applied') {
+    super(field, message);
     this.name = 'IdempotencyConflictError';
+  }
+}
+
+/**
+ * A settlement (limiter.settle) named a charge that the store holds no record of on this policy and key:
+ * no take was made with that idempotency key there, or it is older than the limiter's
+ * idempotencyWindowMs (or was evicted: see memoryStore's maxOps). Nothing was applied.
+ */
+export class UnknownChargeError extends LimiterError {
+  readonly charge: string;
+  constructor(charge: string) {
+    super('unknown_charge', 'no such charge on this key within the idempotency window; nothing was applied');
+    this.name = 'UnknownChargeError';
+    this.charge = charge;
   }
 }
 

@@ -1,6 +1,6 @@
 // Root entry: the limiter, the memory store and the types. Imports no database driver or Redis SDK.
 export { createLimiter } from './limiter.js';
-export type { Limiter, LimiterOptions, LimiterStats, TakeOptions, AcquireOptions, AdjustOptions, AdminOptions, AuditAction, AuditEvent, DecisionEvent, CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil } from './limiter.js';
+export type { Limiter, LimiterOptions, LimiterStats, TakeOptions, AcquireOptions, AdjustOptions, AdminOptions, AuditAction, AuditEvent, SettleChargeOptions, DecisionEvent, CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil } from './limiter.js';
 export type { Decision, DecisionReason, BucketDecision, StoreErrorDecision, LimitDecision } from './core/decision.js';
 export type { PolicyConfig, PolicyOptions, LimitConfig, RefillLimitConfig, Refill, LocalLimitConfig, ResolvedPolicy, ResolvedLimit, FailMode, LeaseConfig, LeaseSettings } from './core/policy.js';
 export type { Cost } from './core/key.js';
@@ -10,4 +10,4 @@ export { settle, costDifference } from './settle.js';
 export type { Settles, SettleOptions } from './settle.js';
 export { memoryStore } from './stores/memory.js';
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js';
-export { LimiterError, ConfigError, InvalidInputError, IdempotencyConflictError, UnknownPolicyError, StoreError, AcquireTimeoutError } from './errors.js';
+export { LimiterError, ConfigError, InvalidInputError, IdempotencyConflictError, UnknownChargeError, UnknownPolicyError, StoreError, AcquireTimeoutError } from './errors.js';

@@ -20,6 +20,7 @@ export type {
   Limiter,
   LimiterOptions,
   LimiterStats,
+  SettleChargeOptions,
   StoreStatusEvent,
   TakeOptions,
   WaitUntil,
@@ -33,7 +34,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
   const w = wire(options);
   const idempotent = createIdempotent(w);
   const { take, acquire, peek } = createDecisions(w, idempotent);
-  const { adjust, reset } = createAdjustments(w, idempotent);
+  const { adjust, settle, reset } = createAdjustments(w, idempotent);
   const { store, policies, caller, leases, fallback } = w;
   return {
     policies,
@@ -54,6 +55,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
     acquire,
     peek,
     adjust,
+    settle,
     reset,
   };
 }

@@ -5,7 +5,7 @@ import { BSON } from 'mongodb';
 import { updateOne } from 'mingo';
 import { createLimiter, InvalidInputError, StoreError } from '../src/index.js';
 import { MAX_OPS_PER_BUCKET, mongoStore, stepPipeline, type MongoCollectionLike, type OpRecordDocument } from '../src/stores/mongodb.js';
-import { adjustArgs, fullAfterMs, grantArgs, repeatOf, step, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { adjustArgs, chargedUnitsOf, fullAfterMs, grantArgs, repeatOf, settleArgs, settledArgs, SETTLE_OP, step, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { storeConformance } from './support/conformance.js';
@@ -417,7 +417,7 @@ describe('mongodb store operation ids, in the same findOneAndUpdate (evaluated b
     // Exactly ttlMs later the record has expired: the take applies to the refilled bucket and is recorded anew.
     const second = await store.step('k', args);
     expect(second).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000 });
-    expect(doc()!.ops).toEqual([{ id: 'x', fingerprint: 'f', allowed: true, debtUnits: [u], atUs: now * 1000, expiresAtUs: now * 1000 + 1_000_000 }]);
+    expect(doc()!.ops).toEqual([{ id: 'x', fingerprint: 'f', allowed: true, debtUnits: [u], chargedUnits: [u], atUs: now * 1000, expiresAtUs: now * 1000 + 1_000_000 }]);
     now += 10;
     expect(await store.step('k', args)).toEqual({ ...second, repeated: true });
   });
@@ -449,7 +449,8 @@ describe('mongodb store operation ids, in the same findOneAndUpdate (evaluated b
     expect(denied).toEqual({ allowed: false, debtUnits: [3 * u - 100_000 * rate], atUs: now * 1000 });
     // The bucket's state is as it was (debt, atUs, last); only the record and the document's expiry moved.
     expect(bucket()).toBe(stateBefore);
-    expect(doc()!.ops).toEqual([{ id: 'late', fingerprint: 'f', allowed: false, debtUnits: denied.debtUnits, atUs: now * 1000, expiresAtUs: now * 1000 + 60_000_000 }]);
+    // A refused take charged nothing: its settlement could refund nothing.
+    expect(doc()!.ops).toEqual([{ id: 'late', fingerprint: 'f', allowed: false, debtUnits: denied.debtUnits, chargedUnits: [0], atUs: now * 1000, expiresAtUs: now * 1000 + 60_000_000 }]);
     expect(doc()!.expiresAt).toEqual(new Date(now + 60_000));
     expect((doc()!.expiresAt as Date).getTime()).toBeGreaterThan(t0 + 3000);
     const recorded = bytes();
@@ -560,7 +561,7 @@ const idOpsArb = fc.array(
       { weight: 4, arbitrary: fc.integer({ min: 0, max: 1500 }) },
       { weight: 1, arbitrary: fc.integer({ min: -2000, max: -1 }) },
     ),
-    kind: fc.constantFrom('take', 'take', 'reserve', 'adjust', 'grant', 'peek'),
+    kind: fc.constantFrom('take', 'take', 'reserve', 'adjust', 'grant', 'peek', 'settle', 'settle'),
     costs: costsArb,
     signs: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
     maxWaitMs: fc.constantFrom(250, 5000),
@@ -597,20 +598,29 @@ async function checkIdsAgainstCore(specs: LimitSpec[], ops: IdOp[], clock: () =>
     else if (op.kind === 'reserve') args = stepArgs(policy, costs, op.maxWaitMs);
     else if (op.kind === 'peek') args = stepArgs(policy, 0, 0);
     else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)));
+    // A settlement of the charge `id` (a take's, an adjustment's, a settlement's or none) at costs, under
+    // its own id (the limiter's SETTLE_OP + id); some costs 0, a refund of what the charge took.
+    else if (op.kind === 'settle') args = settleArgs(policy, costs.map((c, i) => (op.signs[i] ? 0 : c)), op.id ?? 'none');
     else if (n === 1) args = grantArgs(policy, Math.max(1, costs[0]!));
     else args = stepArgs(policy, costs, 0);
-    const peek = args.limits.every((l) => l.costUnits === 0);
+    const settle = args.settle;
+    const peek = !settle && args.limits.every((l) => l.costUnits === 0);
     // Never an id on a peek (the limiter sends none).
-    const id = op.id === 'new' ? `new-${fresh++}` : op.id;
+    const id = settle ? SETTLE_OP + settle.chargeId : op.id === 'new' ? `new-${fresh++}` : op.id;
     if (id !== null && !peek) args = { ...args, op: { id, ttlMs: op.ttlMs, fingerprint: op.fingerprint } };
     const before = bytes();
     const seen = args.op ? records.get(args.op.id) : undefined;
     let want: StepResult;
     const repeat = seen !== undefined && seen.expiresAtUs > nowUs;
+    const charge = settle ? records.get(settle.chargeId) : undefined;
+    const charged = charge !== undefined && charge.expiresAtUs > nowUs ? charge.record.chargedUnits : undefined;
+    const unknown = !repeat && settle !== undefined && charged === undefined;
     if (repeat) {
       want = repeatOf(seen.record, args);
+    } else if (unknown) {
+      want = { allowed: false, debtUnits: [], unknownCharge: true };
     } else {
-      const r = step(state, nowUs, args);
+      const r = step(state, nowUs, charged === undefined ? args : settledArgs(args, charged));
       want = strip(r);
       if (r.write === null) state = undefined;
       else if (r.write) state = r.write;
@@ -619,6 +629,8 @@ async function checkIdsAgainstCore(specs: LimitSpec[], ops: IdOp[], clock: () =>
         records.delete(args.op.id);
         const record: OpRecord = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: nowUs, fingerprint: args.op.fingerprint };
         if (r.tokens !== undefined) record.tokens = r.tokens;
+        if (charged !== undefined) record.chargedUnits = charged;
+        else if (!args.adjust) record.chargedUnits = chargedUnitsOf(args, r);
         records.set(args.op.id, { record, expiresAtUs: nowUs + args.op.ttlMs * 1000 });
         while (records.size > MAX_OPS_PER_BUCKET) records.delete(records.keys().next().value!);
       }
@@ -626,8 +638,10 @@ async function checkIdsAgainstCore(specs: LimitSpec[], ops: IdOp[], clock: () =>
     const got = await store.step('k', args);
     const at = { kind: op.kind, id: args.op?.id, nowUs };
     expect({ ...at, result: got }).toEqual({ ...at, result: want });
-    // A repeat, a conflict, a peek and a denial without an id change no byte.
+    // A repeat, a conflict, a peek and a denial without an id change no byte; a settlement of an unknown
+    // charge changes only the document's opCall (its mark that the call found no charge).
     if (repeat || peek || (!want.allowed && !args.op)) expect(bytes(), `${op.kind} wrote`).toBe(before);
+    if (unknown && doc() !== undefined) expect(bucketBytes(doc()!), 'an unknown charge wrote').toBe(before === undefined ? undefined : bucketBytes(BSON.deserialize(Buffer.from(before, 'hex'))));
     const d = doc();
     // The document's debts are the reference's.
     expect({ ...at, debt: d?.debt, atUs: d?.atUs }).toEqual({ ...at, debt: state?.debtUnits, atUs: state?.atUs });

@@ -60,6 +60,11 @@ export interface BucketDecision extends DecisionBase {
    */
   repeated?: boolean;
   /**
+   * A take or acquire made with an idempotency key: that key, which names this charge for a settlement
+   * (limiter.settle). Absent without a key: such a take cannot be settled, only adjusted free-form.
+   */
+  charge?: string;
+  /**
    * A policy with several limits: each limit's numbers, in the policy's order (absent for a policy of one
    * limit). `limit`, `remaining` and `resetAfterMs` above are the most constraining one's: on a refusal
    * the one that admits last, when allowed the one with the fewest tokens left; `retryAfterMs` is the
@@ -78,6 +83,7 @@ export interface StoreErrorDecision extends DecisionBase {
   resetAfterMs?: undefined;
   limits?: undefined;
   repeated?: undefined;
+  charge?: undefined;
 }
 
 /**

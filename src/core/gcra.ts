@@ -19,125 +19,14 @@ import type { ResolvedLimit, ResolvedPolicy } from './policy.js';
 import { MAX_LIMIT_UNITS } from './policy.js';
 import type { BucketDecision, LimitDecision } from './decision.js';
 import { MAX_WAIT_MS } from './key.js';
-import type { OverrideLimit, PolicyOverride, StepBase } from './override-types.js';
+import type { PolicyOverride, StepBase } from './override-types.js';
+import type { LimitStep, StepArgs, StepResult } from './step.js';
 import { ceilDiv, floorDiv } from './units.js';
 
 export { ceilDiv, floorDiv };
 
-/** One limit's part of a step, multiplied out so that stores do no policy math. */
-export interface LimitStep {
-  /**
-   * Debt this step adds to the limit: cost * tokenUnits. In a take, at least 0 (0: this limit is not
-   * charged, and not checked); in an adjustment (StepArgs.adjust), below 0 a refund.
-   */
-  readonly costUnits: number;
-  /** The largest debt allowed after the step: capacityUnits plus maxWaitMs of refill (an adjustment's cap). */
-  readonly limitUnits: number;
-  /** Units refilled per µs of the store's clock (ResolvedLimit.refillUnitsPerUs). */
-  readonly refillUnitsPerUs: number;
-}
-
-/**
- * What one atomic store step needs. Stores only read it: the limiter passes one shared object for every
- * take of one token with no wait.
- */
-export interface StepArgs {
-  /** One entry per limit of the policy, in the policy's order; the stored bucket holds one debt each. */
-  readonly limits: readonly LimitStep[];
-  /**
-   * Absent or false: a take, all or nothing (every cost at least 0; every cost 0: a peek, read only,
-   * never written). True: an adjustment, always applied: each limit's debt moves by its cost, a refund
-   * never below 0 (a bucket is never fuller than full) and a charge never above limitUnits (a debt
-   * already above it is kept, not lowered).
-   */
-  readonly adjust?: boolean;
-  /**
-   * Partial grant (token leases, a policy of one limit): take the largest whole number of tokens of
-   * tokenUnits each that fits under limitUnits, at most costUnits / tokenUnits of them; denied only when
-   * not even one fits. The result's `tokens` says how many were taken. Absent: all or nothing.
-   */
-  readonly tokenUnits?: number;
-  /**
-   * With an adjustment: the store clock's reading, in whole µs, of the step that took the tokens being
-   * given back (StepResult.atUs of a lease grant). A refund is then what the bucket has not refilled
-   * since, reckoned at the store's clock when the refund is applied:
-   * max(0, −costUnits − (nowUs − refundSinceUs) × refillUnitsPerUs). So a refund that reaches the store
-   * late (queued behind others, a paused server) never gives back tokens the bucket has refilled meanwhile.
-   */
-  readonly refundSinceUs?: number;
-  /**
-   * An operation id (a client's Idempotency-Key), applied at most once per bucket key: in the same
-   * atomic step, a store that holds a record of this id for this key (younger than its ttlMs by the
-   * store's clock) changes nothing and answers the recorded result with `repeated: true` (with
-   * `conflict: true` instead when the record's fingerprint differs: the id was used for another
-   * request); otherwise it steps and records the result for ttlMs.
-   */
-  readonly op?: OpArgs;
-  /**
-   * The numbers `limits` were multiplied out from (the limiter sends it on every step): a store redoes
-   * the step under a key's override record with it (core/override.ts). A custom store may ignore it
-   * only if it never holds records.
-   */
-  readonly base?: StepBase;
-  /** The policy-wide change this limiter node sees (absent: none): installed on a key with no record of its own. */
-  readonly policy?: PolicyOverride;
-}
-
-/** An idempotent step's id (StepArgs.op). */
-export interface OpArgs {
-  /** The id: 1 to 256 bytes of UTF-8. */
-  readonly id: string;
-  /** How long the store keeps the id's answer, in ms of its clock. */
-  readonly ttlMs: number;
-  /** What the operation asks (its kind, costs and wait): a repeat asking something else is a conflict. */
-  readonly fingerprint: string;
-}
-
-/** What every store returns from one atomic step. */
-export interface StepResult {
-  allowed: boolean;
-  /** Each limit's debt after the step when allowed; the unchanged debts when denied or peeking. In units. */
-  debtUnits: number[];
-  /** With StepArgs.tokenUnits: the tokens taken (0 when denied). */
-  tokens?: number;
-  /**
-   * The store clock's reading at this step, in whole µs, where the store reports it (every built-in
-   * store does): a lease refund passes a grant's as StepArgs.refundSinceUs. A custom store that reports
-   * it must honour refundSinceUs; one that does not report it gets refunds already decayed instead.
-   */
-  atUs?: number;
-  /**
-   * With StepArgs.op: this id was applied before, nothing changed, and this is the recorded result (its
-   * allowed, debtUnits, tokens and atUs as they were then).
-   */
-  repeated?: boolean;
-  /**
-   * With StepArgs.op: this id was applied before to another request (another fingerprint); nothing
-   * changed (debtUnits then says nothing: a store may leave it empty).
-   */
-  conflict?: boolean;
-  /** The key is blocked until this store clock reading (whole µs): refused, nothing written. */
-  blockedUntilUs?: number;
-  /** Present when the numbers in force were a record's: each limit's, and debtUnits are in their units. */
-  limits?: OverrideLimit[];
-}
-
-/** What a store records for an operation id: the step's result and the request's fingerprint. */
-export interface OpRecord {
-  allowed: boolean;
-  debtUnits: number[];
-  tokens?: number;
-  atUs: number;
-  fingerprint: string;
-}
-
-/** The answer a store gives for a recorded operation id: the result as recorded, or a conflict. */
-export function repeatOf(record: OpRecord, args: StepArgs): StepResult {
-  if (record.fingerprint !== args.op!.fingerprint) return { allowed: false, debtUnits: record.debtUnits, atUs: record.atUs, conflict: true };
-  const r: StepResult = { allowed: record.allowed, debtUnits: record.debtUnits, atUs: record.atUs, repeated: true };
-  if (record.tokens !== undefined) r.tokens = record.tokens;
-  return r;
-}
+export type { LimitStep, OpArgs, OpRecord, StepArgs, StepResult } from './step.js';
+export { chargedUnitsOf, repeatOf, settledArgs, SETTLE_OP } from './step.js';
 
 /** A bucket's stored state: each limit's debt in its units at the store clock's reading `atUs` (whole µs). */
 export interface BucketState {
@@ -190,6 +79,14 @@ export function adjustArgs(policy: ResolvedPolicy, costs: Costs, change?: Policy
     adjust: true,
     ...baseOf(policy, MAX_WAIT_MS, change),
   };
+}
+
+/**
+ * The step arguments of a settlement of the charge recorded under `chargeId` at `costs` tokens per limit
+ * (the actual cost, each at least 0): adjustArgs' limits with those costs, and StepArgs.settle.
+ */
+export function settleArgs(policy: ResolvedPolicy, costs: Costs, chargeId: string, change?: PolicyOverride): StepArgs {
+  return { ...adjustArgs(policy, costs, change), settle: { chargeId } };
 }
 
 /**

@@ -105,6 +105,26 @@ export function resolveAdjustment(policy: ResolvedPolicy, cost: unknown): number
   return costs;
 }
 
+/**
+ * A settlement's actual cost: an integer from 0 to 1e9 per limit (0: the work cost nothing, and the whole
+ * charge goes back), as one number for every limit or an object of tokens per limit (0 where it names
+ * none). Never below 0: a settlement refunds at most what its charge took.
+ */
+export function resolveSettlement(policy: ResolvedPolicy, cost: unknown): number | number[] {
+  const check = (field: string, c: unknown) => {
+    if (typeof c !== 'number' || !Number.isInteger(c) || c < 0 || c > MAX_ADJUST_TOKENS) {
+      throw new InvalidInputError(field, `must be an integer from 0 to 1e9 (the actual cost: a settlement refunds at most what its charge took), got ${String(c)}`);
+    }
+  };
+  if (typeof cost === 'number') {
+    check('cost', cost);
+    return cost;
+  }
+  const costs = costObject(policy, cost, 'cost');
+  policy.limits.forEach((l, i) => check(`cost.${l.name}`, costs[i]));
+  return costs;
+}
+
 /** The most tokens one adjustment may refund or charge per limit. */
 export const MAX_ADJUST_TOKENS = 1e9;
 

@@ -1,16 +1,17 @@
-// Adjustments: settling a cost after the fact (adjust, one atomic store step through the idempotent
-// path) and refilling a bucket (reset, one store call bounded like a decision, which also clears this
+// Adjustments: settling a cost after the fact (settle, bounded by what a charge took; adjust, free-form,
+// the administrative path; each one atomic store step through the idempotent path) and refilling a bucket (reset, one store call bounded like a decision, which also clears this
 // node's deny cache entry, lease and local bucket for the key).
-import { adjustArgs } from '../core/gcra.js';
+import { adjustArgs, settleArgs, SETTLE_OP } from '../core/gcra.js';
 import type { Decision } from '../core/decision.js';
-import { assertIdempotencyKey, assertKey, resolveAdjustment, type Cost } from '../core/key.js';
+import { assertIdempotencyKey, assertKey, resolveAdjustment, resolveSettlement, type Cost } from '../core/key.js';
 import { StoreError } from '../errors.js';
 import type { Idempotent } from './idempotent.js';
-import type { AdjustOptions, AdminOptions, AuditEvent } from './types.js';
+import type { AdjustOptions, AdminOptions, AuditEvent, SettleChargeOptions } from './types.js';
 import type { Wiring } from './wiring.js';
 
 export interface Adjustments {
   adjust(name: string, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
+  settle(name: string, key: string, options: SettleChargeOptions): Promise<Decision>;
   reset(name: string, key: string, options?: AdminOptions): Promise<void>;
 }
 
@@ -43,6 +44,17 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustment
         remaining: d.remaining,
         repeated: d.repeated,
       }));
+    },
+    async settle(name, key, opts) {
+      const { policy, keyPrefix } = getEntry(name);
+      assertKey(key);
+      const { charge, cost } = opts ?? ({} as Partial<SettleChargeOptions>);
+      assertIdempotencyKey(charge, 'charge');
+      const costs = resolveSettlement(policy, cost);
+      // Its own operation id, derived from the charge's: a retry, or a second server settling the same
+      // charge, gets the first answer; another cost is a conflict.
+      const args = idempotent.withOp(settleArgs(policy, costs, charge), SETTLE_OP + charge, `settle|${JSON.stringify(costs)}`);
+      return idempotent.once('settle', name, key, costs, policy, keyPrefix + key, args, 0);
     },
     async reset(name, key, opts = {}) {
       const { policy, keyPrefix } = getEntry(name);

@@ -101,8 +101,8 @@ export function createDecisionStats(options: DecisionStatsOptions = {}): Decisio
         s.peeks++;
         return;
       }
-      // An adjustment settles a cost after the fact: it admits or refuses nothing.
-      if (event.op === 'adjust') return;
+      // An adjustment or a settlement settles a cost after the fact: it admits or refuses nothing.
+      if (event.op === 'adjust' || event.op === 'settle') return;
       const { decision } = event;
       const outcome = decision.reason ?? (decision.allowed ? 'allowed' : 'denied');
       s.decisions[outcome] = (s.decisions[outcome] ?? 0) + 1;

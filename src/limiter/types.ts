@@ -17,8 +17,8 @@ export interface DecisionEvent {
   key: string;
   /** Tokens charged: one number for every limit, or per limit in the policy's order (0 for a peek). */
   cost: Costs;
-  /** 'take', 'acquire', 'peek' or 'adjust'. */
-  op: 'take' | 'acquire' | 'peek' | 'adjust';
+  /** 'take', 'acquire', 'peek', 'adjust' or 'settle' (cost: the actual cost given). */
+  op: 'take' | 'acquire' | 'peek' | 'adjust' | 'settle';
   decision: Decision;
   /** Wall time of the store call, in ms. */
   durationMs: number;
@@ -169,6 +169,14 @@ export interface AdjustOptions extends AdminOptions {
   idempotencyKey?: string;
 }
 
+/** Options of limiter.settle: the charge settled and its actual cost. */
+export interface SettleChargeOptions {
+  /** The charge: the idempotency key of the take or acquire being settled (its Decision's `charge`). */
+  charge: string;
+  /** What the work really cost: at least 0 per limit, a number (every limit) or per limit (0 where not named). */
+  cost: Cost;
+}
+
 /** Options of limiter.acquire: the cost, the longest wait, an abort signal and an idempotency key. */
 export interface AcquireOptions {
   /** As TakeOptions.cost. @default 1 */
@@ -192,13 +200,27 @@ export interface Limiter<P extends string = string> {
   /** The bucket's state now; consumes nothing. */
   peek(policy: P, key: string): Promise<Decision>;
   /**
-   * Settles a cost after the fact, in one atomic store call on the store's clock: below 0 a refund
-   * (never fuller than full), above 0 a charge, which may put a limit into debt (up to one hour of its
-   * refill beyond empty; later takes then wait until it is repaid). `cost` is a number (every limit) or
-   * per limit, `{ tokens: -300 }`. Resolves with the bucket as `peek` reads it right after (allowed: a
-   * take of 1 would pass now), or per the fail mode when the store fails.
+   * A free-form adjustment, the administrative path: any amount, tied to no charge (limiter.settle is
+   * the bounded one), and onAudit hears of it. In one atomic store call on the store's clock: below 0 a
+   * refund (never fuller than full), above 0 a charge, which may put a limit into debt (up to one hour
+   * of its refill beyond empty; later takes then wait until it is repaid). `cost` is a number (every
+   * limit) or per limit, `{ tokens: -300 }`. Resolves with the bucket as `peek` reads it right after
+   * (allowed: a take of 1 would pass now); rejects with StoreError when the store fails.
    */
   adjust(policy: P, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
+  /**
+   * Settles a charge: the take or acquire made on this policy and key with idempotency key
+   * `options.charge` (its Decision's `charge`), by what the work really cost, `options.cost` (at least 0
+   * per limit: a number for every limit, or per limit, a limit not named costing 0). In one atomic store
+   * step it reads what the charge took and applies the difference: a refund of at most that (never
+   * fuller than full), or a charge of the excess, as adjust charges. Once: settling it again answers
+   * the first settlement (`repeated: true`) and changes nothing; again with another cost, an
+   * IdempotencyConflictError (field `charge`). A charge the store holds no record of (no such take
+   * here, or older than idempotencyWindowMs) is an UnknownChargeError. Resolves with the bucket as
+   * `peek` reads it right after; rejects with StoreError when the store fails (nothing may have been
+   * applied: settling again with the same cost is safe).
+   */
+  settle(policy: P, key: string, options: SettleChargeOptions): Promise<Decision>;
   /** Refills the bucket. An administrative action: onAudit hears of it. */
   reset(policy: P, key: string, options?: AdminOptions): Promise<void>;
   /** The validated policy, or undefined. */

@@ -9,7 +9,7 @@
 //
 // Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
 // (and type-checks) outside workerd.
-import { fullAfterMs, repeatOf, step, type BucketState, type OpRecord } from '../core/gcra.js';
+import { chargedUnitsOf, fullAfterMs, repeatOf, settledArgs, step, type BucketState, type OpRecord } from '../core/gcra.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 
@@ -88,7 +88,7 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     name: 'durable-object',
     async step(key: string, args: StepArgs, stepOptions?: StepOptions): Promise<StepResult> {
       const r = (await send(key, { op: 'step', key, args }, stepOptions?.signal)) as StepResult;
-      if (!r || typeof r.allowed !== 'boolean' || !Array.isArray(r.debtUnits) || r.debtUnits.length !== args.limits.length) throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
+      if (!r || typeof r.allowed !== 'boolean' || !Array.isArray(r.debtUnits) || (r.debtUnits.length !== args.limits.length && r.unknownCharge !== true)) throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
       return r;
     },
     async reset(key: string): Promise<void> {
@@ -151,7 +151,8 @@ export class RateLimiterObject {
       !args.limits.every((l) => l && typeof l.costUnits === 'number' && typeof l.limitUnits === 'number' && l.refillUnitsPerUs > 0) ||
       (args.tokenUnits !== undefined && !(args.tokenUnits > 0 && args.limits.length === 1)) ||
       (args.refundSinceUs !== undefined && typeof args.refundSinceUs !== 'number') ||
-      (args.op !== undefined && !(typeof args.op?.id === 'string' && args.op.id.length > 0 && args.op.ttlMs > 0 && typeof args.op.fingerprint === 'string'))
+      (args.op !== undefined && !(typeof args.op?.id === 'string' && args.op.id.length > 0 && args.op.ttlMs > 0 && typeof args.op.fingerprint === 'string')) ||
+      (args.settle !== undefined && !(args.op !== undefined && typeof args.settle?.chargeId === 'string'))
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -162,13 +163,21 @@ export class RateLimiterObject {
     // it expires (its fullAtMs is its expiry).
     // It starts with "op" and NUL, which no bucket key does (a bucket key starts with the limiter's prefix,
     // which holds no NUL, or a policy name), and holds the key's length, so no two (key, id) share one.
-    const opKey = args.op === undefined ? undefined : `op\u0000${body.key.length}:${body.key}${args.op.id}`;
+    const opKeyOf = (id: string) => `op\u0000${body.key.length}:${body.key}${id}`;
+    const opKey = args.op === undefined ? undefined : opKeyOf(args.op.id);
+    const live = async (key: string) => {
+      const seen = await this.storage.get<{ record: OpRecord; fullAtMs: number }>(key);
+      return seen !== undefined && seen.fullAtMs > nowMs ? seen.record : undefined;
+    };
     if (opKey !== undefined) {
-      const seen = await this.storage.get<{ record: OpRecord; fullAtMs: number }>(opKey);
-      if (seen !== undefined && seen.fullAtMs > nowMs) return Response.json(repeatOf(seen.record, args));
+      const seen = await live(opKey);
+      if (seen !== undefined) return Response.json(repeatOf(seen, args));
     }
+    // A settlement: what its charge took, from the charge's record (live, and a take's).
+    const charged = args.settle === undefined ? undefined : (await live(opKeyOf(args.settle.chargeId)))?.chargedUnits;
+    if (args.settle !== undefined && charged === undefined) return Response.json({ allowed: false, debtUnits: [], unknownCharge: true } satisfies StepResult);
     const stored = await this.storage.get<StoredBucket>(body.key);
-    const r = step(readState(stored), nowMs * 1000, args);
+    const r = step(readState(stored), nowMs * 1000, charged === undefined ? args : settledArgs(args, charged));
     if (r.write) {
       const fullAtMs = nowMs + Math.max(...r.write.debtUnits.map((d, i) => fullAfterMs(d, args.limits[i]!.refillUnitsPerUs)));
       await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, fullAtMs });
@@ -180,6 +189,8 @@ export class RateLimiterObject {
       r.tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens: r.tokens, atUs: r.atUs };
     if (opKey !== undefined) {
       const record: OpRecord = { ...out, atUs: nowMs * 1000, fingerprint: args.op!.fingerprint };
+      if (charged !== undefined) record.chargedUnits = charged;
+      else if (!args.adjust) record.chargedUnits = chargedUnitsOf(args, r);
       const expiresAtMs = nowMs + args.op!.ttlMs;
       await this.storage.put(opKey, { record, fullAtMs: expiresAtMs });
       await this.armAlarm(expiresAtMs);

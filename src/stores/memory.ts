@@ -1,7 +1,7 @@
 // The embedded default store: buckets in this process (a Map from key to a slot of one Float64Array). It
 // is its own store, so the process's monotonic clock is the store clock, read in whole µs like every
 // store's. Bounded by maxKeys.
-import { ceilDiv, decayed, repeatOf, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
+import { ceilDiv, chargedUnitsOf, decayed, repeatOf, settledArgs, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
 import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../core/key.js';
 import { ConfigError } from '../errors.js';
 import type { StepArgs, StepResult, Store } from '../store.js';
@@ -230,6 +230,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const seen = ops.get(opKey);
         if (seen !== undefined && seen.expiresAtUs > now) return repeatOf(seen.record, args);
       }
+      // A settlement: its charge's record, live and a take's, gives the units to settle against.
+      let charged: number[] | undefined;
+      if (args.settle !== undefined) {
+        const charge = ops.get(`${key.length}:${key}${args.settle.chargeId}`);
+        charged = charge !== undefined && charge.expiresAtUs > now ? charge.record.chargedUnits : undefined;
+        if (charged === undefined) return { allowed: false, debtUnits: [], atUs: now, unknownCharge: true };
+      }
       const at = slots.get(key);
       let state: BucketState | undefined;
       if (at !== undefined) {
@@ -240,7 +247,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         view.atUs = nums[at + AT]!;
         state = view;
       }
-      const r = step(state, now, args);
+      const r = step(state, now, charged === undefined ? args : settledArgs(args, charged));
       const { write } = r;
       if (write) {
         const { debtUnits } = write;
@@ -261,6 +268,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         pruneOps(now);
         const record: OpRecord = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: now, fingerprint: op.fingerprint };
         if (r.tokens !== undefined) record.tokens = r.tokens;
+        if (charged !== undefined) record.chargedUnits = charged;
+        else if (!args.adjust) record.chargedUnits = chargedUnitsOf(args, r);
         ops.delete(opKey);
         ops.set(opKey, { record, expiresAtUs: now + op.ttlMs * 1000 });
       }

@@ -61,6 +61,8 @@ const neg = (x: Expr): Expr => (typeof x === 'number' ? -x : { $multiply: [-1, x
 /** Scratch field names, per limit: its debt now (before the step) and after it. */
 const D = (i: number) => `_sD${i}`;
 const A = (i: number) => `_sA${i}`;
+/** A settlement's cost per limit (core/gcra.ts settledArgs: actual - charged). */
+const C = (i: number) => `_sC${i}`;
 
 /**
  * The update pipeline for one step (core/gcra.ts `step`, line by line, one expression per limit). Exported
@@ -89,7 +91,8 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   const limits = limitsOf(args);
   const op = opOf(args);
   const idx = limits.map((_, i) => i);
-  const { refundSinceUs } = args;
+  const { refundSinceUs, settle } = args;
+  if (settle !== undefined && (!op || typeof settle.chargeId !== 'string')) throw new StoreError('mongodb', 'a settlement needs its own op and a string chargeId');
   const tokenUnits = args.tokenUnits === undefined ? undefined : (plan?.tokenUnits ?? args.tokenUnits);
   // Each limit's numbers in this step: the step's own, or (with a record plan) expressions of the record.
   const param = (i: number): LimitParams => plan?.limit(i) ?? { cost: limits[i]!.costUnits, limit: limits[i]!.limitUnits, refill: limits[i]!.refillUnitsPerUs };
@@ -97,24 +100,53 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // Without a plan, a document holding an override record (`ov`) is left as it is, and the caller
   // resends the step with the plan (the projection returns `ov`): a key with no record pays one test.
   const hasRecord = { $ne: [{ $ifNull: ['$ov', null] }, null] };
+  const live = { $gt: ['$$o.expiresAtUs', NOW_US] };
+  // A settlement: its charge's live record (`_sCh`; a take's has chargedUnits, what it charged each limit).
+  const charge = settle && { $ifNull: [{ $arrayElemAt: [{ $filter: { input: { $ifNull: ['$ops', []] }, as: 'o', cond: { $and: [live, { $eq: ['$$o.id', { $literal: settle.chargeId }] }] } } }, 0] }, null] };
   const stages: object[] = [
     // The store's clock in whole µs, and each limit's debt now, in its units. With an op: the records
     // not yet expired ($$NOW is one reading for the whole update), and whether this id is among them.
-    { $set: op ? { _sNow: NOW_US, _sOps: { $filter: { input: { $ifNull: ['$ops', []] }, as: 'o', cond: { $gt: ['$$o.expiresAtUs', NOW_US] } } } } : { _sNow: NOW_US } },
+    { $set: op ? { _sNow: NOW_US, _sOps: { $filter: { input: { $ifNull: ['$ops', []] }, as: 'o', cond: live } }, ...(charge ? { _sCh: charge } : {}) } : { _sNow: NOW_US } },
     ...(plan ? plan.stages : []),
   ];
+  const repeat = { $in: [opId, '$_sOps.id'] };
+  // A settlement whose charge has no live take record (and that is no repeat): _sUnk; nothing is applied.
+  const noCharge = { $not: [{ $isArray: '$_sCh.chargedUnits' }] };
   const debtsAndRepeat = {
     ...(plan ? {} : Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs)]))),
-    ...(op ? { _sRep: plan ? { $in: [opId, '$_sOps.id'] } : { $or: [hasRecord, { $in: [opId, '$_sOps.id'] }] } } : {}),
+    // _sRep: every field is kept as it is (a repeat; without a plan, a document with a record; a settlement's unknown charge).
+    ...(op ? { _sRep: { $or: [...(plan ? [] : [hasRecord]), repeat, ...(settle ? [noCharge] : [])] } } : {}),
+    ...(settle
+      ? {
+          _sUnk: { $and: [...(plan ? [] : [{ $not: [hasRecord] }]), { $not: [repeat] }, noCharge] },
+          ...Object.fromEntries(idx.map((i) => [C(i), { $subtract: [param(i).cost, { $ifNull: [{ $arrayElemAt: ['$_sCh.chargedUnits', i] }, 0] }] }])),
+        }
+      : {}),
   };
   // (MongoDB refuses a $set of no field.)
   if (Object.keys(debtsAndRepeat).length > 0) stages.push({ $set: debtsAndRepeat });
-  const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : []), ...(plan?.scratch ?? [])];
+  const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : []), ...(settle ? ['_sCh', '_sUnk', ...idx.map(C)] : []), ...(plan?.scratch ?? [])];
+  // What a take charged each limit, in the units it charged in (its record's chargedUnits: 0 each when
+  // refused), or a settlement's charge's.
+  let charged: unknown;
+  // A settlement whose every cost is 0 (actual = charged) changes nothing, as core's peek: recorded, not written.
+  let zero = plan?.zero;
   // Each limit's debt after the step, and whether the step is allowed.
   const after: object[] = idx.map((i) => `$${D(i)}` as unknown as object);
   let ok: object | boolean;
   let tokens: string | undefined;
-  if (args.adjust) {
+  if (settle) {
+    // A settlement (core/gcra.ts settledArgs), then adjust's rules: a refund (below 0) never below 0, a
+    // charge never above limitUnits (a debt already above it is kept).
+    for (const i of idx) {
+      const [d, c, sum] = [`$${D(i)}`, `$${C(i)}`, { $add: [`$${D(i)}`, `$${C(i)}`] }];
+      const limitUnits = param(i).limit;
+      after[i] = { $cond: [{ $lt: [c, 0] }, { $max: [0, sum] }, { $cond: [{ $gt: [sum, limitUnits] }, { $max: [d, limitUnits] }, sum] }] };
+    }
+    zero = { $and: idx.map((i) => ({ $eq: [`$${C(i)}`, 0] })) };
+    ok = { $not: [zero] };
+    charged = '$_sCh.chargedUnits';
+  } else if (args.adjust) {
     // An adjustment, always applied (core/gcra.ts step, adjust): a refund never below 0 (with
     // refundSinceUs, by what the limit has not refilled since then: refundUnitsAt); a charge never above
     // limitUnits, and a debt already above it is kept.
@@ -163,6 +195,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     after[0] = { $add: [`$${D(0)}`, { $multiply: ['$_sK', tokenUnits] }] };
     ok = { $gt: ['$_sK', 0] };
     tokens = '$_sK';
+    charged = [{ $multiply: ['$_sK', tokenUnits] }];
   } else {
     // A take, all or nothing: every limit with a cost must stay within its limitUnits (one with cost 0 is
     // neither charged nor checked).
@@ -172,6 +205,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
       after[i] = limits[i]!.costUnits < 0 ? { $max: [0, { $add: [`$${D(i)}`, c] }] } : { $add: [`$${D(i)}`, c] };
     }
     ok = { $and: idx.filter((i) => limits[i]!.costUnits > 0).map((i) => ({ $lte: [`$${A(i)}`, param(i).limit] })) };
+    charged = { $cond: ['$_sOk', idx.map((i) => (limits[i]!.costUnits > 0 ? param(i).cost : 0)), idx.map(() => 0)] };
   }
   const afters = idx.map((i) => `$${A(i)}`);
   // µs until each limit is full again.
@@ -190,11 +224,11 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     // as core step reads it: allowed, and the bucket not written (`_sZero`).
     {
       $set: {
-        _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [{ $not: ['$_sBlk'] }, { $or: [plan.zero, ok] }] : [ok])] },
+        _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [{ $not: ['$_sBlk'] }, { $or: [zero!, ok] }] : [ok])] },
         _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) },
       },
     },
-    ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [plan.zero] }] } } }] : []),
+    ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [zero!] }] } } }] : []),
   );
   // With a plan: nothing is written at all on a repeat or under a live block (`keep`); the bucket is
   // rewritten at now in the numbers now in force, and the record with it, when the record changed (`_sW`),
@@ -212,9 +246,11 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     const record = {
       id: opId,
       fingerprint: { $literal: op.fingerprint },
-      allowed: '$_sOk',
+      // A settlement that changes nothing is applied all the same (without a plan its _sOk is false).
+      allowed: settle && !plan ? true : '$_sOk',
       debtUnits: { $cond: ['$_sOk', afters, idx.map((i) => `$${D(i)}`)] },
       ...(tokens ? { tokens } : {}),
+      ...(charged === undefined ? {} : { chargedUnits: charged }),
       ...(inForce ? { limits: inForce } : {}),
       atUs: '$_sNow',
       expiresAtUs: { $add: ['$_sNow', op.ttlUs] },
@@ -267,7 +303,11 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
           ? {
               ops: { $cond: [keep, '$ops', '$_sNew.ops'] },
               opsUntil: { $cond: [keep, '$opsUntil', '$_sNew.until'] },
-              opCall: { $cond: [keep, '$opCall', { $literal: callId }] },
+              // A settlement of an unknown charge marks the call ('!' + callId): the id's record that the
+              // projection finds may be an expired one, which is no repeat.
+              opCall: settle
+                ? { $cond: ['$_sUnk', { $literal: `!${callId}` }, { $cond: [keep, '$opCall', { $literal: callId }] }] }
+                : { $cond: [keep, '$opCall', { $literal: callId }] },
             }
           : {}),
       },

@@ -16,6 +16,8 @@ export interface OpRecordDocument {
   tokens?: number;
   /** The numbers in force when they were an override record's (StepResult.limits). */
   limits?: OverrideLimit[];
+  /** A take's: the units it charged each limit (0 each when denied); a settlement's: its charge's. */
+  chargedUnits?: number[];
   atUs: number;
   /** atUs + ttlMs * 1000: the record is live while the server clock is before it. */
   expiresAtUs: number;
@@ -34,6 +36,7 @@ export function readOpRecord(rec: unknown): (OpRecord & { expiresAtUs: number; l
   const out: OpRecord & { expiresAtUs: number; limits?: OverrideLimit[] } = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs, fingerprint: r.fingerprint, expiresAtUs: Number(r.expiresAtUs) };
   if (typeof r.tokens === 'number') out.tokens = r.tokens;
   if (Array.isArray(r.limits) && r.limits.every(isLimit)) out.limits = r.limits;
+  if (isNumbers(r.chargedUnits)) out.chargedUnits = r.chargedUnits;
   return out;
 }
 

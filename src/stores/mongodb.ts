@@ -141,8 +141,8 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
 
   const timeOf = (stepOptions: StepOptions) => (stepOptions.timeoutMs === undefined ? maxTimeMS : Math.max(1, Math.min(maxTimeMS, Math.ceil(stepOptions.timeoutMs))));
 
-  async function update(filter: { _id: string }, pipeline: object[], projection: object, stepOptions: StepOptions): Promise<Record<string, unknown> | null> {
-    const findOptions = { upsert: true, returnDocument: 'after', projection, maxTimeMS: timeOf(stepOptions) };
+  async function update(filter: { _id: string }, pipeline: object[], projection: object, stepOptions: StepOptions, upsert = true): Promise<Record<string, unknown> | null> {
+    const findOptions = { upsert, returnDocument: 'after', projection, maxTimeMS: timeOf(stepOptions) };
     try {
       return (await collection.findOneAndUpdate(filter, pipeline, findOptions)) as Record<string, unknown> | null;
     } catch (err) {
@@ -165,7 +165,9 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
     const limits = limitsOf(args);
     const n = limits.length;
     const withTokens = !args.adjust && args.tokenUnits !== undefined;
-    if (limits.every((l) => l.costUnits === 0)) {
+    // A settlement's costs are actual costs: one of 0 is no peek.
+    const { settle } = args;
+    if (!settle && limits.every((l) => l.costUnits === 0)) {
       // A peek (core/gcra.ts step: every cost 0): read only, never an upsert. The stored debts and their
       // reading, decayed to the one reading of $$NOW here by core's own arithmetic (the same integers the
       // pipeline uses), so the debts and atUs reported always agree.
@@ -176,16 +178,17 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       // then): the same step, with the plan, in one update.
       if (r.writeRecord === undefined) return resultOf(r);
     }
-    let plan = args.policy !== undefined || recordKeys.has(key) || limits.every((l) => l.costUnits === 0);
+    let plan = args.policy !== undefined || recordKeys.has(key) || (!settle && limits.every((l) => l.costUnits === 0));
     if (args.base === undefined) plan = false;
     for (;;) {
       const callId = nextCallId();
       const op = args.op;
       let doc: Record<string, unknown> | null;
       if (plan) {
-        doc = await update(filter, stepPipeline(args, callId, recordPlan(withBase(args, undefined, 0, undefined))), recordProjection(op?.id), stepOptions);
+        // A settlement never makes a document: with none, there is no charge to settle.
+        doc = await update(filter, stepPipeline(args, callId, recordPlan(withBase(args, undefined, 0, undefined))), recordProjection(op?.id), stepOptions, !settle);
       } else {
-        doc = await update(filter, stepPipeline(args, callId), op ? opProjection(op.id) : stepProjection(limits), stepOptions);
+        doc = await update(filter, stepPipeline(args, callId), op ? opProjection(op.id) : stepProjection(limits), stepOptions, !settle);
         if (doc?.ov !== undefined && doc.ov !== null) {
           // The document holds a record, which the plain update left as it was: again, with the plan.
           if (args.base === undefined) args = withBase(args, readBucket(doc).record, Number(doc.nowUs), undefined);
@@ -198,6 +201,8 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       if (op) {
         // The id's record: this call's (its step's result, as core step gives it) or an earlier call's;
         // with neither, a live block refused the step and wrote nothing.
+        // A settlement with no document, or marked unknown (see stepPipeline's opCall): no such charge.
+        if (settle && (doc === null || doc.opCall === `!${callId}`)) return { allowed: false, debtUnits: [], unknownCharge: true };
         const rec = readOpRecord(doc?.op);
         if (rec && doc!.opCall === callId && rec.debtUnits.length === n) {
           const { allowed, debtUnits, atUs } = rec;

@@ -1,7 +1,7 @@
 // Reading the scripts' replies: each key's verdict, clock and stored value, checked by redoing the step
 // in core/gcra.ts; an operation id's record and its key (in the bucket's hash slot); and the StoreError
 // a script failure becomes.
-import { repeatOf, type BucketState } from '../core/gcra.js';
+import { repeatOf, settledArgs, type BucketState } from '../core/gcra.js';
 import { stepWithRecord, type OverrideRecord } from '../core/override.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs, StepResult } from '../store.js';
@@ -145,12 +145,30 @@ function tagOfSlot(slot: number): string {
 export function repeated(args: StepArgs, record: unknown, withTokens: boolean): StepResult {
   if (typeof record !== 'string') throw badReply(['op', record]);
   const parts = record.split('\n');
-  if (parts.length !== 5) throw badReply(['op', record]);
-  const [fingerprint, verdict, now, tokens, value] = parts as [string, string, string, string, string];
+  // Five fields, or six with what a take charged ("c...") or a settlement's charge took ("s...").
+  if (parts.length !== 5 && parts.length !== 6) throw badReply(['op', record]);
+  const [fingerprint, verdict, now, tokens, value, charged] = parts as [string, string, string, string, string, string | undefined];
   // Another request's record: its step cannot be redone with these arguments, and nothing is applied.
   if (fingerprint !== args.op!.fingerprint) return { allowed: false, debtUnits: [], atUs: Number(now), conflict: true };
-  const first = resultOf({ ...args, op: undefined }, verdict, Number(now), value === '' ? null : value, withTokens ? tokens : undefined);
+  let redo: StepArgs = { ...args, op: undefined };
+  if (args.settle !== undefined) {
+    if (charged?.[0] !== 's') throw badReply(['op', record]);
+    redo = settledArgs(redo, unitsOf(charged.slice(1)));
+  }
+  const first = resultOf(redo, verdict, Number(now), value === '' ? null : value, withTokens ? tokens : undefined);
   return repeatOf({ ...first, atUs: Number(now), fingerprint }, args);
+}
+
+/**
+ * A charge's units as a script gives them, "<units1>:<units2>:...", each an integer below 2^53 (one
+ * limit's may arrive as a number: @upstash/redis parses a reply string that is a number).
+ */
+export function unitsOf(charged: unknown): number[] {
+  if (typeof charged === 'number') charged = String(charged);
+  if (typeof charged !== 'string' || !/^\d+(?::\d+)*$/.test(charged)) throw badReply([charged]);
+  const units = charged.split(':').map(Number);
+  if (!units.every(Number.isSafeInteger)) throw badReply([charged]);
+  return units;
 }
 
 /** Turns a script failure into the StoreError the limiter reports (naming the TIME opt-in where it applies). */

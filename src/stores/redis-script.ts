@@ -20,20 +20,26 @@ import { MAX_LIMITS } from '../core/policy.js';
 import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
 import { baseShape, policyShape, RECORD } from './redis-record.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v12
+export const GCRA_SCRIPT = `-- edge-limiter gcra v13
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
   // KEYS[2]: optional, an operation id's record key (an Idempotency-Key; in KEYS[1]'s hash slot): when it
   // exists the step is not run and its record is the reply, {"op", record}; otherwise the step
   // runs and its reply material is recorded there for ARGV[#ARGV - 1] ms, as
-  // "<fingerprint>|<verdict>|<now>|<tokens>|<value read>", fields joined by a newline (the
-  // fingerprint is ARGV[#ARGV])
+  // "<fingerprint>|<verdict>|<now>|<tokens>|<value read>|<charged>", fields joined by a newline (the
+  // fingerprint is ARGV[#ARGV]); <charged> is, for a take or grant, "c" and the units it charged each
+  // limit (its ARGV costs; a grant's tokens times tokenUnits), joined by ':' (0 each when refused), for
+  // a settlement "s" and those of its charge, and for an adjustment nothing (no sixth field)
+  // KEYS[3]: with "s", the record key of the charge settled (a take's operation id, in the same slot)
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
   // ARGV[2]: the kind of step: "t" a take, all or nothing (see take); "g" a partial grant (one limit) of
   // as many whole tokens as fit under limitUnits, at most costUnits / tokenUnits; "a" an
   // adjustment, always applied: per limit, a refund (costUnits below 0) never below no debt, a
-  // charge never above limitUnits (a debt already above it is kept)
+  // charge never above limitUnits (a debt already above it is kept); "s" a settlement of the charge
+  // recorded at KEYS[3] (always with KEYS[2]): each costUnits is the actual cost, and the step is the
+  // adjustment "a" by costUnits minus what the charge took of that limit (its record's last field); no
+  // such record, or not a take's: the reply is {"nocharge"}, and nothing is written
   // ARGV[3]: with "g", tokenUnits; with "a", refundSinceUs, the server clock's reading at the grant given
   // back ("": none), a refund then being what the bucket has not refilled since,
   // max(0, -costUnits - max(0, now - since) * rate); with "t", ""
@@ -44,7 +50,7 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v12
   // the fingerprint). Every cost 0 is a peek, of any kind: read only
   // Returns {allowed, nowUs, tokens, count, ...}: the verdict, the clock reading in whole µs (TIME's, or
   // ARGV[1]), the tokens taken by a "g" that is not a peek (else -1), then the value the step read (see
-  // read: 0; k and k integers; or -1 and the value)
+  // read: 0; k and k integers; or -1 and the value), and for "s" last the charge's units ("1:2")
   `local A = ARGV
 local key, op = KEYS[1], KEYS[2]
 local now, v
@@ -57,7 +63,7 @@ local now, v
 if op then last = last - 2 end
 local n, kind, bad = (last - 5) / 3, A[2]
 if not (n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0) then bad = 0
-elseif kind ~= 't' and kind ~= 'g' and kind ~= 'a' then bad = 2
+elseif kind ~= 't' and kind ~= 'g' and kind ~= 'a' and not (kind == 's' and op and KEYS[3]) then bad = 2
 elseif op and not string.match(A[last + 1], '^[1-9]%d*$') then bad = last + 1
 elseif kind == 'g' and not ((tonumber(A[3]) or 0) > 0) then bad = 3
 elseif A[4] ~= '' and not string.find(A[4], ${baseShape('n')}) then bad = 4
@@ -130,15 +136,44 @@ if not now then
 end
 local s, k, fast = fields(v, n)
 ` +
+  // A settlement: the units its charge took, from the charge's record (a take's, live), and from here on
+  // the adjustment by actual - charged per limit, on a copy of ARGV (so every path below, a key's
+  // override record's too, runs it as kind "a").
+  `local charged = ''
+if kind == 's' then
+  charged = string.match(redis.call('GET', KEYS[3]) or '', '\\nc([%d:]+)$')
+  if not charged then return {'nocharge'} end
+  local took, copy = {}, {}
+  for x in string.gmatch(charged, '%d+') do took[#took + 1] = x + 0 end
+  for i = 1, #A do copy[i] = A[i] end
+  for i = 1, n do copy[3 + 3 * i] = A[3 + 3 * i] - (took[i] or 0) end
+  A, kind = copy, 'a'
+  charged = 's' .. charged
+end
+` +
   // The reply, recording it first for an operation id: its material, from which the client redoes the
-  // step to the same result.
+  // step to the same result, and what a take charged (see KEYS[2]).
   `local function reply(allowed, tokens)
   if op then
-    local record = format('%s\\n%d\\n%.0f\\n%s\\n%s', A[#A], allowed, now, tokens or '', v or '')
+    local last = charged
+    if kind ~= 'a' then
+      local u = {}
+      for i = 1, n do
+        local c = 0
+        if allowed == 1 then
+          if kind == 'g' then c = (tokens or 0) * A[3] else c = math.max(0, A[3 + 3 * i] + 0) end
+        end
+        u[i] = format('%.0f', c)
+      end
+      last = 'c' .. table.concat(u, ':')
+    end
+    if last ~= '' then last = '\\n' .. last end
+    local record = format('%s\\n%d\\n%.0f\\n%s\\n%s%s', A[#A], allowed, now, tokens or '', v or '', last)
     redis.call('SET', op, record, 'PX', A[#A - 1])
   end
   local out = {allowed, now, tokens or -1}
   read(out, v, s, k, fast)
+  if charged ~= '' then out[#out + 1] = string.sub(charged, 2) end
   return out
 end
 ` +
@@ -209,7 +244,7 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '6a6a6e48d54707dfc7bf99ea3c8251e01afb7185';
+export const GCRA_SCRIPT_SHA = '1eb01c512b69749bbd6e370100c3c0f691235255';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is

@@ -6,7 +6,8 @@ import { ConfigError, StoreError } from '../errors.js';
 import type { OverrideArgs, OverrideResult } from '../core/override.js';
 import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { closerOf, isCluster, isTcpClient, type AdaptedClient, type RedisClientLike } from './redis-client.js';
-import { badReply, message, nowOf, opKeyOf, repeated, resultOf, scriptError, storedAt } from './redis-reply.js';
+import { settledArgs } from '../core/gcra.js';
+import { badReply, message, nowOf, opKeyOf, repeated, resultOf, scriptError, storedAt, unitsOf } from './redis-reply.js';
 import { baseArg, policyArg } from './redis-record.js';
 import { overrideOf, resetOf } from './redis-override-call.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
@@ -112,9 +113,10 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     const sentNowUs = sentNow();
     // ARGV: the clock, the kind of step and its one extra number, the base and the policy-wide change
     // (see GCRA_SCRIPT), then each limit's three.
+    const { op, settle } = args;
     const argv = [
       sentNowUs === undefined ? '' : String(sentNowUs),
-      args.adjust ? 'a' : grant ? 'g' : 't',
+      settle !== undefined ? 's' : args.adjust ? 'a' : grant ? 'g' : 't',
       args.adjust ? (args.refundSinceUs === undefined ? '' : String(args.refundSinceUs)) : grant ? String(args.tokenUnits) : '',
       baseArg(args.base),
       policyArg(args.policy),
@@ -126,9 +128,13 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     }
     // A grant's reply carries the tokens taken, except for a peek (every cost 0), which takes none.
     const withTokens = grant && !peek;
-    const { op } = args;
-    // An operation id: its record's key (in the bucket's hash slot), its ttl and the fingerprint.
+    // An operation id: its record's key (in the bucket's hash slot), its ttl and the fingerprint; a
+    // settlement's charge: its record's key too.
     const keys = op === undefined ? [key] : [key, opKeyOf(key, op.id)];
+    if (settle !== undefined) {
+      if (op === undefined) throw new StoreError('redis', 'a settlement needs its own operation id');
+      keys.push(opKeyOf(key, settle.chargeId));
+    }
     if (op !== undefined) argv.push(String(op.ttlMs), op.fingerprint);
     let reply: unknown;
     try {
@@ -138,10 +144,12 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     }
     try {
       if (op !== undefined && Array.isArray(reply) && reply[0] === 'op') return repeated(args, reply[1], withTokens);
+      if (settle !== undefined && Array.isArray(reply) && reply[0] === 'nocharge') return { allowed: false, debtUnits: [], unknownCharge: true };
       if (!Array.isArray(reply) || reply.length < 4 || (reply[2] === -1) === withTokens) throw badReply(reply);
       const { stored, next } = storedAt(reply, 3);
-      if (stored === undefined || next !== reply.length) throw badReply(reply);
-      return resultOf(args, reply[0], nowOf(reply[1], sentNowUs), stored, withTokens ? reply[2] : undefined);
+      // A settlement's reply ends with its charge's units: the step is redone as the script ran it.
+      if (stored === undefined || next !== reply.length - (settle === undefined ? 0 : 1)) throw badReply(reply);
+      return resultOf(settle === undefined ? args : settledArgs(args, unitsOf(reply[next])), reply[0], nowOf(reply[1], sentNowUs), stored, withTokens ? reply[2] : undefined);
     } catch (err) {
       throw new StoreError('redis', message(err), { cause: err });
     }

@@ -3,6 +3,7 @@
 // MONGODB_URI is set). Time is real here, since Redis and MongoDB clocks cannot be faked: each timing
 // assertion brackets the store's elapsed time between client-side timestamps taken around the calls.
 import { describe, expect, it, afterAll } from 'vitest';
+import { settleConformance } from './settle-conformance.js';
 import { createLimiter, InvalidInputError, UnknownPolicyError, type Limiter, type PolicyConfig, type Store } from '../../src/index.js';
 
 export interface StoreHarness {
@@ -70,6 +71,8 @@ export function storeConformance(name: string, harness: StoreHarness): void {
     afterAll(async () => {
       await harness.close?.();
     });
+
+    settleConformance(async () => (await setup(), store), key);
 
     it('starts full and takes one token at a time', async () => {
       await setup();
