@@ -6,6 +6,8 @@ export type { ClientIpOptions, IpKeyOptions, HeaderKeyOptions, KeyFunction } fro
 export { createForwarder } from './http/gateway.js';
 export type { ForwardOptions, Forwarder } from './http/gateway.js';
 export { permitApp, MAX_PERMIT_WAIT_MS } from './http/permit-app.js';
+export { parsePermitTokens, ROUTE_RIGHTS, RIGHTS } from './http/auth.js';
+export type { PermitToken, Right } from './http/auth.js';
 export type { PermitAppOptions, PermitBody } from './http/permit-app.js';
 export { rateLimitHeaders } from './http/headers.js';
 export { problemResponse, problemType, PROBLEMS } from './http/problem.js';

@@ -5,7 +5,7 @@ import { ConfigError } from '../../src/errors.js';
 import type { PolicyConfig } from '../../src/core/policy.js';
 import type { CircuitBreakerOptions } from '../../src/limiter/breaker.js';
 import { parseCidr } from '../../src/http/ip.js';
-import { checkTokens, type PermitToken } from '../../src/http/auth.js';
+import { parsePermitTokens, type PermitToken } from '../../src/http/auth.js';
 import { DEFAULT_TOP_KEYS, MAX_TOP_KEYS } from '../../src/limiter/decision-stats.js';
 
 export type StoreKind = 'memory' | 'redis' | 'upstash' | 'mongodb' | 'durable-object';
@@ -113,33 +113,6 @@ function circuitBreaker(env: EnvRecord): CircuitBreakerOptions | false | undefin
   return { failureThreshold: Number(m[1]), cooldownMs: Number(m[2]) };
 }
 
-/**
- * PERMIT_TOKENS: comma-separated tokens, each with every right on every policy; or, when it starts with
- * `[`, a JSON array of scoped tokens (`{ name, secret, policies, rights }`; an array as such in a
- * Worker's vars). Checked now; an error names the token and field and never holds a secret.
- */
-function permitTokens(raw: unknown, policies: string[]): (string | PermitToken)[] {
-  let tokens: unknown = raw ?? '';
-  if (typeof tokens === 'string' && tokens.trim().startsWith('[')) {
-    try {
-      tokens = JSON.parse(tokens);
-    } catch {
-      // JSON.parse's message quotes the text around the error, which may be a secret.
-      throw new ConfigError('PERMIT_TOKENS', 'starts with "[" but is not valid JSON (a JSON array of { name, secret, policies, rights })');
-    }
-  } else if (typeof tokens === 'string' && tokens.trim().startsWith('{')) {
-    throw new ConfigError('PERMIT_TOKENS', 'starts with "{": scoped tokens are a JSON array, [{ name, secret, policies, rights }, ...]');
-  } else if (typeof tokens === 'string') {
-    tokens = tokens.split(',').map((t) => t.trim()).filter(Boolean);
-  }
-  if (!Array.isArray(tokens)) throw new ConfigError('PERMIT_TOKENS', 'must be comma-separated tokens or a JSON array of { name, secret, policies, rights }');
-  // In the JSON form every token is scoped and named: a bare string there is a mistake, not a token of every right.
-  const bare = typeof raw !== 'string' || raw.trim().startsWith('[') ? tokens.findIndex((t) => typeof t !== 'object') : -1;
-  if (bare >= 0) throw new ConfigError(`PERMIT_TOKENS[${bare}]`, 'must be an object with name, secret, policies and rights');
-  checkTokens(tokens as (string | PermitToken)[], 'PERMIT_TOKENS', policies);
-  return tokens as (string | PermitToken)[];
-}
-
 export function loadConfig(env: EnvRecord): AppConfig {
   const explicit = str(env, 'LIMITER_STORE');
   let kind: StoreKind;
@@ -206,7 +179,7 @@ export function loadConfig(env: EnvRecord): AppConfig {
     policies = parsed as Record<string, PolicyConfig>;
   }
 
-  const tokens = permitTokens(env.PERMIT_TOKENS, Object.keys(policies));
+  const tokens = parsePermitTokens(env.PERMIT_TOKENS, Object.keys(policies));
 
   let gate: AppConfig['gate'];
   const origin = str(env, 'GATE_ORIGIN');

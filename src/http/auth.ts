@@ -11,6 +11,7 @@ import { problemResponse } from './problem.js';
  * and adjust by any amount. `stats`: read the decision counts and most refused keys (they hold keys).
  */
 export type Right = 'permit' | 'settle' | 'admin' | 'stats';
+/** Every right, in the order the docs list them. */
 export const RIGHTS: readonly Right[] = ['permit', 'settle', 'admin', 'stats'];
 
 /**
@@ -104,6 +105,35 @@ export function checkTokens(tokens: readonly (string | PermitToken)[], field = '
     for (const [j, r] of rights.entries()) if (!RIGHTS.includes(r)) throw new ConfigError(`${at}.rights[${j}]`, `must be one of ${RIGHTS.join(', ')}, got ${JSON.stringify(String(r).slice(0, 32))}`);
     return { grant: { name, policies: scope === '*' ? '*' : new Set(scope), rights: new Set(rights) }, secret };
   });
+}
+
+/**
+ * PERMIT_TOKENS: comma-separated tokens, each with every right on every policy; or, when it starts with
+ * `[`, a JSON array of scoped tokens (`{ name, secret, policies, rights }`; an array as such in a
+ * Worker's vars). Checked now: a ConfigError names the token and field and never holds a secret.
+ * `policies`: the configured policy names, so that a misspelt one is refused too. What permitApp's
+ * `tokens` takes, e.g. `permitApp({ limiter, tokens: parsePermitTokens(process.env.PERMIT_TOKENS) })`.
+ */
+export function parsePermitTokens(raw: unknown, policies?: readonly string[]): (string | PermitToken)[] {
+  let tokens: unknown = raw ?? '';
+  if (typeof tokens === 'string' && tokens.trim().startsWith('[')) {
+    try {
+      tokens = JSON.parse(tokens);
+    } catch {
+      // JSON.parse's message quotes the text around the error, which may be a secret.
+      throw new ConfigError('PERMIT_TOKENS', 'starts with "[" but is not valid JSON (a JSON array of { name, secret, policies, rights })');
+    }
+  } else if (typeof tokens === 'string' && tokens.trim().startsWith('{')) {
+    throw new ConfigError('PERMIT_TOKENS', 'starts with "{": scoped tokens are a JSON array, [{ name, secret, policies, rights }, ...]');
+  } else if (typeof tokens === 'string') {
+    tokens = tokens.split(',').map((t) => t.trim()).filter(Boolean);
+  }
+  if (!Array.isArray(tokens)) throw new ConfigError('PERMIT_TOKENS', 'must be comma-separated tokens or a JSON array of { name, secret, policies, rights }');
+  // In the JSON form every token is scoped and named: a bare string there is a mistake, not a token of every right.
+  const bare = typeof raw !== 'string' || raw.trim().startsWith('[') ? tokens.findIndex((t) => typeof t !== 'object') : -1;
+  if (bare >= 0) throw new ConfigError(`PERMIT_TOKENS[${bare}]`, 'must be an object with name, secret, policies and rights');
+  checkTokens(tokens as (string | PermitToken)[], 'PERMIT_TOKENS', policies);
+  return tokens as (string | PermitToken)[];
 }
 
 export interface TokenChecker {
