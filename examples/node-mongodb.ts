@@ -3,7 +3,7 @@ import { serve } from '@hono/node-server';
 import { MongoClient } from 'mongodb';
 import { createLimiter } from 'edge-limiter';
 import { mongoStore, type BucketDocument } from 'edge-limiter/mongodb';
-import { permitApp } from 'edge-limiter/hono';
+import { parsePermitTokens, permitApp } from 'edge-limiter/hono';
 
 // Client-side bounds, so a call the limiter gave up on does not hold a connection.
 const client = new MongoClient(process.env.MONGODB_URI!, { socketTimeoutMS: 2000, waitQueueTimeoutMS: 1000 });
@@ -11,5 +11,6 @@ const store = mongoStore({ collection: client.db('app').collection<BucketDocumen
 await store.ensureIndexes(); // TTL index on expiresAt; expiry never changes a decision
 
 const limiter = createLimiter({ store, policies: { openai: { capacity: 60, refillPerSecond: 1 } } });
-const app = permitApp({ limiter, tokens: (process.env.PERMIT_TOKENS ?? '').split(',') });
+// PERMIT_TOKENS as the deployed app reads it: comma-separated, or scoped tokens as JSON (docs/security.md).
+const app = permitApp({ limiter, tokens: parsePermitTokens(process.env.PERMIT_TOKENS, ['openai']) });
 serve({ fetch: app.fetch, port: 8787 });
