@@ -176,7 +176,7 @@ describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on
       ),
       { numRuns: Number(process.env.RUNS ?? 300) },
     );
-  });
+  }, 180_000);
 });
 
 describe('mongodb store override records: the document, the calls, the expiry (mingo, $$NOW on a fake clock)', () => {

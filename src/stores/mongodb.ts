@@ -178,15 +178,16 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       // then): the same step, with the plan, in one update.
       if (r.writeRecord === undefined) return resultOf(r);
     }
-    let plan = args.policy !== undefined || recordKeys.has(key) || (!settle && limits.every((l) => l.costUnits === 0));
-    if (args.base === undefined) plan = false;
+    // With the plan at once: a policy-wide change to install, a key known to hold a record, a peek that
+    // writes. Never without StepArgs.base (the plain update tells whether the key holds a record).
+    let plan = args.base !== undefined && (args.policy !== undefined || recordKeys.has(key) || (!settle && limits.every((l) => l.costUnits === 0)));
     for (;;) {
       const callId = nextCallId();
       const op = args.op;
       let doc: Record<string, unknown> | null;
       if (plan) {
         // A settlement never makes a document: with none, there is no charge to settle.
-        doc = await update(filter, stepPipeline(args, callId, recordPlan(withBase(args, undefined, 0, undefined))), recordProjection(op?.id), stepOptions, !settle);
+        doc = await update(filter, stepPipeline(args, callId, recordPlan(args)), recordProjection(op?.id), stepOptions, !settle);
       } else {
         doc = await update(filter, stepPipeline(args, callId), op ? opProjection(op.id) : stepProjection(limits), stepOptions, !settle);
         if (doc?.ov !== undefined && doc.ov !== null) {
