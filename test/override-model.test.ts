@@ -1,0 +1,53 @@
+// Runtime limits against the exact BigInt model (test/support/exact-override.ts), on a fake clock: the
+// pure core (core/override.ts stepWithRecord and applyOverride, behind a store of plain maps) and the
+// memory store. The Durable Object runs the same check in test/durable-object-store.test.ts, and the
+// Redis scripts and the MongoDB pipeline in their own tests.
+import fc from 'fast-check';
+import { describe, it } from 'vitest';
+import type { BucketState } from '../src/core/gcra.js';
+import { applyOverride, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
+import type { Store } from '../src/store.js';
+import { checkOverridesAgainstModel, overrideCaseArb } from './support/exact-override.js';
+
+/** A store of the pure core alone: a bucket and a record per key in maps (copied, as storage would), on a fake clock. */
+function pureStore(clock: { nowUs: number }): Store {
+  const buckets = new Map<string, BucketState>();
+  const records = new Map<string, OverrideRecord>();
+  const apply = (key: string, w: { write?: BucketState | null; writeRecord?: OverrideRecord | null }) => {
+    if (w.write) buckets.set(key, structuredClone(w.write));
+    else if (w.write === null) buckets.delete(key);
+    if (w.writeRecord) records.set(key, structuredClone(w.writeRecord));
+    else if (w.writeRecord === null) records.delete(key);
+  };
+  return {
+    name: 'pure',
+    async step(key, args) {
+      const r = stepWithRecord(buckets.get(key), clock.nowUs, args, records.get(key));
+      apply(key, r);
+      const { write: _w, writeRecord: _r, ...result } = r;
+      return result;
+    },
+    async override(key, args) {
+      const r = applyOverride(buckets.get(key), records.get(key), clock.nowUs, args);
+      apply(key, r);
+      const { write: _w, writeRecord: _r, ...result } = r;
+      return result;
+    },
+    async reset(key) {
+      buckets.delete(key);
+    },
+    async ping() {},
+  };
+}
+
+describe('runtime limits against the exact model', () => {
+  it('the pure core: numbers set and cleared mid-debt (all limits or one), their end, blocks, a policy-wide change, grants and late refunds', async () => {
+    await fc.assert(
+      fc.asyncProperty(overrideCaseArb(), async ({ base, ops }) => {
+        const clock = { nowUs: 1_790_000_000_000_000 };
+        await checkOverridesAgainstModel(pureStore(clock), 'k', (dt) => (clock.nowUs += dt), base, ops);
+      }),
+      { numRuns: 600 },
+    );
+  });
+});

@@ -1,0 +1,442 @@
+import fc from 'fast-check';
+import { expect } from 'vitest';
+import { adjustArgs, grantArgs, refundArgs, stepArgs, type StepArgs, type StepResult } from '../../src/core/gcra.js';
+import { resolvePolicy, type ResolvedPolicy } from '../../src/core/policy.js';
+import type { OverrideLimit, OverrideResult, PolicyOverride, Store } from '../../src/store.js';
+import { gapUsArb, rateArb } from './exact-bucket.js';
+// The exact reference model of limits changed at runtime (issue 31), in BigInt, on a clock of whole µs:
+// several limits decided together, numbers set and cleared mid-debt (with an end), blocks, a policy-wide
+// change seen by the caller, lease grants and late refunds. It shares no code with src/: it keeps its own
+// debts in its own reckoning of the units (one token = 1e6 q / gcd(1e6 q, p) units, p / gcd refilled per µs
+// for a rate of p / q per second, as the README's Exactness section states), tracks which numbers the
+// bucket is in with a flag rather than src's invariant, and decays step by step rather than from a
+// stored reading. The rules it states are docs/exactness.md's:
+// - a change of numbers carries each debt: converted (exact when one scale divides the other, else whole
+//   tokens; rounded up), then at most the new capacity;
+// - numbers that end at untilUs: the debt decays under them to untilUs, is carried to the base there,
+//   and decays under the base after;
+// - a live block refuses every step and changes nothing;
+// - under other numbers a cost of n tokens is n of their tokens, a wait's cap their capacity plus the
+//   wait at their rate, and a late refund gives back the lesser of what is left of it at either rate.
+
+const MAX = 2n ** 52n;
+const gcd = (a: bigint, b: bigint): bigint => (b === 0n ? a : gcd(b, a % b));
+const ceilDiv = (a: bigint, b: bigint) => (a <= 0n ? 0n : (a + b - 1n) / b);
+const pos = (a: bigint) => (a > 0n ? a : 0n);
+const min = (a: bigint, b: bigint) => (a < b ? a : b);
+
+/** A limit as the model's tests write it: capacity and a rate of p / q tokens per second. */
+export interface Spec {
+  capacity: number;
+  p: number;
+  q: number;
+}
+
+/** A limit's numbers in the model's own reckoning. */
+interface Numbers {
+  token: bigint;
+  cap: bigint;
+  rate: bigint;
+}
+
+function numbers(s: Spec): Numbers {
+  const g0 = gcd(BigInt(s.p), BigInt(s.q));
+  const [p, q] = [BigInt(s.p) / g0, BigInt(s.q) / g0];
+  const g = gcd(1_000_000n * q, p);
+  const token = (1_000_000n * q) / g;
+  return { token, cap: BigInt(s.capacity) * token, rate: p / g };
+}
+
+const same = (a: Numbers, b: Numbers) => a.token === b.token && a.cap === b.cap && a.rate === b.rate;
+
+/** x units of tokens of `from` units in tokens of `to` units, per the stated rule (size rounded, sign kept, capped). */
+function convert(x: bigint, from: bigint, to: bigint, up: boolean): bigint {
+  if (x < 0n) return -convert(-x, from, to, up);
+  let y: bigint;
+  if (from === to) y = x;
+  else if (to % from === 0n) y = x * (to / from);
+  else if (from % to === 0n) y = up ? ceilDiv(x, from / to) : x / (from / to);
+  else y = (up ? ceilDiv(x, from) : x / from) * to;
+  return y > MAX ? MAX : y;
+}
+
+/** One debt carried from numbers f to t. */
+function carry(d: bigint, f: Numbers, t: Numbers): bigint {
+  if (f.token === t.token && f.cap === t.cap) return d;
+  return min(convert(d, f.token, t.token, true), t.cap);
+}
+
+interface ModelRecord {
+  limits?: Numbers[];
+  untilUs?: bigint;
+  blockedUntilUs?: bigint;
+  policyId?: string;
+}
+
+/** What a step answers, in the model: the verdict, each debt in the numbers in force, and those numbers when a record's. */
+export interface ModelStep {
+  allowed: boolean;
+  debtUnits: number[];
+  limits?: OverrideLimit[];
+  blockedUntilUs?: number;
+  tokens?: number;
+}
+
+const view = (n: Numbers): OverrideLimit => ({ tokenUnits: Number(n.token), capacityUnits: Number(n.cap), refillUnitsPerUs: Number(n.rate) });
+
+/** A bucket of several limits with an override record beside it. */
+export class OverrideModel {
+  readonly base: Numbers[];
+  debts: bigint[];
+  /** Whether the debts are in the record's numbers (else the base's). */
+  inRecord = false;
+  record: ModelRecord = {};
+  at = 0n;
+  constructor(base: Spec[]) {
+    this.base = base.map(numbers);
+    this.debts = base.map(() => 0n);
+  }
+  private live(t: bigint): boolean {
+    return this.record.limits !== undefined && (this.record.untilUs === undefined || t < this.record.untilUs);
+  }
+  /** The numbers the debts are in now. */
+  private current(): Numbers[] {
+    return this.inRecord ? this.record.limits! : this.base;
+  }
+  private decay(to: bigint) {
+    const n = this.current();
+    this.debts = this.debts.map((d, i) => pos(d - (to - this.at) * n[i]!.rate));
+    this.at = to;
+  }
+  /** Moves to t: the numbers' end on the way (if any) carries the debts to the base there. */
+  advance(t: number) {
+    const tt = BigInt(t);
+    const u = this.record.untilUs;
+    if (this.inRecord && u !== undefined && tt >= u) {
+      this.decay(u);
+      this.debts = this.debts.map((d, i) => carry(d, this.record.limits![i]!, this.base[i]!));
+      this.inRecord = false;
+    }
+    this.decay(tt);
+    // What has ended is forgotten (it no longer says anything).
+    if (this.record.limits !== undefined && !this.live(tt)) {
+      delete this.record.limits;
+      delete this.record.untilUs;
+      delete this.record.policyId;
+    }
+    if (this.record.blockedUntilUs !== undefined && this.record.blockedUntilUs <= tt) delete this.record.blockedUntilUs;
+  }
+  /** Puts the numbers of `next` in force at t (after advance): the debts carried from the numbers before. */
+  private become(next: ModelRecord, t: bigint) {
+    if (next.limits !== undefined && next.untilUs !== undefined && next.untilUs <= t) {
+      delete next.limits;
+      delete next.untilUs;
+      delete next.policyId;
+    }
+    const from = this.current();
+    const to = next.limits ?? this.base;
+    this.debts = this.debts.map((d, i) => (same(from[i]!, to[i]!) ? d : carry(d, from[i]!, to[i]!)));
+    this.record = next;
+    this.inRecord = next.limits !== undefined;
+  }
+  private blocked(t: bigint): boolean {
+    return this.record.blockedUntilUs !== undefined && this.record.blockedUntilUs > t;
+  }
+  /** The answer with the state as it is now. */
+  private answer(allowed: boolean, extra: { tokens?: number } = {}): ModelStep {
+    const out: ModelStep = { allowed, debtUnits: this.debts.map(Number), ...extra };
+    if (this.inRecord) out.limits = this.record.limits!.map(view);
+    if (this.blocked(this.at)) out.blockedUntilUs = Number(this.record.blockedUntilUs);
+    return out;
+  }
+  /**
+   * Before a step: the policy-wide change the caller sees (or none) installed, replaced or cleared on a
+   * key without numbers of its own. Returns a function that undoes it (a blocked step changes nothing).
+   */
+  private seePolicy(change: { id: string; limits: Spec[]; untilUs?: number } | undefined): () => void {
+    const saved = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record } };
+    const undo = () => Object.assign(this, saved);
+    const r = this.record;
+    if (change === undefined) {
+      if (r.policyId !== undefined) this.become(r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs }, this.at);
+      return undo;
+    }
+    const own = r.policyId === undefined && r.limits !== undefined;
+    if (own || r.policyId === change.id) return undo;
+    const next: ModelRecord = { limits: change.limits.map(numbers), policyId: change.id };
+    if (change.untilUs !== undefined) next.untilUs = BigInt(change.untilUs);
+    if (r.blockedUntilUs !== undefined) next.blockedUntilUs = r.blockedUntilUs;
+    this.become(next, this.at);
+    return undo;
+  }
+  /** The cap of a debt under the numbers in force for a wait of waitMs. */
+  private cap(n: Numbers, waitMs: number) {
+    const c = n.cap + BigInt(waitMs) * n.rate * 1000n;
+    return c > MAX ? MAX : c;
+  }
+
+  take(t: number, costs: number[], maxWaitMs: number, change?: PolicyChange): ModelStep {
+    this.advance(t);
+    const undo = this.seePolicy(change);
+    if (this.blocked(this.at)) return this.refuse(undo);
+    const n = this.current();
+    const after = this.debts.map((d, i) => d + BigInt(costs[i]!) * n[i]!.token);
+    const peek = costs.every((c) => c === 0);
+    const allowed = peek || after.every((d, i) => costs[i] === 0 || d <= this.cap(n[i]!, maxWaitMs));
+    if (allowed && !peek) this.debts = after;
+    return this.answer(allowed);
+  }
+  /** A refusal by a block: reported in the numbers the step would have run under, and then nothing kept. */
+  private refuse(undo: () => void): ModelStep {
+    const a = this.answer(false);
+    undo();
+    return a;
+  }
+  adjust(t: number, costs: number[], change?: PolicyChange): ModelStep {
+    this.advance(t);
+    const undo = this.seePolicy(change);
+    if (this.blocked(this.at)) return this.refuse(undo);
+    const n = this.current();
+    this.debts = this.debts.map((d, i) => {
+      const c = BigInt(costs[i]!) * n[i]!.token;
+      if (c < 0n) return pos(d + c);
+      const cap = this.cap(n[i]!, 3_600_000);
+      return d + c > cap ? (d > cap ? d : cap) : d + c;
+    });
+    return this.answer(true);
+  }
+  /** A lease grant on a policy of one limit: the whole tokens that fit, at most `tokens`. */
+  grant(t: number, tokens: number, change?: PolicyChange): ModelStep {
+    this.advance(t);
+    const undo = this.seePolicy(change);
+    if (this.blocked(this.at)) return this.refuse(undo);
+    const n = this.current()[0]!;
+    const fit = (n.cap - this.debts[0]!) / n.token;
+    const k = fit < 0n ? 0n : fit < BigInt(tokens) ? fit : BigInt(tokens);
+    if (k === 0n) return this.answer(false, { tokens: 0 });
+    this.debts[0] = this.debts[0]! + k * n.token;
+    return this.answer(true, { tokens: Number(k) });
+  }
+  /**
+   * A refund of `tokens` of a policy of one limit, granted at sinceUs (or already decayed): under other
+   * numbers, the lesser of what is left of it at the base's rate and at theirs.
+   */
+  refund(t: number, tokens: number, sinceUs: number | undefined, change?: PolicyChange): ModelStep {
+    this.advance(t);
+    const undo = this.seePolicy(change);
+    if (this.blocked(this.at)) return this.refuse(undo);
+    const b = this.base[0]!;
+    const n = this.current()[0]!;
+    const left = (x: Numbers) => pos(BigInt(tokens) * x.token - (sinceUs === undefined ? 0n : pos(BigInt(t - sinceUs)) * x.rate));
+    let back = left(n);
+    if (this.inRecord && sinceUs !== undefined) back = min(back, convert(left(b), b.token, n.token, false));
+    this.debts[0] = pos(this.debts[0]! - back);
+    return this.answer(true);
+  }
+  /** Store.override: numbers set (for forMs) or cleared, a block set or lifted; the debts carried. */
+  override(t: number, o: { limits?: Spec[] | null; forMs?: number; blockForMs?: number | null }) {
+    this.advance(t);
+    const tt = BigInt(t);
+    const next: ModelRecord = { ...this.record };
+    if (o.limits === null) {
+      delete next.limits;
+      delete next.untilUs;
+      delete next.policyId;
+    } else if (o.limits !== undefined) {
+      next.limits = o.limits.map(numbers);
+      delete next.policyId;
+      if (o.forMs === undefined) delete next.untilUs;
+      else next.untilUs = tt + BigInt(o.forMs) * 1000n;
+    }
+    if (o.blockForMs === null) delete next.blockedUntilUs;
+    else if (o.blockForMs !== undefined) next.blockedUntilUs = tt + BigInt(o.blockForMs) * 1000n;
+    if (next.blockedUntilUs !== undefined && next.blockedUntilUs <= tt) delete next.blockedUntilUs;
+    this.become(next, tt);
+    return this.recordView();
+  }
+  /** Store.reset: the bucket full, the record kept. */
+  reset(t: number) {
+    this.advance(t);
+    this.debts = this.debts.map(() => 0n);
+  }
+  /** The record as OverrideResult.after shows it (store-clock readings relative to the model's 0). */
+  recordView() {
+    const r = this.record;
+    const out: { limits?: OverrideLimit[]; untilUs?: number; blockedUntilUs?: number; policyId?: string } = {};
+    if (r.limits !== undefined) out.limits = r.limits.map(view);
+    if (r.untilUs !== undefined) out.untilUs = Number(r.untilUs);
+    if (r.blockedUntilUs !== undefined) out.blockedUntilUs = Number(r.blockedUntilUs);
+    if (r.policyId !== undefined) out.policyId = r.policyId;
+    return Object.keys(out).length === 0 ? undefined : out;
+  }
+}
+
+/** A policy-wide change as the caller sees it, with its end relative to the model's clock. */
+export interface PolicyChange {
+  id: string;
+  limits: Spec[];
+  untilUs?: number;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Operations, and the run of a store against the model.
+
+/** Other numbers for a limit: capacities from 1 to 120 and rates across the allowed range. */
+const specArb = fc.record({ capacity: fc.integer({ min: 1, max: 120 }), rate: rateArb }).map((s) => ({ capacity: s.capacity, p: s.rate.p, q: s.rate.q }));
+/** Durations in ms (an override's forMs, a block's): often short enough to end within a run. */
+const msArb = fc.oneof(fc.integer({ min: 0, max: 20 }), fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 60_000 }));
+
+export type OverrideOp =
+  | { kind: 'take'; dtUs: number; costs: number[]; maxWaitMs: number }
+  | { kind: 'adjust'; dtUs: number; costs: number[] }
+  | { kind: 'peek'; dtUs: number }
+  | { kind: 'grant'; dtUs: number; tokens: number }
+  | { kind: 'refund'; dtUs: number; tokens: number; backUs?: number }
+  | { kind: 'set'; dtUs: number; limits: Spec[]; forMs?: number }
+  | { kind: 'set-one'; dtUs: number; index: number; limit: Spec; forMs?: number }
+  | { kind: 'clear'; dtUs: number }
+  | { kind: 'block'; dtUs: number; forMs: number }
+  | { kind: 'unblock'; dtUs: number }
+  | { kind: 'reset'; dtUs: number }
+  | { kind: 'policy-set'; dtUs: number; id: number; limits: Spec[]; forMs?: number }
+  | { kind: 'policy-clear'; dtUs: number };
+
+/** Base limits (1 to 3) and operations at fake-clock gaps (multiples of resolutionUs). */
+export function overrideCaseArb(resolutionUs = 1, maxLength = 40) {
+  return fc.array(fc.record({ capacity: fc.integer({ min: 1, max: 60 }), rate: rateArb }), { minLength: 1, maxLength: 3 }).chain((ls) => {
+    const base = ls.map((l) => ({ capacity: l.capacity, p: l.rate.p, q: l.rate.q }));
+    const n = base.length;
+    const dt = gapUsArb(resolutionUs);
+    const costs = (lo: number) => fc.array(fc.integer({ min: lo, max: 60 }), { minLength: n, maxLength: n });
+    const limits = fc.array(specArb, { minLength: n, maxLength: n });
+    const forMs = fc.option(msArb, { nil: undefined, freq: 2 });
+    const kinds: fc.Arbitrary<OverrideOp>[] = [
+      fc.record({ kind: fc.constant('take' as const), dtUs: dt, costs: costs(0), maxWaitMs: fc.constantFrom(0, 0, 0, 10, 250, 5000) }),
+      fc.record({ kind: fc.constant('take' as const), dtUs: dt, costs: costs(0), maxWaitMs: fc.constant(0) }),
+      fc.record({ kind: fc.constant('adjust' as const), dtUs: dt, costs: fc.array(fc.integer({ min: -80, max: 80 }), { minLength: n, maxLength: n }) }),
+      fc.record({ kind: fc.constant('peek' as const), dtUs: dt }),
+      fc.record({ kind: fc.constant('set' as const), dtUs: dt, limits, forMs }),
+      fc.record({ kind: fc.constant('set-one' as const), dtUs: dt, index: fc.integer({ min: 0, max: n - 1 }), limit: specArb, forMs }),
+      fc.record({ kind: fc.constant('clear' as const), dtUs: dt }),
+      fc.record({ kind: fc.constant('block' as const), dtUs: dt, forMs: msArb }),
+      fc.record({ kind: fc.constant('unblock' as const), dtUs: dt }),
+      fc.record({ kind: fc.constant('reset' as const), dtUs: dt }),
+      fc.record({ kind: fc.constant('policy-set' as const), dtUs: dt, id: fc.integer({ min: 1, max: 3 }), limits, forMs }),
+      fc.record({ kind: fc.constant('policy-clear' as const), dtUs: dt }),
+    ];
+    if (n === 1) {
+      kinds.push(
+        fc.record({ kind: fc.constant('grant' as const), dtUs: dt, tokens: fc.integer({ min: 1, max: 60 }) }),
+        fc.record({ kind: fc.constant('refund' as const), dtUs: dt, tokens: fc.integer({ min: 1, max: 60 }), backUs: fc.option(fc.integer({ min: 0, max: 5_000_000 }).map((us) => Math.ceil(us / resolutionUs) * resolutionUs), { nil: undefined }) }),
+      );
+    }
+    return fc.record({ base: fc.constant(base), ops: fc.array(fc.oneof(...kinds), { minLength: 1, maxLength }) });
+  });
+}
+
+const resolved = (specs: Spec[]): ResolvedPolicy =>
+  resolvePolicy('x', specs.length === 1 ? { capacity: specs[0]!.capacity, refillPerSecond: specs[0]!.p / specs[0]!.q } : { limits: Object.fromEntries(specs.map((s, i) => [`l${i}`, { capacity: s.capacity, refillPerSecond: s.p / s.q }])) }, { onStoreError: 'deny', timeoutMs: 1000 });
+const implNumbers = (specs: Spec[]): OverrideLimit[] => resolved(specs).limits.map((l) => ({ tokenUnits: l.tokenUnits, capacityUnits: l.capacityUnits, refillUnitsPerUs: l.refillUnitsPerUs }));
+
+/** A store's step result, as the model states it (relative store-clock readings). */
+function seen(r: StepResult, t0: number): ModelStep {
+  const out: ModelStep = { allowed: r.allowed, debtUnits: r.debtUnits };
+  if (r.limits !== undefined) out.limits = r.limits;
+  if (r.blockedUntilUs !== undefined) out.blockedUntilUs = r.blockedUntilUs - t0;
+  if (r.tokens !== undefined) out.tokens = r.tokens;
+  return out;
+}
+
+/**
+ * Runs the operations straight against `store` on `key` (Store.step with the limiter's step arguments,
+ * Store.override, Store.reset) and the model side by side: after each, the same verdict, debts in the
+ * same units, the same numbers in force, block and tokens; after each change, the same record. The
+ * first call is a peek that reads the store's clock (every later reading is relative to it); `advance`
+ * moves that clock by dtUs.
+ */
+export async function checkOverridesAgainstModel(store: Store, key: string, advance: (dtUs: number) => void, base: Spec[], ops: OverrideOp[]): Promise<void> {
+  const policy = resolved(base);
+  const baseNumbers = implNumbers(base);
+  const model = new OverrideModel(base);
+  const first = await store.step(key, stepArgs(policy, 0, 0));
+  const t0 = first.atUs!;
+  let t = 0;
+  let change: PolicyChange | undefined;
+  const implChange = (): PolicyOverride | undefined =>
+    change === undefined ? undefined : { id: change.id, limits: implNumbers(change.limits), ...(change.untilUs === undefined ? {} : { untilUs: t0 + change.untilUs }) };
+  const relative = (r: OverrideResult['after']) => r && { ...r, ...(r.untilUs === undefined ? {} : { untilUs: r.untilUs - t0 }), ...(r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs - t0 }) };
+  for (const [i, op] of ops.entries()) {
+    t += op.dtUs;
+    advance(op.dtUs);
+    const where = { i, t, op };
+    const step = async (args: StepArgs, want: ModelStep) => {
+      const r = await store.step(key, args);
+      expect(r.atUs, 'the store clock moved as the model').toBe(t0 + t);
+      expect({ ...where, got: seen(r, t0) }).toEqual({ ...where, got: want });
+    };
+    /** Store.override against the model's: the record before (what is live of it at t) and after. */
+    const override = async (args: Parameters<NonNullable<Store['override']>>[1], change: Parameters<OverrideModel['override']>[1]) => {
+      model.advance(t);
+      const before = model.recordView();
+      const after = model.override(t, change);
+      const r = await store.override!(key, args);
+      expect(r.atUs).toBe(t0 + t);
+      expect({ ...where, before: relative(r.before), after: relative(r.after) }).toEqual({ ...where, before, after });
+    };
+    switch (op.kind) {
+      case 'take':
+      case 'peek': {
+        const costs = op.kind === 'peek' ? base.map(() => 0) : op.costs.map((c, j) => Math.min(c, base[j]!.capacity));
+        const wait = op.kind === 'peek' ? 0 : op.maxWaitMs;
+        const want = model.take(t, costs, wait, change);
+        await step(stepArgs(policy, costs, wait, implChange()), want);
+        break;
+      }
+      case 'adjust': {
+        const want = model.adjust(t, op.costs, change);
+        await step(adjustArgs(policy, op.costs, implChange()), want);
+        break;
+      }
+      case 'grant': {
+        const tokens = Math.min(op.tokens, base[0]!.capacity);
+        await step(grantArgs(policy, tokens, implChange()), model.grant(t, tokens, change));
+        break;
+      }
+      case 'refund': {
+        const since = op.backUs === undefined ? undefined : Math.max(0, t - op.backUs);
+        const want = model.refund(t, op.tokens, since, change);
+        await step(refundArgs(policy, op.tokens * policy.tokenUnits, since === undefined ? undefined : t0 + since, implChange()), want);
+        break;
+      }
+      case 'set':
+      case 'set-one': {
+        // One limit of several: every limit's numbers, the unnamed ones the base's.
+        const specs = op.kind === 'set' ? op.limits : base.map((b, j) => (j === op.index ? op.limit : b));
+        const forMs = op.forMs === undefined ? {} : { forMs: op.forMs };
+        await override({ base: baseNumbers, limits: implNumbers(specs), ...forMs }, { limits: specs, ...forMs });
+        break;
+      }
+      case 'clear':
+        await override({ base: baseNumbers, limits: null }, { limits: null });
+        break;
+      case 'block':
+        await override({ base: baseNumbers, blockForMs: op.forMs }, { blockForMs: op.forMs });
+        break;
+      case 'unblock':
+        await override({ base: baseNumbers, blockForMs: null }, { blockForMs: null });
+        break;
+      case 'reset':
+        model.reset(t);
+        await store.reset(key);
+        break;
+      case 'policy-set':
+        change = { id: `c${op.id}`, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
+        break;
+      case 'policy-clear':
+        change = undefined;
+        break;
+    }
+    // Whatever a step installed or dropped, the record the store holds is the model's: read it.
+    await override({ base: baseNumbers }, {});
+  }
+}
