@@ -389,9 +389,12 @@ describe("take()'s hot path (one token, no wait, no hook or cache)", () => {
     expect(reads).toBe(1);
   });
 
-  it('a takeOneSync that answers no number is a store failure, per the fail mode', async () => {
+  it('a takeOneSync that answers no number is a store failure, per the fail mode; NaN hands the take to stepSync', async () => {
     const inner = memoryStore({ nowMs: () => 0 });
-    for (const answer of [Number.NaN, Infinity, '3', undefined]) {
+    // NaN: the key has an override record (Store.takeOneSync), and stepSync decides.
+    const deferring = createLimiter({ store: { ...inner, takeOneSync: () => Number.NaN }, policies: { one: { capacity: 3, refillPerSecond: 1 } } });
+    expect(await deferring.take('one', 'n')).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 1000, waitMs: 0 });
+    for (const answer of [Infinity, -Infinity, '3', undefined]) {
       const store: Store = { ...inner, takeOneSync: () => answer as number };
       const deny = createLimiter({ store, policies: { one: { capacity: 3, refillPerSecond: 1 } } });
       expect(await deny.take('one', 'k')).toEqual({ allowed: false, limit: 3, retryAfterMs: 1000, waitMs: 0, reason: 'store_error' });

@@ -4,7 +4,10 @@
 // (stores.test.ts) covers the step itself.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createLimiter, memoryStore } from '../src/index.js';
+import { createLimiter, memoryStore, StoreError, type PolicyConfig } from '../src/index.js';
+import { stepArgs } from '../src/core/gcra.js';
+import { baseNumbers } from '../src/core/override.js';
+import { resolvePolicy } from '../src/core/policy.js';
 
 const ONE = { capacity: 10, refillPerSecond: 1 };
 const TWO = { limits: { fast: { capacity: 10, refillPerSecond: 1 }, slow: { capacity: 100, refillPerSecond: 0.01 } } };
@@ -223,5 +226,70 @@ describe('memory store: takeOneSync, the limiter’s hot path', () => {
     expect(store.size).toBe(keys.length);
     // Each bucket is its own key's, by any split of the storage key.
     for (const [i, key] of keys.entries()) expect(store.takeOneSync('el:', `p:${key}`, slow)).toBe(i + 2);
+  });
+});
+
+describe('memory store: override records', () => {
+  const policyOf = (config: PolicyConfig) => resolvePolicy('p', config, { onStoreError: 'deny', timeoutMs: 1000 });
+  const p = policyOf(ONE);
+  const base = baseNumbers(p);
+  const five = baseNumbers(policyOf({ capacity: 5, refillPerSecond: 1 }));
+
+  it('sets at most maxOverrides records: one more is a StoreError naming the option, and no record is dropped for it', async () => {
+    const store = memoryStore({ maxOverrides: 3, nowMs: () => 0 });
+    for (const k of ['a', 'b', 'c']) await store.override(k, { base, limits: five });
+    const refused = store.override('d', { base, blockForMs: 1000 });
+    await expect(refused).rejects.toBeInstanceOf(StoreError);
+    await expect(store.override('d', { base, blockForMs: 1000 })).rejects.toThrow(/maxOverrides \(3\)/);
+    // Changing a key that has one, and clearing one, need no room.
+    await store.override('a', { base, blockForMs: 1000 });
+    await store.override('b', { base, limits: null });
+    await store.override('d', { base, limits: five });
+    for (const k of ['a', 'c', 'd']) expect((await store.override(k, { base })).after?.limits).toEqual(five);
+    expect(() => memoryStore({ maxOverrides: 0 })).toThrow(/maxOverrides/);
+  });
+
+  it('a record outlives its bucket: eviction and reset drop the bucket and keep the record', async () => {
+    let now = 0;
+    const store = memoryStore({ maxKeys: 2, nowMs: () => now });
+    const limiter = createLimiter({ store, policies: { p: ONE } });
+    await store.override('el:p:x', { base, limits: five });
+    await limiter.take('p', 'x', { cost: 3 });
+    // Two more keys push x's bucket out (neither is full); x's record stays.
+    await limiter.take('p', 'y');
+    await limiter.take('p', 'z');
+    expect(store.evictedActive).toBeGreaterThan(0);
+    expect(store.stepSync('el:p:x', stepArgs(p, 0, 0))).toMatchObject({ debtUnits: [0], limits: five });
+    await store.stepSync('el:p:x', stepArgs(p, 2, 0));
+    await limiter.reset('p', 'x');
+    expect(store.stepSync('el:p:x', stepArgs(p, 5, 0))).toMatchObject({ allowed: true, limits: five });
+    expect(store.stepSync('el:p:x', stepArgs(p, 1, 0))).toMatchObject({ allowed: false, limits: five });
+    now += 1e9;
+    await limiter.take('p', 'w');
+    expect((await store.override('el:p:x', { base })).after).toEqual({ limits: five });
+  });
+
+  it('the hot path (takeOneSync) leaves a key with a record to stepSync: a blocked key is refused, others are not slowed', async () => {
+    const store = memoryStore({ nowMs: () => 0 });
+    const limiter = createLimiter({ store, policies: { p: ONE } });
+    await store.override('el:p:blocked', { base, blockForMs: 60_000 });
+    expect(store.takeOneSync('el:p:', 'blocked', stepArgs(p, 1, 0).limits[0]!)).toBeNaN();
+    expect(await limiter.take('p', 'blocked')).toMatchObject({ allowed: false });
+    expect(store.stepSync('el:p:blocked', stepArgs(p, 1, 0))).toEqual({ allowed: false, debtUnits: [0], atUs: 0, blockedUntilUs: 60_000_000 });
+    expect(await limiter.take('p', 'free')).toMatchObject({ allowed: true, remaining: 9 });
+    expect(store.takeOneSync('el:p:', 'free', stepArgs(p, 1, 0).limits[0]!)).toBe(2 * p.tokenUnits);
+  });
+
+  it('a record a step installs for a policy-wide change goes with its bucket and is not counted', async () => {
+    const store = memoryStore({ maxOverrides: 1, nowMs: () => 0 });
+    const change = { id: 'c1', limits: five };
+    for (const k of ['a', 'b', 'c']) expect(store.stepSync(k, stepArgs(p, 1, 0, change))).toMatchObject({ allowed: true, limits: five });
+    expect((await store.override('a', { base })).after).toEqual({ limits: five, policyId: 'c1' });
+    await store.override('z', { base, blockForMs: 10 });
+    await store.reset('a');
+    expect((await store.override('a', { base })).after).toBeUndefined();
+    // A peek of a full bucket under the change stores nothing.
+    expect(store.stepSync('n', stepArgs(p, 0, 0, change))).toMatchObject({ limits: five });
+    expect((await store.override('n', { base })).after).toBeUndefined();
   });
 });

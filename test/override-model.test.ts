@@ -7,6 +7,7 @@ import { describe, it } from 'vitest';
 import type { BucketState } from '../src/core/gcra.js';
 import { applyOverride, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
 import type { Store } from '../src/store.js';
+import { memoryStore } from '../src/stores/memory.js';
 import { checkOverridesAgainstModel, overrideCaseArb } from './support/exact-override.js';
 
 /** A store of the pure core alone: a bucket and a record per key in maps (copied, as storage would), on a fake clock. */
@@ -48,6 +49,19 @@ describe('runtime limits against the exact model', () => {
         await checkOverridesAgainstModel(pureStore(clock), 'k', (dt) => (clock.nowUs += dt), base, ops);
       }),
       { numRuns: 600 },
+    );
+  });
+});
+
+describe('the memory store against the exact model', () => {
+  it('numbers set and cleared mid-debt, their end, blocks, a policy-wide change, grants and late refunds, on a fake clock', async () => {
+    await fc.assert(
+      fc.asyncProperty(overrideCaseArb(), async ({ base, ops }) => {
+        let nowUs = 1_790_000_000_000_000;
+        const store = memoryStore({ nowMs: () => nowUs / 1000 });
+        await checkOverridesAgainstModel(store, 'k', (dt) => (nowUs += dt), base, ops);
+      }),
+      { numRuns: 400 },
     );
   });
 });

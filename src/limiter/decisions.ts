@@ -155,6 +155,8 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
           if (store.takeOneSync && policy.limits.length === 1) {
             try {
               const after = store.takeOneSync(entry.keyPrefix, key, entry.takeOne.limits[0]!);
+              // NaN: the key has an override record, and the step with the base numbers answers.
+              if (after !== after) return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
               // Anything but a number (a custom store's bug) is a failed store call, not a decision.
               if (typeof after !== 'number' || !Number.isFinite(after)) throw new StoreError(store.name, `takeOneSync answered ${String(after)}`);
               return Promise.resolve(after >= 0 ? oneLimitDecision(policy, 1, true, after) : oneLimitDecision(policy, 1, false, -1 - after));

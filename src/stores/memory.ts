@@ -3,8 +3,9 @@
 // store's. Bounded by maxKeys.
 import { ceilDiv, chargedUnitsOf, decayed, repeatOf, settledArgs, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
 import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../core/key.js';
-import { ConfigError } from '../errors.js';
-import type { StepArgs, StepResult, Store } from '../store.js';
+import { applyOverride, numbersAt, stepWithRecord, type OverrideWrites } from '../core/override.js';
+import { ConfigError, StoreError } from '../errors.js';
+import type { OverrideArgs, OverrideRecord, OverrideResult, StepArgs, StepResult, Store } from '../store.js';
 
 /** Options of memoryStore. */
 export interface MemoryStoreOptions {
@@ -24,6 +25,13 @@ export interface MemoryStoreOptions {
    */
   maxOps?: number;
   /**
+   * Most override records (Store.override: a key's limits changed at runtime, or a block) kept at once.
+   * A record is never dropped to make room, nor with its bucket: setting one more is a StoreError naming
+   * this option. (Records a step installs for a policy-wide change are not counted: they go with their
+   * bucket, and the next step installs them again.) @default 100_000
+   */
+  maxOverrides?: number;
+  /**
    * The clock, in ms; read to the µs (its readings are floored to whole µs, the resolution of every
    * store's clock). Tests pass a fake one. @default performance.timeOrigin + performance.now()
    */
@@ -34,6 +42,9 @@ export interface MemoryStoreOptions {
 export interface MemoryStore extends Store {
   stepSync(key: string, args: StepArgs): StepResult;
   takeOneSync(prefix: string, key: string, limit: LimitStep): number;
+  override(key: string, args: OverrideArgs): Promise<OverrideResult>;
+  /** Store.override, synchronously. */
+  overrideSync(key: string, args: OverrideArgs): OverrideResult;
   /** Buckets held now. */
   readonly size: number;
   /** Non-full buckets dropped to stay under maxKeys since creation (each one is a bucket refilled early). */
@@ -94,7 +105,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   let nextSlot = 0;
   const freeSlots: number[] = [];
   /** Buckets of several limits, by slot: their debts, and their limits' refill rates (for eviction). */
-  const several = new Map<number, { debtUnits: readonly number[]; limits: readonly LimitStep[] }>();
+  const several = new Map<number, { debtUnits: readonly number[]; limits: readonly { refillUnitsPerUs: number }[] }>();
   // What `step` reads of a stored bucket: one object and array, refilled before each step. Safe because
   // `step` only reads its state, and neither returns nor keeps it (its results are new arrays).
   const oneDebt = [0];
@@ -112,6 +123,34 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // through `slots`.
   const spaces = new Map<string, KeySpace>();
   const spaceOf: (KeySpace | undefined)[] = [];
+  // Override records by storage key, beside `slots` rather than in them: a key with none costs a step
+  // nothing but `records.size !== 0`. A record a step installed for a policy-wide change (in `installed`)
+  // goes with its bucket, since the next step installs it again; every other one stays until it ends or
+  // is cleared, however buckets come and go, and at most maxOverrides of them are kept.
+  const maxOverrides = options.maxOverrides ?? 100_000;
+  if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
+  const records = new Map<string, OverrideRecord>();
+  const installed = new WeakSet<OverrideRecord>();
+  let installedCount = 0;
+
+  /** Sets (or with null deletes) the key's record; `byStep`: written by a step, so one it installed goes with the bucket. */
+  function setRecord(key: string, next: OverrideRecord | null, byStep: boolean): void {
+    const cur = records.get(key);
+    if (cur !== undefined && installed.has(cur)) installedCount--;
+    if (next === null) {
+      records.delete(key);
+      return;
+    }
+    if (!byStep && (cur === undefined || installed.has(cur)) && records.size - installedCount >= maxOverrides) {
+      if (cur !== undefined) installedCount++;
+      throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`);
+    }
+    records.set(key, next);
+    if (byStep && next.policyId !== undefined && next.blockedUntilUs === undefined) {
+      installed.add(next);
+      installedCount++;
+    }
+  }
 
   /** Forgets expired ids from the oldest end, and the oldest ones beyond maxOps. */
   function pruneOps(now: number): void {
@@ -137,6 +176,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   function drop(key: string, at: number): void {
     slots.delete(key);
+    if (records.size !== 0) {
+      const r = records.get(key);
+      if (r !== undefined && installed.has(r)) setRecord(key, null, true);
+    }
     if (nums[at + META]! >= 4) several.delete(at);
     const i = at / STRIDE;
     const space = spaceOf[i];
@@ -161,7 +204,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     let seen = 0;
     let dropped = 0;
     for (const [k, at] of slots) {
-      if (isFull(at, now)) {
+      // A bucket beside a record is never taken for full here: its numbers may end before it refills.
+      if ((records.size === 0 || !records.has(k)) && isFull(at, now)) {
         drop(k, at);
         dropped++;
       }
@@ -247,22 +291,31 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         view.atUs = nums[at + AT]!;
         state = view;
       }
-      const r = step(state, now, charged === undefined ? args : settledArgs(args, charged));
+      const stepped = charged === undefined ? args : settledArgs(args, charged);
+      const record = records.size === 0 ? undefined : records.get(key);
+      const r: StepResult & OverrideWrites = record === undefined && args.policy === undefined ? step(state, now, stepped) : stepWithRecord(state, now, stepped, record);
       const { write } = r;
+      // The refill in force, kept for eviction: the record's when the step ran under its numbers.
+      const limits = r.limits ?? args.limits;
       if (write) {
         const { debtUnits } = write;
         const n = debtUnits.length;
         const to = slotFor(key, at, now);
         const used = at === undefined ? 0 : 1;
-        if (n === 1) writeOne(to, now, debtUnits[0]!, args.limits[0]!.refillUnitsPerUs, used);
+        if (n === 1) writeOne(to, now, debtUnits[0]!, limits[0]!.refillUnitsPerUs, used);
         else {
-          several.set(to, { debtUnits, limits: args.limits });
+          several.set(to, { debtUnits, limits });
           nums[to + AT] = now;
           nums[to + META] = n * 2 + used;
         }
       } else if (write === null) {
         // Full again (or refunded to full): no state is a full bucket.
         drop(key, at!);
+      }
+      if (r.writeRecord !== undefined) {
+        setRecord(key, r.writeRecord, true);
+        if (r.writeRecord !== null && installed.has(r.writeRecord) && !slots.has(key)) setRecord(key, null, true);
+        delete r.writeRecord;
       }
       if (op !== undefined) {
         pruneOps(now);
@@ -284,6 +337,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         const r = self.stepSync!(prefix + key, { limits: [limit] });
         return r.allowed ? r.debtUnits[0]! : -1 - r.debtUnits[0]!;
       }
+      // A key with a record is stepped by stepSync, with the step's base numbers (see Store.takeOneSync).
+      if (records.size !== 0 && records.has(flattened(prefix + key))) return Number.NaN;
       const now = nowUs();
       if (key.length >= ROPE_MIN_LENGTH) key = flattened(key);
       let at = spaces.get(prefix)?.slots.get(key);
@@ -309,8 +364,34 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       return store.stepSync(key, args);
     },
     async reset(key: string): Promise<void> {
+      key = flattened(key);
       const at = slots.get(key);
       if (at !== undefined) drop(key, at);
+    },
+    async override(key: string, args: OverrideArgs): Promise<OverrideResult> {
+      return store.overrideSync(key, args);
+    },
+    overrideSync(key: string, args: OverrideArgs): OverrideResult {
+      const now = nowUs();
+      key = flattened(key);
+      const at = slots.get(key);
+      const state = at === undefined ? undefined : { debtUnits: nums[at + META]! < 4 ? [nums[at + DEBT]!] : several.get(at)!.debtUnits, atUs: nums[at + AT]! };
+      const r = applyOverride(state, records.get(key), now, args);
+      // The record first: it is the write that may be refused (maxOverrides), and then nothing changes.
+      if (r.writeRecord !== undefined) setRecord(key, r.writeRecord, false);
+      if (r.write) {
+        const { debtUnits } = r.write;
+        const limits = numbersAt(r.after, now, args.base);
+        const to = slotFor(key, at, now);
+        if (debtUnits.length === 1) writeOne(to, now, debtUnits[0]!, limits[0]!.refillUnitsPerUs, 1);
+        else {
+          several.set(to, { debtUnits, limits });
+          nums[to + AT] = now;
+          nums[to + META] = debtUnits.length * 2 + 1;
+        }
+      } else if (r.write === null) drop(key, at!);
+      const { write: _w, writeRecord: _r, ...result } = r;
+      return result;
     },
     async ping(): Promise<void> {},
   };
