@@ -11,6 +11,7 @@ import { durableObjectStore } from '../src/stores/durable-object.js';
 import { startDurableObjects, type WorkerdDurableObjects } from '../scripts/lib/workerd-durable-object.js';
 import { storeConformance } from './support/conformance.js';
 import { checkGrantsAgainstModel, checkMultiAgainstModel, checkTakesAgainstModel, leaseOpsArb, multiLimitsArb, multiOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
+import { checkOverridesAgainstModel, overrideCaseArb } from './support/exact-override.js';
 
 let workerd: Promise<WorkerdDurableObjects> | undefined;
 const shared = () => (workerd ??= startDurableObjects());
@@ -133,6 +134,59 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
   });
 });
 
+describe('RateLimiterObject override records (fake storage, fake clock)', () => {
+  it('keeps a record in the bucket\'s entry while it lives (the alarm leaves it), reset keeps it, and the entry goes when everything has ended', async () => {
+    const { RateLimiterObject } = await import('../src/stores/durable-object.js');
+    const data = new Map<string, unknown>();
+    let alarm: number | null = null;
+    const storage = {
+      get: async <T,>(k: string) => structuredClone(data.get(k)) as T | undefined,
+      put: async (k: string, v: unknown) => void data.set(k, structuredClone(v)),
+      delete: async (k: string) => data.delete(k),
+      list: async <T,>(o: { limit?: number; start?: string } = {}) =>
+        new Map([...data].filter(([k]) => o.start === undefined || k >= o.start).sort().slice(0, o.limit)) as Map<string, T>,
+      getAlarm: async () => alarm,
+      setAlarm: async (t: number) => void (alarm = t),
+    };
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const obj = new RateLimiterObject({ storage });
+      const call = (body: unknown) => obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify(body) }));
+      // 1 unit per µs, a token of 1e6 units (1/s), capacity 10; a record of capacity 5 at 2/s for 10 s, and a block of 3 s.
+      const base = [{ tokenUnits: 1_000_000, capacityUnits: 10_000_000, refillUnitsPerUs: 1 }];
+      const five = [{ tokenUnits: 500_000, capacityUnits: 2_500_000, refillUnitsPerUs: 1 }];
+      const args = (tokens: number) => ({ limits: [{ costUnits: tokens * 1_000_000, limitUnits: 10_000_000, refillUnitsPerUs: 1 }], base: { tokenUnits: [1_000_000], capacityUnits: [10_000_000], maxWaitMs: 0 } });
+      expect(await (await call({ op: 'override', key: 'k', args: { base, limits: five, forMs: 10_000 } })).json()).toEqual({ atUs: now * 1000, after: { limits: five, untilUs: (now + 10_000) * 1000 } });
+      expect(await (await call({ op: 'step', key: 'k', args: args(1) })).json()).toEqual({ allowed: true, debtUnits: [500_000], atUs: now * 1000, limits: five });
+      await call({ op: 'override', key: 'k', args: { base, blockForMs: 3000 } });
+      // The bucket is full in 0.5 s; the entry stays for the record, until its numbers end (10 s).
+      now += 1000;
+      await obj.alarm();
+      expect(data.get('k')).toMatchObject({ fullAtMs: now - 1000 + 10_000, override: { limits: five } });
+      await call({ op: 'reset', key: 'k' });
+      expect(await (await call({ op: 'step', key: 'k', args: args(1) })).json()).toEqual({ allowed: false, debtUnits: [0], atUs: now * 1000, limits: five, blockedUntilUs: (now + 2000) * 1000 });
+      now += 9000;
+      await obj.alarm();
+      expect(data.has('k')).toBe(false);
+      expect(await (await call({ op: 'step', key: 'k', args: args(1) })).json()).toEqual({ allowed: true, debtUnits: [1_000_000], atUs: now * 1000 });
+      // Numbers with no end keep the entry however long.
+      await call({ op: 'override', key: 'n', args: { base, limits: five } });
+      now += 90 * 24 * 3600 * 1000;
+      await obj.alarm();
+      expect(data.get('n')).toMatchObject({ override: { limits: five } });
+      // Bad arguments are refused, and change nothing.
+      for (const bad of [{ base: [] }, { base, limits: [{ tokenUnits: 0, capacityUnits: 1, refillUnitsPerUs: 1 }] }, { base, forMs: -1, limits: five }, { base, blockForMs: 1.5 }]) {
+        expect((await call({ op: 'override', key: 'n', args: bad })).status).toBe(400);
+      }
+      expect((await call({ op: 'step', key: 'n', args: { ...args(1), base: { tokenUnits: [1], capacityUnits: [], maxWaitMs: 0 } } })).status).toBe(400);
+      expect(data.get('n')).toMatchObject({ override: { limits: five } });
+    } finally {
+      clock.mockRestore();
+    }
+  });
+});
+
 describe('RateLimiterObject against the exact model (fake storage, Date.now() on a fake clock)', () => {
   /** A Store that sends each step to one object in-process, as the namespace would. */
   async function objectStore() {
@@ -150,7 +204,8 @@ describe('RateLimiterObject against the exact model (fake storage, Date.now() on
     const store: Store = {
       name: 'durable-object',
       step: async (key, args) => (await obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args }) }))).json() as never,
-      reset: async (key) => void data.delete(key),
+      reset: async (key) => void (await obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'reset', key }) }))),
+      override: async (key, args) => (await obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'override', key, args }) }))).json() as never,
       ping: async () => {},
     };
     return store;
@@ -177,6 +232,21 @@ describe('RateLimiterObject against the exact model (fake storage, Date.now() on
           await checkMultiAgainstModel(await objectStore(), (dtUs) => (now += dtUs / 1000), specs, ops);
         }),
         { numRuns: 150 },
+      );
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
+  it('override records: numbers set and cleared mid-debt, their end, blocks, a policy-wide change, grants and late refunds match the model (1 ms clock)', async () => {
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      await fc.assert(
+        fc.asyncProperty(overrideCaseArb(1000, 30), async ({ base, ops }) => {
+          await checkOverridesAgainstModel(await objectStore(), 'k', (dtUs) => (now += dtUs / 1000), base, ops);
+        }),
+        { numRuns: 200 },
       );
     } finally {
       clock.mockRestore();

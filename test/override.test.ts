@@ -3,7 +3,7 @@
 // property tests (test/override-model.test.ts) cover every sequence; these name the rules one by one.
 import { describe, expect, it } from 'vitest';
 import { adjustArgs, grantArgs, refundArgs, step, stepArgs, toDecision, type StepArgs } from '../src/core/gcra.js';
-import { applyOverride, baseNumbers, debtsAt, numbersOf, policyUnder, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
+import { applyOverride, baseNumbers, debtsAt, keepUntilUs, numbersOf, policyUnder, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
 import { resolvePolicy, type PolicyConfig } from '../src/core/policy.js';
 import { convertUnits } from '../src/core/units.js';
 import { MAX_LIMIT_UNITS } from '../src/core/policy.js';
@@ -221,5 +221,26 @@ describe('policyUnder: the decision of a step under a record', () => {
       ['b', 100, 10, 10, 1],
     ]);
     expect(u.limits[1]).toBe(p.limits[1]);
+  });
+});
+
+describe('keepUntilUs: how long a store keeps a key (its expiry, its alarm)', () => {
+  const base = numbers({ capacity: 100, refillPerSecond: 1 });
+  const slow = numbers({ capacity: 10, refillPerSecond: 0.1 });
+
+  it('a bucket alone: until it is full; a record: until its numbers and block end, forever for numbers with no end', () => {
+    expect(keepUntilUs(undefined, base, undefined)).toBe(0);
+    expect(keepUntilUs({ debtUnits: [3_000_000], atUs: T0 }, base, undefined)).toBe(T0 + 3_000_000);
+    expect(keepUntilUs(undefined, base, { limits: slow })).toBe(Infinity);
+    expect(keepUntilUs(undefined, base, { limits: slow, untilUs: T0 + 5, blockedUntilUs: T0 + 9 })).toBe(T0 + 9);
+    expect(keepUntilUs(undefined, base, { blockedUntilUs: T0 + 9 })).toBe(T0 + 9);
+  });
+
+  it('under numbers that end before the bucket is full: their refill to the end, then the base refill', () => {
+    // 10 tokens spent at 0.1/s; after 10 s (the end) 9 remain spent, carried to the base's 1/s: 9 s more.
+    const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
+    expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 10_000_000 })).toBe(T0 + 19_000_000);
+    // Ending after the bucket is full under them: the end itself.
+    expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 200_000_000 })).toBe(T0 + 200_000_000);
   });
 });

@@ -41,6 +41,7 @@ export async function startDurableObjects(options: { persistDir?: string } = {})
         name: 'durable-object',
         step: (key, args, o) => call(`/step${q}`, { key, args }, o?.signal),
         reset: async (key) => void (await call(`/reset${q}`, { key })),
+        override: (key, args, o) => call(`/override${q}`, { key, args }, o?.signal),
         ping: async () => void (await call(`/ping${q}`, {})),
       };
     },

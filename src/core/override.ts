@@ -16,7 +16,7 @@
 // under the base refill from untilUs: so an expiry is exact in both directions.
 import { debtAt, decayed, refundUnitsAt, step, type BucketState, type LimitStep, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
-import { convertUnits } from './units.js';
+import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
 
 export type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './override-types.js';
@@ -270,4 +270,27 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
   const [p, q] = [a, b];
   while (b !== 0n) [a, b] = [b, a % b];
   return { rateNumerator: Number(p / a), rateDenominator: Number(q / a) };
+}
+
+/**
+ * The store clock's reading, in whole µs, from which a key's bucket and record hold nothing: every limit
+ * full (under the expiry split), the record's numbers and block ended. Infinity while numbers with no
+ * end are live. What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's
+ * alarm) must be at least; `state` undefined: a full bucket.
+ */
+export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined): number {
+  let until = 0;
+  if (record?.limits !== undefined) until = record.untilUs ?? Infinity;
+  if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
+  if (state === undefined) return until;
+  const from = numbersAt(record, state.atUs, base);
+  const end = record?.untilUs;
+  for (let i = 0; i < base.length; i++) {
+    const d = state.debtUnits[i] ?? 0;
+    const f = from[i]!;
+    let full = state.atUs + ceilDiv(d, f.refillUnitsPerUs);
+    if (f !== base[i] && end !== undefined && full > end) full = end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, base[i]!), base[i]!.refillUnitsPerUs);
+    if (full > until) until = full;
+  }
+  return until;
 }

@@ -10,8 +10,9 @@
 // Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
 // (and type-checks) outside workerd.
 import { chargedUnitsOf, fullAfterMs, repeatOf, settledArgs, step, type BucketState, type OpRecord } from '../core/gcra.js';
+import { applyOverride, keepUntilUs, stepBaseNumbers, stepWithRecord, type OverrideWrites } from '../core/override.js';
 import { ConfigError, StoreError } from '../errors.js';
-import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
+import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepArgs, StepOptions, StepResult, Store } from '../store.js';
 
 /** The part of a DurableObjectNamespace binding the store uses. */
 export interface DurableObjectNamespaceLike {
@@ -44,7 +45,7 @@ export interface DurableObjectStoreOptions {
 }
 
 /** The wire format between the store and the object: one JSON body per request. */
-type ObjectRequest = { op: 'step'; key: string; args: StepArgs } | { op: 'reset'; key: string } | { op: 'ping' };
+type ObjectRequest = { op: 'step'; key: string; args: StepArgs } | { op: 'override'; key: string; args: OverrideArgs } | { op: 'reset'; key: string } | { op: 'ping' };
 
 /** FNV-1a over UTF-16 code units: a stable, fast, well-spread hash for choosing a shard. */
 function fnv1a(s: string): number {
@@ -94,6 +95,11 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
     async reset(key: string): Promise<void> {
       await send(key, { op: 'reset', key });
     },
+    async override(key: string, args: OverrideArgs, stepOptions?: StepOptions): Promise<OverrideResult> {
+      const r = (await send(key, { op: 'override', key, args }, stepOptions?.signal)) as OverrideResult;
+      if (!r || typeof r.atUs !== 'number') throw new StoreError('durable-object', `unexpected answer ${JSON.stringify(r)?.slice(0, 100)}`);
+      return r;
+    },
     async ping(): Promise<void> {
       await send('ping', { op: 'ping' });
     },
@@ -103,16 +109,39 @@ export function durableObjectStore(options: DurableObjectStoreOptions): Store {
 const MAX_KEY_BYTES = 2048;
 const MAX_ALARM_DELAY_MS = 30 * 24 * 3600 * 1000;
 
-/** A stored bucket: its state (core/gcra.ts BucketState) and when it is full again, in ms since the epoch. */
-interface StoredBucket extends BucketState {
+/**
+ * A stored entry: the bucket's state (core/gcra.ts BucketState; absent: full), the key's override record
+ * beside it (absent: none), and when the entry holds nothing any more, in ms since the epoch (the alarm
+ * deletes it then): the bucket full again, the record's numbers and block ended.
+ */
+interface StoredBucket extends Partial<BucketState> {
   fullAtMs: number;
+  override?: OverrideRecord;
 }
 
 /** A stored bucket's state; one written with a single debt (a number) reads as that one limit. */
-function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits: readonly number[] | number }) | undefined): BucketState | undefined {
-  if (stored === undefined) return undefined;
-  return typeof stored.debtUnits === 'number' ? { debtUnits: [stored.debtUnits], atUs: stored.atUs } : stored as BucketState;
+function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits?: readonly number[] | number }) | undefined): BucketState | undefined {
+  if (stored?.debtUnits === undefined) return undefined;
+  return typeof stored.debtUnits === 'number' ? { debtUnits: [stored.debtUnits], atUs: stored.atUs! } : stored as BucketState;
 }
+
+/** An entry to store (undefined: delete it) for a bucket and a record beside it; `base` reckons when it holds nothing. */
+function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[]): StoredBucket | undefined {
+  if (bucket === undefined && record === undefined) return undefined;
+  const untilUs = keepUntilUs(bucket, base, record);
+  // Numbers with no end keep the entry: the alarm re-arms every 30 days and finds it still live.
+  const fullAtMs = untilUs === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(untilUs / 1000);
+  return { ...(bucket ? { debtUnits: bucket.debtUnits, atUs: bucket.atUs } : {}), fullAtMs, ...(record ? { override: record } : {}) };
+}
+
+/** Whether `v` is a list of `n` limits' numbers (positive integers). */
+function isNumbers(v: unknown, n?: number): v is OverrideLimit[] {
+  const positive = (x: unknown) => typeof x === 'number' && Number.isSafeInteger(x) && x > 0;
+  return Array.isArray(v) && v.length > 0 && (n === undefined || v.length === n) && v.every((l: OverrideLimit) => l && positive(l.tokenUnits) && positive(l.capacityUnits) && positive(l.refillUnitsPerUs));
+}
+
+/** Whether `v` is a wait in ms from now (a non-negative integer). */
+const isMs = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 /**
  * The Durable Object class that holds buckets. Export it from your Worker's main module and bind it
@@ -139,9 +168,13 @@ export class RateLimiterObject {
     if (body.op === 'ping') return Response.json({ ok: true });
     if (typeof body.key !== 'string' || body.key.length === 0 || body.key.length > MAX_KEY_BYTES) return new Response('key must be a non-empty string', { status: 400 });
     if (body.op === 'reset') {
-      await this.storage.delete(body.key);
+      // The bucket goes; a record beside it stays.
+      const stored = await this.storage.get<StoredBucket>(body.key);
+      if (stored?.override === undefined) await this.storage.delete(body.key);
+      else await this.storage.put(body.key, { fullAtMs: stored.fullAtMs, override: stored.override });
       return Response.json({ ok: true });
     }
+    if (body.op === 'override') return this.override(body.key, body.args);
     const { args } = body;
     if (
       body.op !== 'step' ||
@@ -152,7 +185,9 @@ export class RateLimiterObject {
       (args.tokenUnits !== undefined && !(args.tokenUnits > 0 && args.limits.length === 1)) ||
       (args.refundSinceUs !== undefined && typeof args.refundSinceUs !== 'number') ||
       (args.op !== undefined && !(typeof args.op?.id === 'string' && args.op.id.length > 0 && args.op.ttlMs > 0 && typeof args.op.fingerprint === 'string')) ||
-      (args.settle !== undefined && !(args.op !== undefined && typeof args.settle?.chargeId === 'string'))
+      (args.settle !== undefined && !(args.op !== undefined && typeof args.settle?.chargeId === 'string')) ||
+      (args.base !== undefined && !(isMs(args.base?.maxWaitMs) && isNumbers(stepBaseNumbers(args.limits, args.base), args.limits.length) && args.base.tokenUnits.length === args.limits.length)) ||
+      (args.policy !== undefined && !(typeof args.policy?.id === 'string' && isNumbers(args.policy.limits, args.limits.length) && (args.policy.untilUs === undefined || isMs(args.policy.untilUs))))
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -177,8 +212,22 @@ export class RateLimiterObject {
     const charged = args.settle === undefined ? undefined : (await live(opKeyOf(args.settle.chargeId)))?.chargedUnits;
     if (args.settle !== undefined && charged === undefined) return Response.json({ allowed: false, debtUnits: [], unknownCharge: true } satisfies StepResult);
     const stored = await this.storage.get<StoredBucket>(body.key);
-    const r = step(readState(stored), nowMs * 1000, charged === undefined ? args : settledArgs(args, charged));
-    if (r.write) {
+    const record = stored?.override;
+    const stepped = charged === undefined ? args : settledArgs(args, charged);
+    const r: StepResult & OverrideWrites = record === undefined && args.policy === undefined ? step(readState(stored), nowMs * 1000, stepped) : stepWithRecord(readState(stored), nowMs * 1000, stepped, record);
+    if (record !== undefined || r.writeRecord !== undefined) {
+      if (r.write !== undefined || r.writeRecord !== undefined) {
+        // Without StepArgs.base a record holds only a block (stepWithRecord refuses numbers without it), and
+        // only the refill counts for when the entry holds nothing.
+        const base = args.base ? stepBaseNumbers(args.limits, args.base) : args.limits.map((l) => ({ tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: l.refillUnitsPerUs }));
+        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base);
+        if (entry === undefined) await this.storage.delete(body.key);
+        else {
+          await this.storage.put(body.key, entry);
+          await this.armAlarm(entry.fullAtMs);
+        }
+      }
+    } else if (r.write) {
       const fullAtMs = nowMs + Math.max(...r.write.debtUnits.map((d, i) => fullAfterMs(d, args.limits[i]!.refillUnitsPerUs)));
       await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, fullAtMs });
       await this.armAlarm(fullAtMs);
@@ -187,6 +236,8 @@ export class RateLimiterObject {
     }
     const out: StepResult =
       r.tokens === undefined ? { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs } : { allowed: r.allowed, debtUnits: r.debtUnits, tokens: r.tokens, atUs: r.atUs };
+    if (r.limits !== undefined) out.limits = r.limits;
+    if (r.blockedUntilUs !== undefined) out.blockedUntilUs = r.blockedUntilUs;
     if (opKey !== undefined) {
       const record: OpRecord = { ...out, atUs: nowMs * 1000, fingerprint: args.op!.fingerprint };
       if (charged !== undefined) record.chargedUnits = charged;
@@ -196,6 +247,33 @@ export class RateLimiterObject {
       await this.armAlarm(expiresAtMs);
     }
     return Response.json(out);
+  }
+
+  /** Store.override on the key's entry: applyOverride at this object's clock, the bucket and record written together. */
+  private async override(key: string, args: OverrideArgs): Promise<Response> {
+    if (
+      !args ||
+      !isNumbers(args.base) ||
+      (args.limits !== undefined && args.limits !== null && !isNumbers(args.limits, args.base.length)) ||
+      (args.forMs !== undefined && !isMs(args.forMs)) ||
+      (args.blockForMs !== undefined && args.blockForMs !== null && !isMs(args.blockForMs)) ||
+      (args.policyId !== undefined && typeof args.policyId !== 'string')
+    ) {
+      return new Response('unknown operation', { status: 400 });
+    }
+    const nowMs = Date.now();
+    const stored = await this.storage.get<StoredBucket>(key);
+    const r = applyOverride(readState(stored), stored?.override, nowMs * 1000, args);
+    if (r.write !== undefined || r.writeRecord !== undefined) {
+      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base);
+      if (entry === undefined) await this.storage.delete(key);
+      else {
+        await this.storage.put(key, entry);
+        await this.armAlarm(entry.fullAtMs);
+      }
+    }
+    const { write: _w, writeRecord: _r, ...result } = r;
+    return Response.json(result);
   }
 
   /** Deletes the entries of buckets that are full again, and re-arms for the latest one still draining. */
