@@ -1,10 +1,11 @@
 // The one conformance suite. It runs unchanged against every store (memory, Redis over TCP with two
 // clients, Redis through the Upstash REST protocol, MongoDB through mingo, and a real MongoDB when
-// MONGODB_URI is set). Time is real here, since Redis and MongoDB clocks cannot be faked: each timing
+// MONGODB_URI is set); its cases for override records are in ./conformance-overrides.ts. Time is real here, since Redis and MongoDB clocks cannot be faked: each timing
 // assertion brackets the store's elapsed time between client-side timestamps taken around the calls.
 import { describe, expect, it, afterAll } from 'vitest';
 import { settleConformance } from './settle-conformance.js';
 import { createLimiter, InvalidInputError, UnknownPolicyError, type Limiter, type PolicyConfig, type Store } from '../../src/index.js';
+import { overrideConformance } from './conformance-overrides.js';
 
 export interface StoreHarness {
   /** Creates a store; called once per suite. */
@@ -34,6 +35,7 @@ function counting(store: Store): Store & { calls: number } {
     step: (k: string, a: Parameters<Store['step']>[1], o?: Parameters<Store['step']>[2]) => (c.calls++, store.step(k, Object.freeze(a), o)),
     reset: (k: string) => (c.calls++, store.reset(k)),
     ping: () => store.ping(),
+    ...(store.override ? { override: (k: string, a: Parameters<NonNullable<Store['override']>>[1]) => (c.calls++, store.override!(k, Object.freeze(a))) } : {}),
   };
   return c;
 }
@@ -386,6 +388,16 @@ export function storeConformance(name: string, harness: StoreHarness): void {
       const keys = ['$gt', 'a.b', '{}', 'a\u0000b', '\u05e9\u05dc\u05d5\u05dd', '🦄🚀', `${n}:${n}`, ' '];
       for (const k of keys) expect((await limiter.take('ten', `${prefix}${k}`, { cost: 10 })).allowed).toBe(true);
       for (const k of keys) expect((await limiter.peek('ten', `${prefix}${k}`)).remaining).toBe(0);
+    });
+
+    describe('override records (Store.override): limits changed at runtime, blocks', () => {
+      overrideConformance({
+        store: async () => (await setup(), store),
+        prefix,
+        key,
+        clockResolutionMs: res,
+        ...(harness.expiryMs ? { expiryMs: harness.expiryMs.bind(harness) } : {}),
+      });
     });
 
     describe('token leases (PolicyConfig.lease) on this store', () => {

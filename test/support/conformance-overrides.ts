@@ -1,0 +1,259 @@
+// The conformance suite's cases for limits changed at runtime (issue 31), run by storeConformance against
+// every store through the Store interface itself (Store.override, Store.step with the limiter's step
+// arguments, Store.reset): numbers raised and lowered mid-debt, another rate mid-debt, one limit of
+// several, the end of an override in both directions, a block and an unblock, a record that outlives the
+// bucket key's expiry, and setters and takers at once. Time is real (a store's clock cannot be faked), so
+// each timing assertion brackets the store's elapsed time between client-side readings around the calls.
+// A store without override() skips them, saying so.
+import { expect, it, type TestContext } from 'vitest';
+import { stepArgs, toDecision, type Costs } from '../../src/core/gcra.js';
+import { baseNumbers, policyUnder } from '../../src/core/override.js';
+import { resolvePolicy, type PolicyConfig, type ResolvedPolicy } from '../../src/core/policy.js';
+import type { OverrideLimit, Store } from '../../src/store.js';
+
+/** What the cases need of the suite: the store (made on first use), its storage key prefix, a fresh key, and the store's expiry of a key. */
+export interface OverrideSuite {
+  store(): Promise<Store>;
+  prefix: string;
+  key(): string;
+  expiryMs?(storageKey: string): Promise<number | null>;
+  clockResolutionMs: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function sleepUntil(t: number): Promise<void> {
+  while (performance.now() < t) await sleep(Math.max(1, Math.ceil(t - performance.now())));
+}
+
+const resolved = (config: PolicyConfig, name = 'p'): ResolvedPolicy => resolvePolicy(name, config, { onStoreError: 'deny', timeoutMs: 1000 });
+/** A limit config's numbers, as an override holds them. */
+const numbers = (config: PolicyConfig): OverrideLimit[] => baseNumbers(resolved(config));
+
+// Rates slow enough that no token comes back within a test, unless the test waits for one.
+const SLOW = 1 / 600;
+const POLICIES = {
+  hundred: { capacity: 100, refillPerSecond: SLOW },
+  ten: { capacity: 10, refillPerSecond: SLOW },
+  tenFast: { capacity: 10, refillPerSecond: 1000 },
+  tenThird: { capacity: 10, refillPerSecond: 1 / 3 },
+  five: { capacity: 5, refillPerSecond: SLOW },
+  fiveTen: { capacity: 5, refillPerSecond: 10 },
+  pair: { limits: { burst: { capacity: 3, refillPerSecond: SLOW }, daily: { capacity: 50, refillPerSecond: 50 / 86_400 } } },
+} satisfies Record<string, PolicyConfig>;
+type Name = keyof typeof POLICIES;
+
+export function overrideConformance(suite: OverrideSuite): void {
+  const policies = Object.fromEntries(Object.entries(POLICIES).map(([name, config]) => [name, resolved(config, name)])) as Record<Name, ResolvedPolicy>;
+  const res = suite.clockResolutionMs;
+
+  /** The store, or a visible skip when it cannot hold records. */
+  async function storeFor(ctx: TestContext): Promise<Store & { override: NonNullable<Store['override']> }> {
+    const store = await suite.store();
+    if (!store.override) ctx.skip(`${store.name} has no override(): it cannot hold override records yet`);
+    return store as Store & { override: NonNullable<Store['override']> };
+  }
+  const storageKey = (name: Name, k: string) => `${suite.prefix}${name}:${k}`;
+
+  /** One take (costs 0: a peek) on the store, and its decision under the numbers it reports in force. */
+  async function take(store: Store, name: Name, k: string, costs: Costs = 1, maxWaitMs = 0) {
+    const p = policies[name];
+    const r = await store.step(storageKey(name, k), stepArgs(p, costs, maxWaitMs));
+    return { r, d: toDecision(r.limits ? policyUnder(p, r.limits) : p, costs, r) };
+  }
+  const set = (store: Store, name: Name, k: string, limits: OverrideLimit[] | null, forMs?: number) =>
+    store.override!(storageKey(name, k), { base: baseNumbers(policies[name]), limits, ...(forMs === undefined ? {} : { forMs }) });
+  const block = (store: Store, name: Name, k: string, forMs: number | null) => store.override!(storageKey(name, k), { base: baseNumbers(policies[name]), blockForMs: forMs });
+
+  it('overrides: lowering capacity mid-debt keeps the tokens spent (90 of 100 moved to 50: none left); raising it keeps the debt and adds the headroom; clearing goes back', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    expect((await take(store, 'hundred', k, 90)).d).toMatchObject({ allowed: true, remaining: 10 });
+    const fifty = numbers({ capacity: 50, refillPerSecond: SLOW });
+    expect((await set(store, 'hundred', k, fifty)).after).toEqual({ limits: fifty });
+    const refused = await take(store, 'hundred', k);
+    expect(refused.r.limits).toEqual(fifty);
+    expect(refused.d).toMatchObject({ allowed: false, limit: 50, remaining: 0 });
+    const thousand = numbers({ capacity: 1000, refillPerSecond: SLOW });
+    await set(store, 'hundred', k, thousand);
+    expect((await take(store, 'hundred', k, 0)).d).toMatchObject({ limit: 1000, remaining: 950 });
+    expect((await take(store, 'hundred', k, 100)).d).toMatchObject({ allowed: true, limit: 1000, remaining: 850 });
+    // Back to the policy's numbers: 150 spent of 100, a debt of 100 (the capacity).
+    expect((await set(store, 'hundred', k, null)).after).toBeUndefined();
+    const back = await take(store, 'hundred', k, 0);
+    expect(back.r.limits).toBeUndefined();
+    expect(back.d).toMatchObject({ limit: 100, remaining: 0 });
+  });
+
+  it('overrides: changing the rate mid-debt refills at the new rate from the change, and a slower one keeps the debt, rounded against the caller', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    expect((await take(store, 'ten', k, 10)).d).toMatchObject({ allowed: true, remaining: 0 });
+    // 1000/s: the 10 tokens spent come back within 10 ms of the change.
+    await set(store, 'ten', k, numbers({ capacity: 10, refillPerSecond: 1000 }));
+    await sleep(20 + res);
+    expect((await take(store, 'ten', k, 0)).d).toMatchObject({ limit: 10, remaining: 10 });
+    // Between scales where neither divides the other (a token of 1/3 per s is 3e6 units, of 1/2 per s
+    // 2e6) the debt is carried in whole tokens, rounded up: 10 spent at 1/3 per s, a sliver refilled,
+    // moved to 1/2 per s is 10 spent, and the next token is a whole 2 s away (rounded down it would be
+    // there at once).
+    const k2 = suite.key();
+    await take(store, 'tenThird', k2, 10);
+    const t0 = performance.now();
+    await set(store, 'tenThird', k2, numbers({ capacity: 10, refillPerSecond: 1 / 2 }));
+    const next = await take(store, 'tenThird', k2, 1);
+    expect(next.d).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
+    expect(next.d.retryAfterMs).toBeLessThanOrEqual(2000);
+    expect(next.d.retryAfterMs).toBeGreaterThanOrEqual(2000 - Math.ceil(performance.now() - t0 + res));
+  });
+
+  it('overrides: one limit of a policy with several (the others keep the policy’s numbers)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    expect((await take(store, 'pair', k, [3, 10])).d).toMatchObject({ allowed: true });
+    const base = baseNumbers(policies.pair);
+    const wider = [numbers({ capacity: 8, refillPerSecond: SLOW })[0]!, base[1]!];
+    await set(store, 'pair', k, wider);
+    const { r, d } = await take(store, 'pair', k, [5, 1]);
+    expect(r.limits).toEqual(wider);
+    expect(d.allowed).toBe(true);
+    expect(d.limits?.map((l) => [l.name, l.limit, l.remaining])).toEqual([
+      ['burst', 8, 0],
+      ['daily', 50, 39],
+    ]);
+    // Only the burst limit changed: the daily one still refuses beyond its 50.
+    expect((await take(store, 'pair', k, [0, 40])).d).toMatchObject({ allowed: false });
+    expect((await take(store, 'pair', k, [0, 39])).d).toMatchObject({ allowed: true });
+  });
+
+  it('overrides: a generous override that ends leaves no refill at its rate after its end', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    // The policy refills 1 token per 600 s; the override 5 per second (one per 200 ms), for 300 ms.
+    const t0 = performance.now();
+    await set(store, 'five', k, numbers({ capacity: 5, refillPerSecond: 5 }), 300);
+    const t1 = performance.now();
+    await take(store, 'five', k, 5);
+    const t2 = performance.now();
+    // From the take to the end: between (t0 + 300) - t2 and (t1 + 300) - t1 ms of refill at 5/s.
+    await sleepUntil(t1 + 300 + 200);
+    const after = await take(store, 'five', k, 0);
+    expect(after.r.limits).toBeUndefined();
+    expect(after.d.limit).toBe(5);
+    const lo = Math.floor(((t0 + 300 - t2 - res) * 5) / 1000);
+    const hi = Math.floor(((t1 + 300 - t1 + res) * 5) / 1000);
+    expect(after.d.remaining).toBeGreaterThanOrEqual(Math.max(0, lo));
+    expect(after.d.remaining).toBeLessThanOrEqual(hi);
+    // And no more comes back at the generous rate.
+    await sleep(400);
+    expect((await take(store, 'five', k, 0)).d.remaining).toBe(after.d.remaining);
+  });
+
+  it('overrides: a strict override that ends refills at the policy’s rate from its end, not before', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    // The policy refills 10 per second; the override 1 per 600 s, for 1000 ms.
+    const t0 = performance.now();
+    const until = (await set(store, 'fiveTen', k, numbers({ capacity: 5, refillPerSecond: SLOW }), 1000)).after!.untilUs!;
+    const t1 = performance.now();
+    expect((await take(store, 'fiveTen', k, 5)).d).toMatchObject({ allowed: true, limit: 5, remaining: 0 });
+    await sleep(200);
+    const during = await take(store, 'fiveTen', k, 0);
+    // Before its end nothing comes back (at 10/s, 2 tokens would have); at its end the policy's numbers.
+    if (during.r.atUs! < until) expect(during).toMatchObject({ r: { limits: numbers({ capacity: 5, refillPerSecond: SLOW }) }, d: { remaining: 0 } });
+    else expect(during.r.limits).toBeUndefined();
+    await sleepUntil(t1 + 1000 + 250);
+    const t3 = performance.now();
+    const after = await take(store, 'fiveTen', k, 0);
+    const t4 = performance.now();
+    expect(after.r.limits).toBeUndefined();
+    // The end is between t0 + 1000 and t1 + 1000 of the store's time: 1 token per 100 ms since.
+    expect(after.d.remaining).toBeGreaterThanOrEqual(Math.min(5, Math.floor((t3 - t1 - 1000 - res) / 100)));
+    expect(after.d.remaining).toBeLessThanOrEqual(Math.min(5, Math.ceil((t4 - t0 - 1000 + res) / 100)));
+  });
+
+  it('overrides: a blocked key is refused whatever its bucket holds, nothing taken; unblocked, it takes again; a block ends by itself', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    await take(store, 'ten', k, 3);
+    const t0 = performance.now();
+    const set = await block(store, 'ten', k, 60_000);
+    expect(set.after?.blockedUntilUs).toBe(set.atUs + 60_000_000);
+    for (const cost of [1, 0]) {
+      const { r, d } = await take(store, 'ten', k, cost);
+      expect(d.allowed).toBe(false);
+      expect(r.blockedUntilUs).toBe(set.after!.blockedUntilUs);
+      // The refusal lasts until the block ends: less the store time since it was set.
+      expect(r.blockedUntilUs! - r.atUs!).toBeLessThanOrEqual(60_000_000);
+      expect(r.blockedUntilUs! - r.atUs!).toBeGreaterThanOrEqual(60_000_000 - Math.ceil(performance.now() - t0 + res) * 1000);
+    }
+    // The bucket is as it was: 7 left.
+    await block(store, 'ten', k, null);
+    expect((await take(store, 'ten', k, 0)).d).toMatchObject({ allowed: true, remaining: 7 });
+    await block(store, 'ten', k, 60_000);
+    expect((await block(store, 'ten', k, null)).after).toBeUndefined();
+    expect((await take(store, 'ten', k, 1)).d).toMatchObject({ allowed: true, remaining: 6 });
+    const short = await block(store, 'ten', k, 1000);
+    expect((await take(store, 'ten', k, 1)).r.blockedUntilUs).toBe(short.after!.blockedUntilUs);
+    await sleep(1050 + res);
+    expect((await take(store, 'ten', k, 1)).d).toMatchObject({ allowed: true, remaining: 5 });
+  });
+
+  it('overrides: a record outlives the bucket key’s expiry, and reset keeps it', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    const three = numbers({ capacity: 3, refillPerSecond: 1000 });
+    await set(store, 'tenFast', k, three);
+    // The bucket refills in 1 ms; its key would expire then.
+    expect((await take(store, 'tenFast', k, 1)).d).toMatchObject({ allowed: true, limit: 3, remaining: 2 });
+    if (suite.expiryMs) expect(await suite.expiryMs(storageKey('tenFast', k))).toBeNull();
+    await sleep(30 + res);
+    expect((await store.override(storageKey('tenFast', k), { base: baseNumbers(policies.tenFast) })).after).toEqual({ limits: three });
+    expect((await take(store, 'tenFast', k, 3)).d).toMatchObject({ allowed: true, limit: 3, remaining: 0 });
+    // Reset empties the bucket and keeps the record (numbers that refill slowly, so that it shows).
+    const slow = numbers({ capacity: 3, refillPerSecond: SLOW });
+    await set(store, 'tenFast', k, slow);
+    await take(store, 'tenFast', k, 3);
+    expect((await take(store, 'tenFast', k, 1)).d.allowed).toBe(false);
+    await store.reset(storageKey('tenFast', k));
+    const reset = await take(store, 'tenFast', k, 0);
+    expect(reset.r.limits).toEqual(slow);
+    expect(reset.d).toMatchObject({ limit: 3, remaining: 3 });
+    // With an end, the key is kept until then (and no longer than the bucket needs after it).
+    const k2 = suite.key();
+    await set(store, 'tenFast', k2, three, 5000);
+    await take(store, 'tenFast', k2, 1);
+    if (suite.expiryMs) {
+      const ttl = await suite.expiryMs(storageKey('tenFast', k2));
+      expect(ttl).not.toBeNull();
+      expect(ttl!).toBeGreaterThan(5000 - 1000);
+      expect(ttl!).toBeLessThanOrEqual(5000 + 2 + res);
+    }
+    expect((await take(store, 'tenFast', k2, 0)).r.limits).toEqual(three);
+  });
+
+  it('overrides: setters and takers at once; every take is decided by one set of numbers, and the tokens add up', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    const twenty = numbers({ capacity: 20, refillPerSecond: SLOW });
+    const calls: Promise<{ allowed: boolean; under: 'base' | 'twenty' } | 'set'>[] = [];
+    for (let i = 0; i < 30; i++) {
+      if (i === 10) calls.push(set(store, 'ten', k, twenty).then(() => 'set' as const));
+      calls.push(take(store, 'ten', k).then(({ r }) => ({ allowed: r.allowed, under: r.limits === undefined ? ('base' as const) : (expect(r.limits).toEqual(twenty), 'twenty' as const) })));
+    }
+    const results = (await Promise.all(calls)).filter((x) => x !== 'set');
+    const allowedUnder = (n: 'base' | 'twenty') => results.filter((x) => x.allowed && x.under === n).length;
+    // Before the change at most the policy's 10; after it the 20 less what was spent before (carried).
+    expect(allowedUnder('base')).toBeLessThanOrEqual(10);
+    expect(allowedUnder('base') + allowedUnder('twenty')).toBeLessThanOrEqual(20);
+    const final = await take(store, 'ten', k, 0);
+    expect(final.r.limits).toEqual(twenty);
+    expect(final.d.remaining).toBe(20 - allowedUnder('base') - allowedUnder('twenty'));
+    // Two setters at once: the key ends with one of the two, whole.
+    const k2 = suite.key();
+    const five = numbers({ capacity: 5, refillPerSecond: SLOW });
+    const [, a, , b] = await Promise.all([set(store, 'ten', k2, twenty), take(store, 'ten', k2, 4), set(store, 'ten', k2, five), take(store, 'ten', k2, 4)]);
+    for (const t of [a, b]) expect([undefined, twenty, five]).toContainEqual(t.r.limits);
+    const after = (await store.override(storageKey('ten', k2), { base: baseNumbers(policies.ten) })).after;
+    expect([twenty, five]).toContainEqual(after?.limits);
+  });
+}
