@@ -1,5 +1,5 @@
 // What the memory store's key bound costs, and an A/B of the memory store against another revision:
-// `node --import tsx bench/memory-keys.ts [--keys 1,100000] [--rounds 15] [--n 300000] [--against HEAD]`.
+// `node --import tsx bench/memory-keys.ts [--keys 1,100000] [--rounds 15] [--n 300000] [--against HEAD] [--cpu]`.
 // Interleaved in every round (in a rotated order, so that no row always runs after the same one), through
 // the same `measure()` loop as RESULTS.md section 3 (concurrency 1, every decision allowed, key k{i % keys}):
 // - ours: `createLimiter` on `memoryStore()` (maxKeys 100,000, as in `npm run bench`);
@@ -10,7 +10,8 @@
 //   of a change;
 // - the loop alone (an already-resolved promise).
 // Prints, per key count and row, the median over rounds of ours ÷ RateLimiterMemory as run.ts computes
-// it (this row's rate ÷ the peer's, per round) with its min–max, and ns per iteration beyond the loop.
+// it (this row's rate ÷ the peer's, per round) with its min–max, and ns per iteration beyond the loop;
+// with --against, also the time per decision now ÷ at REV, paired within each round.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,7 +25,7 @@ import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../src/core/key.js';
 import { measure, spread } from './lib.js';
 
 const { values: opt } = parseArgs({
-  options: { keys: { type: 'string', default: '1,100000' }, rounds: { type: 'string', default: '15' }, n: { type: 'string', default: '300000' }, against: { type: 'string' } },
+  options: { keys: { type: 'string', default: '1,100000' }, rounds: { type: 'string', default: '15' }, n: { type: 'string', default: '300000' }, against: { type: 'string' }, cpu: { type: 'boolean', default: false } },
 });
 const keyCounts = opt.keys.split(',').map(Number);
 const rounds = Number(opt.rounds);
@@ -137,6 +138,18 @@ async function srcAt(rev: string): Promise<Module> {
 }
 
 const previous = opt.against ? await srcAt(opt.against) : undefined;
+
+/**
+ * Decisions per second of one run: of wall time, or with --cpu of this process's CPU time (user and
+ * system), which a machine busy with other work disturbs far less than the wall clock.
+ */
+async function rate(op: (i: number) => Promise<unknown>): Promise<number> {
+  if (!opt.cpu) return (await measure(n, 1, op)).opsPerSec;
+  const c0 = process.cpuUsage();
+  await measure(n, 1, op);
+  const c = process.cpuUsage(c0);
+  return n / ((c.user + c.system) / 1e6);
+}
 for (const keys of keyCounts) {
   const rlf = new RateLimiterMemory({ points: HUGE.capacity, duration: 60 });
   const limiterOn = (store: Store) => createLimiter({ store, policies: { bench: HUGE } });
@@ -157,7 +170,7 @@ for (const keys of keyCounts) {
   const perSec: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
   for (let r = 0; r < rounds; r++) {
     const order = names.map((_, j) => names[(j + r) % names.length]!);
-    for (const name of order) perSec[name]!.push((await measure(n, 1, impls[name]!)).opsPerSec);
+    for (const name of order) perSec[name]!.push(await rate(impls[name]!));
   }
   const peer = perSec['rate-limiter-flexible RateLimiterMemory']!;
   const loopNs = 1e9 / spread(perSec['the loop alone']!).median;
@@ -166,5 +179,13 @@ for (const keys of keyCounts) {
     const ratio = spread(perSec[name]!.map((x, r) => x / peer[r]!));
     const ns = 1e9 / spread(perSec[name]!).median;
     console.log(`${name}: ÷ RateLimiterMemory ${ratio.median.toFixed(2)} (${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}), ${(ns - loopNs).toFixed(0)} ns beyond the loop (${ns.toFixed(0)} per iteration)`);
+  }
+  if (previous) {
+    // The before/after itself, paired within each round (the rows ran back to back), so that drift in
+    // the machine's load between rounds cancels out: time per decision now ÷ at the revision.
+    const now = perSec['edge-limiter memoryStore']!;
+    const then = perSec[`ours at ${opt.against}`]!;
+    const cost = spread(now.map((x, r) => then[r]! / x));
+    console.log(`time per decision, memoryStore now ÷ at ${opt.against}: ${cost.median.toFixed(3)} (${cost.min.toFixed(3)}–${cost.max.toFixed(3)} over rounds)`);
   }
 }
