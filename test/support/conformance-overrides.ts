@@ -211,11 +211,12 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect((await take(store, 'tenFast', k, 3)).d).toMatchObject({ allowed: true, limit: 3, remaining: 0 });
     // Reset empties the bucket and keeps the record (numbers that refill slowly, so that it shows).
     const slow = numbers({ capacity: 3, refillPerSecond: SLOW });
-    await set(store, 'tenFast', k, slow);
-    await take(store, 'tenFast', k, 3);
-    expect((await take(store, 'tenFast', k, 1)).d.allowed).toBe(false);
-    await store.reset(storageKey('tenFast', k));
-    const reset = await take(store, 'tenFast', k, 0);
+    const k3 = suite.key();
+    await set(store, 'tenFast', k3, slow);
+    expect((await take(store, 'tenFast', k3, 3)).d).toMatchObject({ allowed: true, remaining: 0 });
+    expect((await take(store, 'tenFast', k3, 1)).d.allowed).toBe(false);
+    await store.reset(storageKey('tenFast', k3));
+    const reset = await take(store, 'tenFast', k3, 0);
     expect(reset.r.limits).toEqual(slow);
     expect(reset.d).toMatchObject({ limit: 3, remaining: 3 });
     // With an end, the key is kept until then (and no longer than the bucket needs after it).
