@@ -134,17 +134,20 @@ export const openApiDocument = {
       post: {
         tags: ['permits'],
         operationId: 'adjust',
-        summary: 'Settle a cost after the fact: refund (below 0) or charge more (above 0)',
+        summary: 'Settle a charge by its actual cost, or adjust a bucket by any amount',
         ...needs('POST /v1/adjustments with a charge', 'POST /v1/adjustments'),
         description:
-          'Needs, on the policy, the `settle` right when the body names a `charge`, and the `admin` right otherwise (an adjustment by any amount). One atomic step on the store\'s clock, always applied. A refund never makes a limit fuller than full; a charge may put a limit into debt (up to its capacity beyond empty), which later takes wait out. ' +
-          'Answers 200 with the bucket after the adjustment (`allowed`: a take of 1 would pass now).',
+          'Two forms. A settlement names a `charge` (the Idempotency-Key of a take on this policy and key, which its answer gives back as `charge`) and the actual `cost` (at least 0): it applies actual minus what the charge took, per limit, so it refunds at most that charge (a take without an Idempotency-Key cannot be settled). It applies once: the same charge again answers the first settlement (`repeated: true`); again with another cost is a 409. It needs the `settle` right, and no Idempotency-Key (the charge is its key). ' +
+          'Without a `charge`, an adjustment by any amount (below 0 a refund, above 0 a charge), which needs the `admin` right. Either is one atomic step on the store\'s clock. A refund never makes a limit fuller than full; a charge may put a limit into debt (up to its capacity beyond empty), which later takes wait out. ' +
+          'Answers 200 with the bucket after (`allowed`: a take of 1 would pass now).',
         parameters: [{ $ref: '#/components/parameters/IdempotencyKey' }],
         requestBody: { required: true, content: json(ref('AdjustmentRequest')) },
         responses: {
           '200': { description: 'Applied; the bucket as it is now.', headers: rateLimitHeaders, content: json(ref('Decision')) },
           ...badJsonBody(),
-          '503': problem(503, 'The store is unavailable: the adjustment was not applied. Retry after Retry-After.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
+          '404': problem(404, 'No policy of that name is configured; or, for a settlement, no take with that `charge` on this policy and key within the idempotency window (5 minutes by default): nothing was applied.', ['unknown-policy', 'unknown-charge']),
+          '409': problem(409, 'A settlement of a charge settled before with another cost: nothing was applied.', ['charge-settled']),
+          '503': problem(503, 'The store is unavailable: the adjustment may not have been applied (a settlement can be sent again with the same cost). Retry after Retry-After.', ['store-unavailable'], { 'Retry-After': header('Retry-After') }),
           default: internalError,
         },
       },
@@ -274,14 +277,29 @@ export const openApiDocument = {
         properties: {
           policy: { type: 'string', minLength: 1, description: 'A configured policy\'s name.' },
           key: { $ref: '#/components/schemas/Key' },
+          charge: {
+            type: 'string',
+            pattern: '^[\\x20-\\x7e]+$',
+            minLength: 1,
+            maxLength: MAX_IDEMPOTENCY_KEY_BYTES,
+            description: 'A settlement: the charge settled, the Idempotency-Key its take was sent with (the take\'s answer gives it as `charge`). Needs the `settle` right; without it, the body is an adjustment by any amount (`admin`).',
+          },
           cost: {
-            description: 'Below 0 a refund, above 0 a charge; a number applies to every limit, an object per named limit (left out: 0). Not 0 (on every limit).',
+            description:
+              'With a `charge`: what the work really cost, at least 0 (0: all of the charge goes back). Without: below 0 a refund, above 0 a charge, not 0 on every limit. A number applies to every limit, an object per named limit (left out: 0).',
             oneOf: [
-              { type: 'integer', minimum: -MAX_ADJUST_TOKENS, maximum: MAX_ADJUST_TOKENS, not: { const: 0 } },
+              { type: 'integer', minimum: -MAX_ADJUST_TOKENS, maximum: MAX_ADJUST_TOKENS },
               { type: 'object', minProperties: 1, additionalProperties: { type: 'integer', minimum: -MAX_ADJUST_TOKENS, maximum: MAX_ADJUST_TOKENS } },
             ],
           },
         },
+        if: { properties: { charge: { type: 'string' } }, required: ['charge'] },
+        then: {
+          properties: {
+            cost: { oneOf: [{ type: 'integer', minimum: 0 }, { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } }] },
+          },
+        },
+        else: { properties: { cost: { not: { const: 0 } } } },
       },
       Key: {
         type: 'string',
@@ -304,7 +322,8 @@ export const openApiDocument = {
           resetAfterMs: nonNegative('Ms until the most constraining limit is full again (absent when the store did not answer).'),
           waitMs: nonNegative('Ms to sleep before acting on an allowed reservation; 0 for an immediate permit.'),
           reason: { type: 'string', enum: ['store_error', 'deny_cache', 'lease', 'local'], description: 'Why the bucket in the store did not decide alone; absent when it did.' },
-          repeated: { const: true, description: 'The Idempotency-Key was applied before: this is the first answer, and nothing was charged again.' },
+          repeated: { const: true, description: 'The Idempotency-Key (or a settlement\'s charge) was applied before: this is the first answer, and nothing was charged again.' },
+          charge: { type: 'string', description: 'A take sent with an Idempotency-Key: that key, which names this charge for a settlement (`POST /v1/adjustments` with `charge`).' },
           limits: { type: 'array', items: ref('LimitDecision'), description: 'A policy of several limits: each limit\'s numbers, in the policy\'s order.' },
           refusedBy: { type: 'array', items: { type: 'string' }, minItems: 1, description: 'A 429 of a policy of several limits: the limits that refused.' },
         },

@@ -2,8 +2,8 @@
 // inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
 import { Hono, type Context } from 'hono';
 import type { Decision } from '../core/decision.js';
-import { assertIdempotencyKey, assertKey, MAX_PERMIT_WAIT_MS, resolveAdjustment, resolveCost, type Cost } from '../core/key.js';
-import { IdempotencyConflictError, InvalidInputError, StoreError } from '../errors.js';
+import { assertIdempotencyKey, assertKey, MAX_PERMIT_WAIT_MS, resolveAdjustment, resolveCost, resolveSettlement, type Cost } from '../core/key.js';
+import { IdempotencyConflictError, InvalidInputError, StoreError, UnknownChargeError } from '../errors.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import type { Limiter } from '../limiter.js';
 import { checkTokens, guard, missingPolicy, missingRight, setGrant, grantOf, tokenChecker, type PermitToken } from './auth.js';
@@ -66,13 +66,17 @@ export type PermitBody = Decision & {
   refusedBy?: string[];
   /** The request's Idempotency-Key was applied before: this is the first answer, and nothing was charged again. */
   repeated?: boolean;
+  /** A take sent with an Idempotency-Key: that key, which names this charge for a settlement. */
+  charge?: string;
 };
 
 /** The fields a permit request and an adjustment may carry (test/http/openapi.test.ts holds the document to them). */
 export const FIELDS: ReadonlySet<string> = new Set(['policy', 'key', 'cost', 'maxWaitMs']);
 export const ADJUST_FIELDS: ReadonlySet<string> = new Set(['policy', 'key', 'cost']);
+/** A settlement: an adjustment that names the charge it settles, with the actual cost. */
+export const SETTLE_FIELDS: ReadonlySet<string> = new Set(['policy', 'key', 'charge', 'cost']);
 
-type Parsed = { ok: true; policy: ResolvedPolicy; key: string; cost: Cost; maxWaitMs: number } | { ok: false; response: Response };
+type Parsed = { ok: true; policy: ResolvedPolicy; key: string; cost: Cost; maxWaitMs: number; charge?: string } | { ok: false; response: Response };
 
 function invalid(detail: string, field: string): { ok: false; response: Response } {
   return { ok: false, response: problemResponse('invalid-request', detail, { field }) };
@@ -158,6 +162,11 @@ function parsePermit(body: unknown, limiter: Limiter, scope: (policy: string) =>
   if (UNADDRESSABLE.has(b.key as string)) return invalid('`key` must not be "." or "..": no URL path can name them, so /v1/buckets could not read or reset the bucket', 'key');
   // null is no cost: only an absent one defaults (to 1, for a take).
   const cost = (b.cost === undefined ? 1 : b.cost) as Cost;
+  if (fields === SETTLE_FIELDS) {
+    if (b.cost === undefined) return invalid('`cost` is required: what the work really cost, at least 0', 'cost');
+    const bad = checkCost(() => (assertIdempotencyKey(b.charge, 'charge'), resolveSettlement(policy, cost)));
+    return bad ?? { ok: true, policy, key: b.key as string, cost, maxWaitMs: 0, charge: b.charge as string };
+  }
   if (fields === ADJUST_FIELDS) {
     if (b.cost === undefined) return invalid('`cost` is required: below 0 a refund, above 0 a charge', 'cost');
     const bad = checkCost(() => resolveAdjustment(policy, cost));
@@ -193,6 +202,7 @@ function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decisio
   };
   if (decision.reason) body.reason = decision.reason;
   if (decision.reason !== 'store_error' && decision.repeated) body.repeated = true;
+  if (decision.reason !== 'store_error' && decision.charge !== undefined) body.charge = decision.charge;
   if (decision.reason !== 'store_error' && decision.limits) body.limits = decision.limits;
   const refusedBy = inspect ? undefined : refusingLimits(decision);
   if (refusedBy) body.refusedBy = refusedBy;
@@ -280,8 +290,10 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     return decisionResponse(p.policy, p.key, decision);
   });
 
-  // Settlement: a cost after the fact, refunded (below 0) or charged (above 0), in one store call.
-  // The right it needs depends on the body's form (a charge named or not), so it is checked once the body is read.
+  // A cost after the fact, in one store call: a settlement of a charge the body names (`settle`: a take's
+  // Idempotency-Key, by the actual cost; a refund of at most what it took, once), or free-form, refunded
+  // (below 0) or charged (above 0) by any amount (`admin`). The right it needs depends on the body's
+  // form, so it is checked once the body is read.
   app.post('/v1/adjustments', async (c) => {
     const id = idempotencyKeyOf(c.req.header('idempotency-key'));
     if (id.response) return id.response;
@@ -292,11 +304,25 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     const charged = typeof (body.value as { charge?: unknown } | null)?.charge === 'string';
     const outside = missingRight(c, charged ? 'POST /v1/adjustments with a charge' : 'POST /v1/adjustments');
     if (outside) return outside;
-    const p = parsePermit(body.value, limiter, (policy) => missingPolicy(c, policy), ADJUST_FIELDS);
+    const p = parsePermit(body.value, limiter, (policy) => missingPolicy(c, policy), charged ? SETTLE_FIELDS : ADJUST_FIELDS);
     if (!p.ok) return p.response;
     let decision: Decision;
+    if (p.charge !== undefined) {
+      // The charge is the settlement's own idempotency key: an Idempotency-Key header adds nothing.
+      try {
+        decision = await limiter.settle(p.policy.name, p.key, { charge: p.charge, cost: p.cost });
+      } catch (err) {
+        if (err instanceof UnknownChargeError) {
+          return problemResponse('unknown-charge', 'no take with this charge (its Idempotency-Key) on this policy and key within the idempotency window; nothing was applied', { field: 'charge' });
+        }
+        if (err instanceof IdempotencyConflictError) return problemResponse('charge-settled', 'this charge was settled before with another cost; nothing was applied', { field: 'charge' });
+        if (!(err instanceof StoreError)) return refusedInput(err);
+        return problemResponse('store-unavailable', 'the rate-limit store is unavailable: the settlement may not have been applied (settling again with the same cost is safe)', { policy: p.policy.name }, { 'Retry-After': '1' });
+      }
+      return decisionResponse(p.policy, p.key, decision, true);
+    }
     try {
-      decision = await limiter.adjust(p.policy.name, p.key, p.cost, id.key === undefined ? {} : { idempotencyKey: id.key });
+      decision = await limiter.adjust(p.policy.name, p.key, p.cost, { actor: grantOf(c)!.name, ...(id.key === undefined ? {} : { idempotencyKey: id.key }) });
     } catch (err) {
       if (!(err instanceof StoreError)) return refusedInput(err);
       return problemResponse('store-unavailable', 'the rate-limit store is unavailable: the adjustment was not applied', { policy: p.policy.name }, { 'Retry-After': '1' });
@@ -332,7 +358,7 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     // What the reset wipes, for the audit line: read just before (a peek; not atomic with the reset).
     const before = await limiter.peek(b.policy.name, b.key);
     try {
-      await limiter.reset(b.policy.name, b.key);
+      await limiter.reset(b.policy.name, b.key, { actor: grantOf(c)!.name });
     } catch {
       return problemResponse('store-unavailable', 'the rate-limit store is unavailable', {}, { 'Retry-After': '1' });
     }

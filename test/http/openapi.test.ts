@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../functions/app/app.js';
 import { loadConfig } from '../../functions/app/env.js';
-import { ADJUST_FIELDS, FIELDS } from '../../src/http/permit-app.js';
+import { ADJUST_FIELDS, FIELDS, SETTLE_FIELDS } from '../../src/http/permit-app.js';
 import { openApiDocument, openApiJson } from '../../src/http/openapi.js';
 import { ROUTE_RIGHTS } from '../../src/http/auth.js';
 import type { Store } from '../../src/store.js';
@@ -101,7 +101,7 @@ describe('the OpenAPI document', () => {
 
   it("describes exactly the request fields the server accepts", () => {
     expect(Object.keys(doc.components.schemas.PermitRequest!.properties!).sort()).toEqual([...FIELDS].sort());
-    expect(Object.keys(doc.components.schemas.AdjustmentRequest!.properties!).sort()).toEqual([...ADJUST_FIELDS].sort());
+    expect(Object.keys(doc.components.schemas.AdjustmentRequest!.properties!).sort()).toEqual([...new Set([...ADJUST_FIELDS, ...SETTLE_FIELDS])].sort());
   });
 
   it('every documented response and field shows up in real responses, and every response matches', async () => {
@@ -145,6 +145,12 @@ describe('the OpenAPI document', () => {
     await expectStatus(200, ...post('/v1/adjustments', { policy: 'api', key: 'k', cost: -1 }, { 'Idempotency-Key': 'adjust-1' }));
     await expectStatus(200, ...post('/v1/adjustments', { policy: 'multi', key: 'm', cost: { daily: 5 } }));
     await expectStatus(400, ...post('/v1/adjustments', { policy: 'api', key: 'k', cost: 0 }));
+    // A settlement of a take's charge (its Idempotency-Key, answered back as `charge`), once.
+    await expectStatus(200, ...post('/v1/permits', { policy: 'api', key: 'settled', cost: 2 }, { 'Idempotency-Key': 'charge-1' }));
+    await expectStatus(200, ...post('/v1/adjustments', { policy: 'api', key: 'settled', charge: 'charge-1', cost: 0 }));
+    await expectStatus(409, ...post('/v1/adjustments', { policy: 'api', key: 'settled', charge: 'charge-1', cost: 1 }));
+    await expectStatus(404, ...post('/v1/adjustments', { policy: 'api', key: 'settled', charge: 'no-such-charge', cost: 0 }));
+    await expectStatus(400, ...post('/v1/adjustments', { policy: 'api', key: 'settled', charge: 'charge-1', cost: -1 }));
     await expectStatus(400, ...post('/v1/adjustments', '[1'));
     await expectStatus(401, '/v1/adjustments', { method: 'POST', headers: { Authorization: 'Bearer wrong', 'Content-Type': 'application/json' }, body: '{}' });
     await expectStatus(403, ...post('/v1/adjustments', { policy: 'multi', key: 'm', cost: 1 }, narrow));
