@@ -280,6 +280,19 @@ describe('memory store: override records', () => {
     expect(store.takeOneSync('el:p:', 'free', stepArgs(p, 1, 0).limits[0]!)).toBe(2 * p.tokenUnits);
   });
 
+  it('a repeated operation id answers in the numbers its step ran under', async () => {
+    const store = memoryStore({ nowMs: () => 0 });
+    await store.override('k', { base, limits: five });
+    const args = { ...stepArgs(p, 2, 0), op: { id: 'op-1', ttlMs: 60_000, fingerprint: 'take|2' } };
+    const first = store.stepSync('k', args);
+    expect(first).toMatchObject({ allowed: true, debtUnits: [2 * five[0]!.tokenUnits], limits: five });
+    expect(store.stepSync('k', args)).toEqual({ allowed: true, debtUnits: first.debtUnits, atUs: 0, repeated: true, limits: five });
+    await store.override('k', { base, blockForMs: 1000 });
+    const blocked = { ...args, op: { ...args.op, id: 'op-2' } };
+    store.stepSync('k', blocked);
+    expect(store.stepSync('k', blocked)).toMatchObject({ allowed: false, repeated: true, limits: five, blockedUntilUs: 1_000_000 });
+  });
+
   it('a record a step installs for a policy-wide change goes with its bucket and is not counted', async () => {
     const store = memoryStore({ maxOverrides: 1, nowMs: () => 0 });
     const change = { id: 'c1', limits: five };

@@ -134,6 +134,10 @@ export interface OpRecord {
    * from an adjustment's record: no charge to settle.
    */
   chargedUnits?: number[];
+  /** The step ran under a key's override record: its numbers (StepResult.limits), so that a repeat is read in them. */
+  limits?: OverrideLimit[];
+  /** The step was refused by a block (StepResult.blockedUntilUs). */
+  blockedUntilUs?: number;
 }
 
 /** The units a take charged each limit (its OpRecord.chargedUnits): its costs when allowed (a grant's tokens), else 0 each. */
@@ -158,5 +162,7 @@ export function repeatOf(record: OpRecord, args: StepArgs): StepResult {
   if (record.fingerprint !== args.op!.fingerprint) return { allowed: false, debtUnits: record.debtUnits, atUs: record.atUs, conflict: true };
   const r: StepResult = { allowed: record.allowed, debtUnits: record.debtUnits, atUs: record.atUs, repeated: true };
   if (record.tokens !== undefined) r.tokens = record.tokens;
+  if (record.limits !== undefined) r.limits = record.limits;
+  if (record.blockedUntilUs !== undefined) r.blockedUntilUs = record.blockedUntilUs;
   return r;
 }

@@ -321,6 +321,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         pruneOps(now);
         const record: OpRecord = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: now, fingerprint: op.fingerprint };
         if (r.tokens !== undefined) record.tokens = r.tokens;
+        if (r.limits !== undefined) record.limits = r.limits;
+        if (r.blockedUntilUs !== undefined) record.blockedUntilUs = r.blockedUntilUs;
         if (charged !== undefined) record.chargedUnits = charged;
         else if (!args.adjust) record.chargedUnits = chargedUnitsOf(args, r);
         ops.delete(opKey);
