@@ -131,8 +131,10 @@ describe('metrics', () => {
       await limiter.close();
     }
     // The permit API's administrative actions (its onAudit).
-    metrics.onAudit({ action: 'reset', token: 'ops', policy: 'p', key: 'a', at: new Date().toISOString() });
-    metrics.onAudit({ action: 'adjust', token: 'ops', policy: 'p', key: 'a', at: new Date().toISOString(), cost: -1 });
+    metrics.onAudit({ action: 'reset', actor: 'ops', policy: 'p', key: 'a', atMs: Date.now(), after: { remaining: 1 } });
+    metrics.onAudit({ action: 'adjust', actor: 'ops', policy: 'p', key: 'a', atMs: Date.now(), after: { cost: -1, remaining: 1 } });
+    // A failed one was not applied: not counted (its audit line says so).
+    metrics.onAudit({ action: 'reset', actor: 'ops', policy: 'p', key: 'a', atMs: Date.now(), error: new Error('down') });
     const text = await metrics.registry.metrics();
     expect(sample(text, 'edge_limiter_admin_actions_total{action="reset",token="ops"}')).toBe(1);
 

@@ -5,12 +5,12 @@ import { HonoBase } from 'hono/hono-base';
 import { RegExpRouter } from 'hono/router/reg-exp-router';
 import type { AppConfig } from './env.js';
 import { inEnv } from './env.js';
-import { createLimiter, type Limiter, type LimiterOptions, type StoreStatusEvent } from '../../src/limiter.js';
+import { createLimiter, type AuditEvent, type Limiter, type LimiterOptions, type StoreStatusEvent } from '../../src/limiter.js';
 import type { Store } from '../../src/store.js';
 import { createForwarder, type ForwardSend } from '../../src/http/gateway.js';
 import { headerKey, ipKey } from '../../src/http/key.js';
 import { rateLimit } from '../../src/http/middleware.js';
-import { addPermitRoutes, type AuditEvent } from '../../src/http/permit-app.js';
+import { addPermitRoutes } from '../../src/http/permit-app.js';
 import { problemResponse } from '../../src/http/problem.js';
 import { CONTROL, HOST } from '../../src/http/fields.js';
 import { createDecisionStats, type DecisionStats } from '../../src/limiter/decision-stats.js';
@@ -51,6 +51,28 @@ export function storeStatusLogger(log: LogSink): (event: StoreStatusEvent) => vo
   };
 }
 
+/**
+ * One JSON line per administrative action (the limiter's onAudit): the token's name (the actor the
+ * permit API passes), the policy, the key, what it left, when, and the error when the store failed.
+ * Then `next`, e.g. the metrics counter.
+ */
+export function auditLogger(log: LogSink, next?: (event: AuditEvent) => void): (event: AuditEvent) => void {
+  return (e) => {
+    log(e.error === undefined ? 'info' : 'warn', {
+      msg: 'audit',
+      action: e.action,
+      token: e.actor,
+      policy: e.policy,
+      key: e.key,
+      at: new Date(e.atMs).toISOString(),
+      before: e.before,
+      after: e.after,
+      ...(e.error === undefined ? {} : { error: errorText(e.error) }),
+    });
+    next?.(e);
+  };
+}
+
 export interface BuildOptions {
   /** Structured log sink. @default JSON lines on the console */
   log?: LogSink;
@@ -61,7 +83,7 @@ export interface BuildOptions {
    * bodies in bounded memory); without one the gateway uses fetch (right on Workers).
    */
   send?: ForwardSend;
-  /** Each administrative action the permit API applied (the Node server counts them on its metrics port). */
+  /** Each administrative action, after its audit log line (the Node server counts them on its metrics port). */
   onAudit?: (event: AuditEvent) => void;
 }
 
@@ -90,6 +112,7 @@ export function buildLimiter(config: AppConfig, store: Store, options: BuildOpti
       policies: config.policies,
       ...config.limiter,
       onStoreStatus: storeStatusLogger(log),
+      onAudit: auditLogger(log, options.onAudit),
       ...(options.onDecision ? { onDecision: options.onDecision } : {}),
     });
   } catch (err) {
@@ -104,7 +127,7 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
   const limiter = buildLimiter(config, store, { ...options, onDecision: composeOnDecision(stats.onDecision, options.onDecision) });
   // The Host rules first (a middleware runs only for the routes added after it), then the permit API's
   // routes, with its refusals for a path none serves and for an unexpected error.
-  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log, ...(options.onAudit ? { onAudit: options.onAudit } : {}) });
+  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log });
   const app = routerApp();
   app.use('*', hostRules);
   app.route('/', permits);

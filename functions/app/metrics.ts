@@ -2,14 +2,14 @@
 // stays dependency-free). Served by functions/node.ts on METRICS_PORT, apart from the public port.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DecisionEvent } from '../../src/limiter.js';
-import type { AuditEvent } from '../../src/http/permit-app.js';
+import type { AuditEvent } from '../../src/limiter.js';
 import { storeNotAsked } from '../../src/limiter/store-call.js';
 
 export interface Metrics {
   registry: Registry;
   /** Pass as the limiter's onDecision. */
   onDecision(event: DecisionEvent): void;
-  /** Pass as the permit API's onAudit: counts administrative actions by action and token name. */
+  /** Pass as (or call from) the limiter's onAudit: counts administrative actions applied, by action and token name. */
   onAudit(event: AuditEvent): void;
 }
 
@@ -57,14 +57,15 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
   });
   const adminActions = new Counter({
     name: 'edge_limiter_admin_actions_total',
-    help: 'Administrative actions the permit API applied, by action (reset; adjust: an adjustment that names no charge) and the name of the token that asked.',
+    help: 'Administrative actions applied, by action (reset; adjust: an adjustment that names no charge) and the name of the permit API token that asked (empty: a call of the library itself).',
     labelNames: ['action', 'token'] as const,
     registers: [registry],
   });
   return {
     registry,
     onAudit(e) {
-      adminActions.inc({ action: e.action, token: e.token });
+      // A failed action (the store did not answer or refused it) was not applied: its audit line says so.
+      if (e.error === undefined) adminActions.inc({ action: e.action, token: e.actor ?? '' });
     },
     onDecision(e) {
       const { decision } = e;

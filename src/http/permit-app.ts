@@ -28,34 +28,13 @@ export interface PermitAppOptions {
    * says why, once). Invalid ones throw a ConfigError here.
    */
   tokens: readonly (string | PermitToken)[];
-  /** Structured log sink. Never receives secrets: tokens are named. @default console */
+  /**
+   * Structured log sink. Never receives secrets: tokens are named. Administrative actions (reset,
+   * free-form adjust) go to the limiter's onAudit, with the token's name as their actor. @default console
+   */
   log?: (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
-  /** Called once for each administrative action applied (after its `audit` log line), e.g. to count them. */
-  onAudit?: (event: AuditEvent) => void;
   /** Monotonic clock for the /healthz ping cache, in ms. @default performance.now */
   monotonicMs?: () => number;
-}
-
-/**
- * An administrative action the permit API applied, as its audit log line carries it (`msg: "audit"`):
- * a reset, or an adjustment that names no charge.
- */
-export interface AuditEvent {
-  action: 'reset' | 'adjust';
-  /** The name of the token that asked (never its secret). */
-  token: string;
-  policy: string;
-  key: string;
-  /** ISO time the action was applied. */
-  at: string;
-  /** adjust: the cost applied (below 0 a refund). */
-  cost?: Cost;
-  /** reset: the whole tokens the most constraining limit held, as read just before the reset (absent when the store did not answer). */
-  remainingBefore?: number;
-  /** Whole tokens it holds after. */
-  remainingAfter?: number;
-  /** adjust: the Idempotency-Key was applied before, so nothing changed now. */
-  repeated?: true;
 }
 
 /** The JSON body of a 200 or 429 from the permit API. */
@@ -225,12 +204,6 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   const { limiter } = options;
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
   const auth = tokenChecker(checkTokens(options.tokens.filter((t) => t !== ''), 'tokens', [...limiter.policies.keys()]));
-  const audit = (event: Omit<AuditEvent, 'at' | 'token'>, c: Context) => {
-    const { action, policy, key, ...change } = event;
-    const line: AuditEvent = { action, token: grantOf(c)!.name, policy, key, at: new Date().toISOString(), ...change };
-    log('info', { msg: 'audit', ...line });
-    options.onAudit?.(line);
-  };
   let warnedNoTokens = false;
 
   // /healthz: the store's ping (one shared ping in flight, remembered for HEALTH_CACHE_MS from its
@@ -322,13 +295,11 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
       return decisionResponse(p.policy, p.key, decision, true);
     }
     try {
+      // The token's name goes to the limiter's onAudit as the actor of this administrative action.
       decision = await limiter.adjust(p.policy.name, p.key, p.cost, { actor: grantOf(c)!.name, ...(id.key === undefined ? {} : { idempotencyKey: id.key }) });
     } catch (err) {
       if (!(err instanceof StoreError)) return refusedInput(err);
       return problemResponse('store-unavailable', 'the rate-limit store is unavailable: the adjustment was not applied', { policy: p.policy.name }, { 'Retry-After': '1' });
-    }
-    if (!charged && decision.reason !== 'store_error') {
-      audit({ action: 'adjust', policy: p.policy.name, key: p.key, cost: p.cost, remainingAfter: decision.remaining, ...(decision.repeated ? { repeated: true as const } : {}) }, c);
     }
     // The bucket as it is after the adjustment (allowed: a take of 1 would pass now): a 200 either way.
     return decisionResponse(p.policy, p.key, decision, true);
@@ -355,14 +326,11 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   app.delete(BUCKET, guard('DELETE /v1/buckets/{policy}/{key}'), async (c) => {
     const b = bucket(c);
     if (b.response) return b.response;
-    // What the reset wipes, for the audit line: read just before (a peek; not atomic with the reset).
-    const before = await limiter.peek(b.policy.name, b.key);
     try {
       await limiter.reset(b.policy.name, b.key, { actor: grantOf(c)!.name });
     } catch {
       return problemResponse('store-unavailable', 'the rate-limit store is unavailable', {}, { 'Retry-After': '1' });
     }
-    audit({ action: 'reset', policy: b.policy.name, key: b.key, remainingBefore: before.remaining, remainingAfter: b.policy.limits.length ? Math.min(...b.policy.limits.map((l) => l.capacity)) : undefined }, c);
     return c.body(null, 204);
   });
 

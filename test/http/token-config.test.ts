@@ -6,7 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
 import { checkTokens, RIGHTS, ROUTE_RIGHTS, tokenChecker, type PermitToken } from '../../src/http/auth.js';
 import { guide, table } from '../support/guides.js';
-import { permitApp, type AuditEvent } from '../../src/http/permit-app.js';
+import { permitApp } from '../../src/http/permit-app.js';
+import type { AuditEvent } from '../../src/limiter.js';
+import { buildApp } from '../../functions/app/app.js';
+import { switchableStore } from '../support/switchable-store.js';
 import { ConfigError, createLimiter, memoryStore } from '../../src/index.js';
 
 const sha = (s: string) => `sha256:${createHash('sha256').update(s).digest('hex')}`;
@@ -87,14 +90,13 @@ describe('PERMIT_TOKENS', () => {
   });
 });
 
-describe('the permit API\'s log and audit lines', () => {
-  it('an administrative action writes one audit line naming the token, policy, key, change and time; a 403 a warning; no secret anywhere', async () => {
+describe('the deployed app\'s audit and refusal lines', () => {
+  it('an administrative action writes one audit line naming the token, policy, key, what it left and when; a failed one says so; a 403 a warning; no secret anywhere', async () => {
     const lines: Record<string, unknown>[] = [];
     const audits: AuditEvent[] = [];
-    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 5, refillPerSecond: 0.001 } } });
-    const app = permitApp({
-      limiter,
-      tokens: [token({ name: 'ops', rights: ['admin', 'permit'] }), token({ name: 'svc', secret: 'svc-secret-0001' })] as unknown as PermitToken[],
+    const tokens = JSON.stringify([token({ name: 'ops', rights: ['admin', 'permit'] }), token({ name: 'svc', secret: 'svc-secret-0001' })]);
+    const store = switchableStore();
+    const { app } = buildApp(loadConfig({ LIMITER_POLICIES: JSON.stringify({ api: { capacity: 5, refillPerSecond: 0.001 } }), PERMIT_TOKENS: tokens, LIMITER_CIRCUIT_BREAKER: 'off' }), store, {
       log: (_level, line) => void lines.push(line),
       onAudit: (e) => void audits.push(e),
     });
@@ -105,13 +107,16 @@ describe('the permit API\'s log and audit lines', () => {
     expect((await send('POST', '/v1/adjustments', SECRET, { policy: 'api', key: 'k', cost: -1 })).status).toBe(200);
     expect((await send('DELETE', '/v1/buckets/api/k', SECRET)).status).toBe(204);
     expect((await send('DELETE', '/v1/buckets/api/k', 'svc-secret-0001')).status).toBe(403);
+    store.down = true;
+    expect((await send('POST', '/v1/adjustments', SECRET, { policy: 'api', key: 'k', cost: -1 })).status).toBe(503);
     const audit = lines.filter((l) => l.msg === 'audit');
     expect(audit).toEqual([
-      { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), cost: -1, remainingAfter: 3 },
-      { msg: 'audit', action: 'reset', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), remainingBefore: 3, remainingAfter: 5 },
+      { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), after: { cost: -1, remaining: 3 } },
+      { msg: 'audit', action: 'reset', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), after: { remaining: 5 } },
+      { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), error: expect.any(String) },
     ]);
     for (const l of audit) expect(Date.parse(l.at as string)).toBeGreaterThanOrEqual(before - 1000);
-    expect(audits.map((a) => [a.action, a.token])).toEqual([['adjust', 'ops'], ['reset', 'ops']]);
+    expect(audits.map((a) => [a.action, a.actor, a.error === undefined])).toEqual([['adjust', 'ops', true], ['reset', 'ops', true], ['adjust', 'ops', false]]);
     expect(lines.filter((l) => l.msg === 'forbidden')).toEqual([{ msg: 'forbidden', token: 'svc', method: 'DELETE', path: '/v1/buckets/api/k' }]);
     const text = JSON.stringify(lines);
     expect(text).not.toContain(SECRET.slice(0, 6));
