@@ -11,6 +11,7 @@ import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, s
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { rateArb } from './support/exact-bucket.js';
+import { checkOverridesAgainstModel, overrideCaseArb } from './support/exact-override.js';
 
 type LimitSpec = { capacity: number; p: number; q: number };
 const limitArb = fc.record({ capacity: fc.integer({ min: 1, max: 50 }), rate: rateArb }).map(({ capacity, rate }) => ({ capacity, p: rate.p, q: rate.q }));
@@ -175,6 +176,17 @@ describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on
         },
       ),
       { numRuns: Number(process.env.RUNS ?? 300) },
+    );
+  }, 180_000);
+});
+
+describe('mongodb store override records against the exact BigInt model (test/support/exact-override.ts), through mingo, $$NOW on a fake clock', () => {
+  it('numbers set and cleared mid-debt, one limit of several, their end, blocks, a policy-wide change, resets, grants and late refunds', async () => {
+    await fc.assert(
+      fc.asyncProperty(overrideCaseArb(1000), async ({ base, ops }) => {
+        await checkOverridesAgainstModel(mongoStore({ collection: new MingoCollection() }), 'k', (dtUs) => (now += dtUs / 1000), base, ops);
+      }),
+      { numRuns: Number(process.env.RUNS ?? 200) },
     );
   }, 180_000);
 });
