@@ -4,11 +4,17 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { MATRIX_ENV, SECRETS, runMatrix, fetchSend, type Send } from '../support/scope-matrix.js';
+import { ROUTE_RIGHTS } from '../../src/http/auth.js';
+import { MATRIX_ENV, ROUTES, SECRETS, runMatrix, fetchSend, type Send } from '../support/scope-matrix.js';
 import { freePort } from '../../scripts/lib/redis-server.js';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
 import { startDevWorker, type DevWorker } from '../support/worker.js';
 import { KINDS, context, lambdaEvent, loadLambda, resultBytes } from '../support/lambda-events.js';
+
+it('the matrix has a cell for every line of auth.ts\'s route table', () => {
+  expect(new Set([...ROUTES.map((r) => r.table), 'GET /v1/stats'])).toEqual(new Set(Object.keys(ROUTE_RIGHTS)));
+  for (const r of ROUTES) expect(r.right, r.route).toBe(ROUTE_RIGHTS[r.table]);
+});
 
 describe('the Node server', () => {
   let server: NodeServer;
@@ -86,8 +92,9 @@ describe('the Lambda handler', () => {
       const lines: string[] = [];
       for (const level of ['log', 'info', 'warn', 'error'] as const) vi.spyOn(console, level).mockImplementation((...a) => void lines.push(a.map(String).join(' ')));
       const handler = await loadLambda(MATRIX_ENV);
-      const send: Send = async ({ method, path, authorization, body }) => {
+      const send: Send = async ({ method, path, authorization, body, idempotencyKey }) => {
         const headers: [string, string][] = [];
+        if (idempotencyKey) headers.push(['Idempotency-Key', idempotencyKey]);
         if (authorization) headers.push(['Authorization', authorization]);
         if (body !== undefined) headers.push(['Content-Type', 'application/json']);
         const drop = authorization ? [] : ['authorization'];
