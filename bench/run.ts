@@ -22,6 +22,7 @@ import { accuracyRun, score, type Accuracy } from './accuracy.js';
 import { edgeLatencySection } from './edge-latency.js';
 import { durableObjectSection } from './durable-object.js';
 import { multiLimitSection } from './multi-limit.js';
+import { overridesSection } from './overrides.js';
 import { autocannon, rawLoad, serverCpuUs, startHttpServer } from './http-load.js';
 import { fmt, fmtSpread, measure, percentile, sleep, spread, upstashOverIoredis, type Spread, type Throughput } from './lib.js';
 
@@ -555,6 +556,9 @@ md.push(...(await durableObjectSection({ quick, runs: quick ? 1 : 3, log })));
 
 // 12. Several limits, and idempotency keys ---------------------------------------------------------------
 md.push(...(await multiLimitSection({ io, quick, runs: P.shortRuns, log })));
+
+// 13. Runtime limits (override records) at Redis ------------------------------------------------------
+md.push(...(await overridesSection({ io, quick, runs: P.shortRuns, log })));
 
 // Summary and file -------------------------------------------------------------------------------------
 io.disconnect();

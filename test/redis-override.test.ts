@@ -142,6 +142,18 @@ async function checkStored(key: string, s: { state?: BucketState; record?: Overr
   }
 }
 
+/** An adapter in the @upstash/redis shape over ioredis: every decision waits the turn, so concurrent ones share one batch. Counts batch calls. */
+const calls = { batch: 0 };
+const client: RedisScriptClient = {
+  evalsha: (sha, keys, args) => {
+    if (sha === GCRA_BATCH_SCRIPT_SHA) calls.batch++;
+    return io.evalsha(sha, keys.length, ...keys, ...args);
+  },
+  eval: (script, keys, args) => io.eval(script, keys.length, ...keys, ...args),
+  del: (key) => io.del(key),
+  ping: () => io.ping(),
+};
+
 describe('override records in the scripts against core/override.ts (fake clock, real Redis)', () => {
   it('Redis computes the stored SHA of the override script', async () => {
     expect(await io.script('LOAD', OVERRIDE_SCRIPT)).toBe(OVERRIDE_SCRIPT_SHA);
@@ -194,17 +206,46 @@ describe('override records in the scripts against core/override.ts (fake clock, 
     }, 180_000);
   }
 
+  it("single-key and batch script, one limit: a key's own numbers with no end (the straight-line path), takes and peeks with reservations, as core decides them", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(numbersArb, { minLength: 3, maxLength: 3 }),
+        fc.array(fc.record({ dtUs: gapUsArb(), key: fc.nat({ max: 2 }), cost: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })), maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000), together: fc.boolean() }), { minLength: 1, maxLength: 40 }),
+        async ([base, own, other], ops) => {
+          let nowUs = 1_790_000_000_000_000;
+          const alone = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: false });
+          const batched = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: { maxSize: 64 } });
+          const keys = [0, 1, 2].map((k) => `ovs${run}:${k}`);
+          run++;
+          const states: { state?: BucketState; record?: OverrideRecord }[] = [];
+          for (const [k, key] of keys.entries()) {
+            const args: OverrideArgs = { base: [base!], limits: [k === 2 ? other! : own!] };
+            const want = applyOverride(undefined, undefined, nowUs, args);
+            await alone.override!(key, args);
+            states.push(applyWrites({}, want));
+          }
+          for (const [i, op] of ops.entries()) {
+            nowUs += op.dtUs;
+            const args = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined }, nowUs, []);
+            // Alone, or two at once (a batch of two keys, in order).
+            const pair = op.together ? [op.key, (op.key + 1) % 3] : [op.key];
+            const before = calls.batch;
+            const got = await Promise.all(pair.map((k) => (op.together ? batched : alone).step(keys[k]!, args)));
+            expect(calls.batch - before).toBe(op.together ? 1 : 0);
+            for (const [j, k] of pair.entries()) {
+              const want = stepWithRecord(states[k]!.state, nowUs, args, states[k]!.record);
+              expect({ i, j, got: got[j] }).toEqual({ i, j, got: answer(want) });
+              states[k] = applyWrites(states[k]!, want);
+              await checkStored(keys[k]!, states[k]!, [base!], nowUs, { i, j }, want.write !== undefined);
+            }
+          }
+        },
+      ),
+      { numRuns: 120 },
+    );
+  }, 180_000);
+
   it('batch script: concurrent takes and peeks on keys with records, blocks and policy-wide changes, in one call, as core decides them in order', async () => {
-    const calls = { batch: 0 };
-    const client: RedisScriptClient = {
-      evalsha: (sha, keys, args) => {
-        if (sha === GCRA_BATCH_SCRIPT_SHA) calls.batch++;
-        return io.evalsha(sha, keys.length, ...keys, ...args);
-      },
-      eval: (script, keys, args) => io.eval(script, keys.length, ...keys, ...args),
-      del: (key) => io.del(key),
-      ping: () => io.ping(),
-    };
     let batched = 0;
     await fc.assert(
       fc.asyncProperty(

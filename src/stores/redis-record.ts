@@ -364,12 +364,3 @@ end
   return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br)
 end
 `;
-
-/**
- * Lua: the pattern a base ARGV of `n` limits matches (n a Lua expression): the wait, then each limit's
- * tokenUnits and capacityUnits above 0. A literal for one limit, the usual case, so the hot path builds
- * no string.
- */
-export const baseShape = (n: string) => `(${n} == 1 and '^%d+,[1-9]%d*,[1-9]%d*$' or '^%d+' .. string.rep(',[1-9]%d*', 2 * ${n}) .. '$')`;
-/** Lua: the pattern a policy ARGV of `n` limits matches: 3n numbers above 0, untilUs (or nothing) and an id of no control character. */
-export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*', 3 * ${n} - 1) .. '|%d*|%C+$'`;

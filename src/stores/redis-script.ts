@@ -18,9 +18,10 @@
 
 import { MAX_LIMITS } from '../core/policy.js';
 import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
-import { baseShape, policyShape, RECORD } from './redis-record.js';
+import { RECORD } from './redis-record.js';
+import { baseShape, batchBase, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v13
+export const GCRA_SCRIPT = `-- edge-limiter gcra v14
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -102,7 +103,14 @@ ${refuse('gcra')}
       if not v then return {allowed, now, -1, 0} end
       if ${unsafe(n)} then return {allowed, now, -1, -1, v} end
       return {allowed, now, -1, ${n + 1}, ${upTo(n, (i) => `x${i}`, ', ')}, y}
-    end`,
+    end${
+      n === 1
+        ? `
+    local j, hit, allowed, after = 6, false
+    ${indent(recordTake(singleBase), '    ')}
+    if hit then return {allowed, now, -1, -1, v} end`
+        : ''
+    }`,
     '\n  ',
   )}
   end
@@ -244,12 +252,12 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '1eb01c512b69749bbd6e370100c3c0f691235255';
+export const GCRA_SCRIPT_SHA = 'c25300efcb64830cbae6f6e49f02a32b455a9892';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v9
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v10
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -307,6 +315,7 @@ ${SHARED}
   // core/override.ts in Lua (RECORD), made only when a key of this call needs it: its closures cost a
   // call of usual keys Redis time for nothing.
   `local record_step, record_list
+local ebase = {}
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
 ` +
@@ -346,7 +355,20 @@ for i = 1, #KEYS do
         ${upTo(n, (i) => `out[m + ${2 + i}] = x${i}`, '\n        ')}
         out[m + ${n + 3}] = y
         m = m + ${n + 3}
-      end
+      end${
+        n === 1
+          ? `
+    elseif e > 0 then
+      local j, hit = b + 1, false
+      ${indent(recordTake(batchBase), '      ')}
+      if hit then
+        out[m + 1] = allowed
+        out[m + 2] = -1
+        out[m + 3] = v
+        m = m + 3
+      end`
+          : ''
+      }
     end`,
     '\n  ',
   )}
@@ -389,4 +411,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'bc0d5d8b518e86c957a87eff806914336c31e871';
+export const GCRA_BATCH_SCRIPT_SHA = 'e1e71120f012ec294700a3a8a15f68071f168ef3';

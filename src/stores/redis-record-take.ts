@@ -1,0 +1,85 @@
+// The straight-line Lua for a key with a record of its own (./redis-record.ts's format), inlined by both
+// scripts beside their usual-value take, and the forms their base and policy-wide change ARGV are
+// checked against before any key is read.
+import { indent } from './redis-lua.js';
+
+/**
+ * Lua: the pattern a base ARGV of `n` limits matches (n a Lua expression): the wait, then each limit's
+ * tokenUnits and capacityUnits above 0. A literal for one limit, the usual case, so the hot path builds
+ * no string.
+ */
+export const baseShape = (n: string) => `(${n} == 1 and '^%d+,[1-9]%d*,[1-9]%d*$' or '^%d+' .. string.rep(',[1-9]%d*', 2 * ${n}) .. '$')`;
+/** Lua: the pattern a policy ARGV of `n` limits matches: 3n numbers above 0, untilUs (or nothing) and an id of no control character. */
+export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*', 3 * ${n} - 1) .. '|%d*|%C+$'`;
+
+/**
+ * Lua: a take of one limit on the usual key with a record, in straight lines, as `rstep` decides it
+ * (inlined by both scripts after their usual-value take, so a key with a plan of its own costs about
+ * what a plain key does): the value "<debt>:<atUs>|<t>,<c>,<r>|||" or "|<t>,<c>,<r>|||" (a key's own
+ * numbers, no end, no block), a cost of at least 0, no policy-wide change, and the base's numbers, which
+ * `base` (Lua) sets as bw, bu, bc (maxWaitMs, tokenUnits, capacityUnits; nil when it is not of one
+ * limit). Expects the locals key, v, now and the cost's
+ * index j; sets `hit` when it decided, then `allowed` and `after` (the value after). Any other value,
+ * or a number of 2^53 or more (the base's included, as the general path refuses it), leaves hit false for
+ * the general path. The record has numbers and no end,
+ * so the bucket is in them and nothing of the record changes: the debt decays at its refill, the cost
+ * is converted up (convertUnits), the cap is its capacity plus the wait at its refill, and the value is
+ * written with no expiry (rsave's rule for such a record).
+ */
+export const recordTake = (base: string) => `local rd, rat, rt, rc, rr = string.match(v, '^(%d+):(%d+)|(%d+),(%d+),(%d+)|||$')
+if not rt then rt, rc, rr = string.match(v, '^|(%d+),(%d+),(%d+)|||$') end
+local bw, bu, bc
+if rt then
+  ${indent(base, '  ')}
+end
+local cost = A[j] + 0
+if bu and cost >= 0 then
+  local t, c, r, x, y = rt + 0, rc + 0, rr + 0, 0, nil
+  if rd then x, y = rd + 0, rat + 0 end
+  if t > 0 and c > 0 and r > 0 and t + c + r + x + bu + bw + bc < 9007199254740992 and (not y or y < 9007199254740992) then
+    hit = true
+    local d = 0
+    if y then
+      d = x - (now - y) * r
+      if not (d > 0) then d = 0 end
+    end
+    local cc = cost
+    if bu ~= t then
+      if t % bu == 0 then cc = cost * (t / bu)
+      else
+        local m = bu
+        if bu % t == 0 then m = bu / t end
+        cc = math.floor(cost / m)
+        if cc * m > cost then cc = cc - 1 elseif (cc + 1) * m <= cost then cc = cc + 1 end
+        if cc * m < cost then cc = cc + 1 end
+        if m == bu then cc = cc * t end
+      end
+      if cc > 4503599627370496 then cc = 4503599627370496 end
+    end
+    local lim = c
+    if bw ~= 0 then lim = math.min(4503599627370496, c + bw * r * 1000) end
+    local a = d + cc
+    allowed, after = 1, v
+    if cc > 0 and a > lim then allowed = 0
+    elseif cc ~= 0 then
+      local f = '%d:%d|%s,%s,%s|||'
+      if not (now % 1 == 0 and now > 0 and now < 1e18 and a % 1 == 0 and a < 1e18) then f = '%.0f:%.0f|%s,%s,%s|||' end
+      after = string.format(f, a, now, rt, rc, rr)
+      redis.call('SET', key, after)
+    end
+  end
+end`;
+
+/** recordTake's base for the single-key script: ARGV[4], read as numbers. */
+export const singleBase = `bw, bu, bc = string.match(A[4], '^(%d+),(%d+),(%d+)$')
+if bu then bw, bu, bc = bw + 0, bu + 0, bc + 0 end`;
+
+/** recordTake's base for the batch script: entry e's, read as numbers once per call (ebase). */
+export const batchBase = `local eb = ebase[e]
+if eb == nil then
+  local w, u, c = string.match(A[last - 2 * top + 2 * e - 1], '^(%d+),(%d+),(%d+)$')
+  eb = false
+  if u then eb = {w + 0, u + 0, c + 0} end
+  ebase[e] = eb
+end
+if eb then bw, bu, bc = eb[1], eb[2], eb[3] end`;
