@@ -234,7 +234,10 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
       }
       return problemResponse('unauthorized', 'no bearer tokens are configured on this server (PERMIT_TOKENS)', {}, { 'WWW-Authenticate': 'Bearer' });
     }
-    const grant = await auth.check(c.req.header('authorization'));
+    // A plain secret equal to another token's hashed one shows only once plain ones are hashed: every
+    // request then answers 500 naming the token, as any other invalid configuration would on a Worker.
+    const grant = await auth.check(c.req.header('authorization')).catch((err: Error) => err);
+    if (grant instanceof Error) return problemResponse('server-misconfigured', grant.message.replace('[edge-limiter] ', ''));
     if (!grant) return problemResponse('unauthorized', 'send Authorization: Bearer <token> with a configured token', {}, { 'WWW-Authenticate': 'Bearer' });
     setGrant(c, grant);
     await next();

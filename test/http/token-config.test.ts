@@ -82,6 +82,16 @@ describe('PERMIT_TOKENS', () => {
   it('a plain secret equal to another token\'s hashed one is refused at the first check', async () => {
     const checker = tokenChecker(checkTokens([token(), token({ name: 'svc-b', secret: sha(SECRET) })]));
     await expect(checker.check(`Bearer ${SECRET}`)).rejects.toThrow(ConfigError);
+    // The app answers 500 server-misconfigured naming the token, never the secret, and charges nothing.
+    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 5, refillPerSecond: 0.001 } } });
+    const app = permitApp({ limiter, tokens: [token(), token({ name: 'svc-b', secret: sha(SECRET) })], log: () => {} });
+    const res = await app.request('/v1/permits', { method: 'POST', headers: { Authorization: `Bearer ${SECRET}`, 'Content-Type': 'application/json' }, body: '{"policy":"api","key":"k"}' });
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(text).toContain('server-misconfigured');
+    expect(text).toContain('tokens[1].secret');
+    expect(text).not.toContain(SECRET.slice(0, 6));
+    expect((await limiter.peek('api', 'k')).remaining).toBe(5);
   });
 
   it('permitApp refuses invalid tokens when it is made', () => {
