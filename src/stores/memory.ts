@@ -4,8 +4,9 @@
 import { ceilDiv, chargedUnitsOf, decayed, repeatOf, settledArgs, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
 import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../core/key.js';
 import { applyOverride, numbersAt, stepWithRecord, type OverrideWrites } from '../core/override.js';
-import { ConfigError, StoreError } from '../errors.js';
-import type { OverrideArgs, OverrideRecord, OverrideResult, StepArgs, StepResult, Store } from '../store.js';
+import { ConfigError } from '../errors.js';
+import type { OverrideArgs, OverrideResult, StepArgs, StepResult, Store } from '../store.js';
+import { memoryRecords } from './memory-records.js';
 
 /** Options of memoryStore. */
 export interface MemoryStoreOptions {
@@ -123,34 +124,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // through `slots`.
   const spaces = new Map<string, KeySpace>();
   const spaceOf: (KeySpace | undefined)[] = [];
-  // Override records by storage key, beside `slots` rather than in them: a key with none costs a step
-  // nothing but `records.size !== 0`. A record a step installed for a policy-wide change (in `installed`)
-  // goes with its bucket, since the next step installs it again; every other one stays until it ends or
-  // is cleared, however buckets come and go, and at most maxOverrides of them are kept.
-  const maxOverrides = options.maxOverrides ?? 100_000;
-  if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
-  const records = new Map<string, OverrideRecord>();
-  const installed = new WeakSet<OverrideRecord>();
-  let installedCount = 0;
-
-  /** Sets (or with null deletes) the key's record; `byStep`: written by a step, so one it installed goes with the bucket. */
-  function setRecord(key: string, next: OverrideRecord | null, byStep: boolean): void {
-    const cur = records.get(key);
-    if (cur !== undefined && installed.has(cur)) installedCount--;
-    if (next === null) {
-      records.delete(key);
-      return;
-    }
-    if (!byStep && (cur === undefined || installed.has(cur)) && records.size - installedCount >= maxOverrides) {
-      if (cur !== undefined) installedCount++;
-      throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`);
-    }
-    records.set(key, next);
-    if (byStep && next.policyId !== undefined && next.blockedUntilUs === undefined) {
-      installed.add(next);
-      installedCount++;
-    }
-  }
+  // Override records (./memory-records.ts): `records` is their Map, read directly by the steps.
+  const overrides = memoryRecords(options.maxOverrides ?? 100_000);
+  const records = overrides.map;
 
   /** Forgets expired ids from the oldest end, and the oldest ones beyond maxOps. */
   function pruneOps(now: number): void {
@@ -176,10 +152,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   function drop(key: string, at: number): void {
     slots.delete(key);
-    if (records.size !== 0) {
-      const r = records.get(key);
-      if (r !== undefined && installed.has(r)) setRecord(key, null, true);
-    }
+    if (records.size !== 0 && overrides.goesWithBucket(key)) overrides.set(key, null, true);
     if (nums[at + META]! >= 4) several.delete(at);
     const i = at / STRIDE;
     const space = spaceOf[i];
@@ -313,8 +286,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         drop(key, at!);
       }
       if (r.writeRecord !== undefined) {
-        setRecord(key, r.writeRecord, true);
-        if (r.writeRecord !== null && installed.has(r.writeRecord) && !slots.has(key)) setRecord(key, null, true);
+        overrides.set(key, r.writeRecord, true);
+        if (!slots.has(key) && overrides.goesWithBucket(key)) overrides.set(key, null, true);
         delete r.writeRecord;
       }
       if (op !== undefined) {
@@ -380,7 +353,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const state = at === undefined ? undefined : { debtUnits: nums[at + META]! < 4 ? [nums[at + DEBT]!] : several.get(at)!.debtUnits, atUs: nums[at + AT]! };
       const r = applyOverride(state, records.get(key), now, args);
       // The record first: it is the write that may be refused (maxOverrides), and then nothing changes.
-      if (r.writeRecord !== undefined) setRecord(key, r.writeRecord, false);
+      if (r.writeRecord !== undefined) overrides.set(key, r.writeRecord, false);
       if (r.write) {
         const { debtUnits } = r.write;
         const limits = numbersAt(r.after, now, args.base);

@@ -1,0 +1,53 @@
+// The memory store's override records (core/override-types.ts), by storage key, kept beside its slots
+// rather than in them: a key with none costs a step nothing but `map.size !== 0`. A record a step
+// installed for a policy-wide change goes with its bucket (the next step installs it again, with nothing
+// to carry) and is not counted; every other one stays until it ends or is cleared, however buckets come
+// and go, and at most maxOverrides of them are kept.
+import type { OverrideRecord } from '../core/override-types.js';
+import { ConfigError, StoreError } from '../errors.js';
+
+/** The records of one memory store. */
+export interface MemoryRecords {
+  /** The records by storage key, read directly by the store's steps (`size`, `get`, `has`). */
+  readonly map: Map<string, OverrideRecord>;
+  /**
+   * Sets the key's record (null: deletes it). `byStep`: written by a step, so one it installed for a
+   * policy-wide change goes with the bucket. Setting one more than maxOverrides (not by a step) is a
+   * StoreError naming the option, and changes nothing.
+   */
+  set(key: string, next: OverrideRecord | null, byStep: boolean): void;
+  /** Whether the key's record goes with its bucket (a step installed it for a policy-wide change). */
+  goesWithBucket(key: string): boolean;
+}
+
+/** The records of a memory store with `maxOverrides` (MemoryStoreOptions.maxOverrides). */
+export function memoryRecords(maxOverrides: number): MemoryRecords {
+  if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
+  const map = new Map<string, OverrideRecord>();
+  const installed = new WeakSet<OverrideRecord>();
+  let installedCount = 0;
+  return {
+    map,
+    set(key, next, byStep) {
+      const cur = map.get(key);
+      const counted = cur !== undefined && !installed.has(cur);
+      if (next !== null && !byStep && !counted && map.size - installedCount >= maxOverrides) {
+        throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`);
+      }
+      if (cur !== undefined && installed.has(cur)) installedCount--;
+      if (next === null) {
+        map.delete(key);
+        return;
+      }
+      map.set(key, next);
+      if (byStep && next.policyId !== undefined && next.blockedUntilUs === undefined) {
+        installed.add(next);
+        installedCount++;
+      }
+    },
+    goesWithBucket(key) {
+      const r = map.get(key);
+      return r !== undefined && installed.has(r);
+    },
+  };
+}
