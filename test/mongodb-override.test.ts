@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { mongoStore, stepPipeline, type MongoCollectionLike } from '../src/stores/mongodb.js';
-import { adjustArgs, grantArgs, stepArgs, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { adjustArgs, grantArgs, repeatOf, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
 import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
@@ -54,6 +54,8 @@ const opArb = fc.record({
   forMs: fc.option(fc.constantFrom(0, 1, 200, 1500, 4000, 60_000), { nil: undefined }),
   // Which policy-wide change this node sees: none, or one of two (each with its own numbers and end).
   policy: fc.constantFrom(0, 0, 0, 1, 2),
+  // An operation id (an Idempotency-Key) on the step, now and then: one of a few, so that some repeat.
+  op: fc.option(fc.record({ id: fc.constantFrom('a', 'b', 'c'), ttlMs: fc.constantFrom(500, 5000), fingerprint: fc.constantFrom('f', 'f', 'g') }), { nil: undefined, freq: 3 }),
 });
 type Op = typeof opArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -78,6 +80,8 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
   let state: BucketState | undefined;
   let record: OverrideRecord | undefined;
   let lastAtUs: number | undefined;
+  // The operation ids' records, as the memory store keeps them: core's result, recorded for ttlMs.
+  const records = new Map<string, { record: OpRecord; expiresAtUs: number }>();
   for (const [k, op] of ops.entries()) {
     now += op.dtMs;
     const nowUs = now * 1000;
@@ -113,6 +117,8 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
     } else if (op.kind === 'reset') {
       await store.reset('k');
       state = undefined;
+      // (A reset forgets the key's operation ids too, as deleting its document always did.)
+      records.clear();
     } else {
       let args: StepArgs;
       if (op.kind === 'take') args = stepArgs(policy, costs, 0, change);
@@ -126,24 +132,40 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
         const refund = adjustArgs(policy, costs.map((c) => -c), change);
         args = since === undefined ? refund : { ...refund, refundSinceUs: since };
       }
-      const want = stepWithRecord(state, nowUs, args, record);
+      const peek = args.limits.every((l) => l.costUnits === 0);
+      if (op.op && !peek) args = { ...args, op: op.op };
+      const seen = args.op ? records.get(args.op.id) : undefined;
+      let want: StepResult & { write?: BucketState | null; writeRecord?: OverrideRecord | null };
+      if (seen && seen.expiresAtUs > nowUs) want = repeatOf(seen.record, args);
+      else {
+        want = stepWithRecord(state, nowUs, args, record);
+        if (args.op) {
+          const rec: OpRecord = { allowed: want.allowed, debtUnits: want.debtUnits, atUs: nowUs, fingerprint: args.op.fingerprint };
+          if (want.tokens !== undefined) rec.tokens = want.tokens;
+          if (want.limits !== undefined) rec.limits = want.limits;
+          if (want.blockedUntilUs !== undefined) rec.blockedUntilUs = want.blockedUntilUs;
+          records.set(args.op.id, { record: rec, expiresAtUs: nowUs + args.op.ttlMs * 1000 });
+        }
+      }
       const got = await store.step('k', args);
       expect({ ...at, args, result: got }).toEqual({ ...at, args, result: strip(want) });
       if (want.write !== undefined) state = want.write ?? undefined;
       if (want.writeRecord !== undefined) record = want.writeRecord ?? undefined;
       if (got.allowed && !args.limits.every((l) => l.costUnits === 0)) lastAtUs = got.atUs;
-      // A refusal (by the bucket or a block) that changes no record writes nothing.
-      if (!want.allowed && want.write === undefined && want.writeRecord === undefined) expect(sameDoc(doc()), `${op.kind} wrote`).toBe(before);
+      // A refusal (by the bucket or a block) that changes no record writes nothing (but an id's record).
+      if (!want.allowed && want.write === undefined && want.writeRecord === undefined && (!args.op || want.repeated || want.conflict)) expect(sameDoc(doc()), `${op.kind} wrote`).toBe(before);
     }
     // The document holds exactly core's bucket and record.
     const d = doc();
     expect({ ...at, debt: d?.debt, atUs: d?.atUs, ov: d?.ov }).toEqual({ ...at, debt: state?.debtUnits, atUs: state?.atUs, ov: record });
     // No scratch field is left behind, and nothing else is written.
-    expect(Object.keys(d ?? {}).filter((f) => !['_id', 'debt', 'atUs', 'ov', 'expiresAt', 'last'].includes(f))).toEqual([]);
+    expect(Object.keys(d ?? {}).filter((f) => !['_id', 'debt', 'atUs', 'ov', 'expiresAt', 'last', 'ops', 'opsUntil', 'opCall'].includes(f))).toEqual([]);
     if (d && (state || record)) {
       // It lives while anything in it matters: never while the record has numbers with no end; else at
       // its expiresAt the record has ended and the bucket is full, in the base numbers (expiry split).
       const forever = numbersLive(record, nowUs) && record!.untilUs === undefined;
+      // (And no sooner than the live operation records expire.)
+      if (!forever && d.expiresAt) for (const { expiresAtUs } of records.values()) if (expiresAtUs > nowUs && state) expect((d.expiresAt as Date).getTime()).toBeGreaterThanOrEqual(Math.ceil(expiresAtUs / 1000));
       expect({ ...at, expires: d.expiresAt !== undefined }).toEqual({ ...at, expires: !forever });
       if (!forever) {
         const endUs = (d.expiresAt as Date).getTime() * 1000;
@@ -302,7 +324,7 @@ describe('mongodb store override records: the document, the calls, the expiry (m
     expect(collection.docs.find((d) => d._id === 'j')).toBeUndefined();
   });
 
-  it('a step with an operation id under a record: recorded with the numbers, repeated with them; a blocked one is not recorded', async () => {
+  it('a step with an operation id under a record: recorded with the numbers, repeated with them; a blocked one with its block', async () => {
     const { store } = fixture();
     await store.override!('k', { base, limits: plan });
     const args: StepArgs = { ...stepArgs(policy, 2, 0), op: { id: 'o1', ttlMs: 60_000, fingerprint: 'f' } };
@@ -312,11 +334,12 @@ describe('mongodb store override records: the document, the calls, the expiry (m
     expect(await store.step('k', args)).toEqual({ ...first, repeated: true });
     await store.override!('k', { base, blockForMs: 1000 });
     const blocked: StepArgs = { ...stepArgs(policy, 1, 0), op: { id: 'o2', ttlMs: 60_000, fingerprint: 'f' } };
-    expect(await store.step('k', blocked)).toMatchObject({ allowed: false, blockedUntilUs: now * 1000 + 1_000_000 });
+    const refused = await store.step('k', blocked);
+    expect(refused).toEqual({ allowed: false, debtUnits: [4 * u - 5000], atUs: now * 1000, limits: plan, blockedUntilUs: now * 1000 + 1_000_000 });
     now += 1000;
-    // The block has ended: the id was not recorded, so the take applies now.
-    expect(await store.step('k', blocked)).toMatchObject({ allowed: true, limits: plan });
-    expect(await store.step('k', blocked)).toMatchObject({ allowed: true, repeated: true, limits: plan });
+    // The block has ended; the id's answer was recorded (as every store records it): its retry is that refusal.
+    expect(await store.step('k', blocked)).toEqual({ ...refused, repeated: true });
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toMatchObject({ allowed: true, limits: plan });
   });
 
   it('a step without StepArgs.base: refused on a blocked key, an error on a key with numbers in force', async () => {

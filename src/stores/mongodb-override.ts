@@ -284,8 +284,11 @@ export function inForceExpr(n: number): object {
   return { $cond: [isSet('$_sNL'), Array.from({ length: n }, (_, i) => `$_sT${i}`), '$$REMOVE'] };
 }
 
-/** Whether the record after the change has numbers with no end (the document then never expires). */
-export const neverExpr = { $and: [{ $ne: [{ $ifNull: ['$_sNL', null] }, null] }, { $eq: [{ $ifNull: ['$_sN.untilUs', null] }, null] }] };
+/**
+ * Whether the stored record has numbers with no end (a document left unwritten but for an operation
+ * id's record then keeps having no expiry; the record after the step is not written when it is blocked).
+ */
+export const neverExpr = { $and: [{ $isArray: ['$_sO.limits'] }, { $eq: [{ $ifNull: ['$_sO.untilUs', null] }, null] }] };
 
 /** Whether every limit's debt `_sD<i>` is 0 (the bucket is full). */
 export function fullExpr(n: number): object {

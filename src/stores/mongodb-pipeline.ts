@@ -230,10 +230,10 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     },
     ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [zero!] }] } } }] : []),
   );
-  // With a plan: nothing is written at all on a repeat or under a live block (`keep`); the bucket is
-  // rewritten at now in the numbers now in force, and the record with it, when the record changed (`_sW`),
-  // whatever the step did (core/override.ts stepWithRecord).
-  const keep = plan && op ? { $or: ['$_sRep', '$_sBlk'] } : '$_sRep';
+  // With a plan: nothing is written on a repeat (`keep`), nor under a live block but an operation id's
+  // record (as a refusal's); the bucket is rewritten at now in the numbers now in force, and the record
+  // with it, when the record changed (`_sW`), whatever the step did (core/override.ts stepWithRecord).
+  const keep = '$_sRep';
   if (plan) {
     scratch.push('_sStep');
     stages.push({ $set: { _sW: { $and: ['$_sChg', { $not: ['$_sBlk'] }, ...(op ? [{ $not: ['$_sRep'] }] : [])] } } });
@@ -249,9 +249,10 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
       // A settlement that changes nothing is applied all the same (without a plan its _sOk is false).
       allowed: settle && !plan ? true : '$_sOk',
       debtUnits: { $cond: ['$_sOk', afters, idx.map((i) => `$${D(i)}`)] },
-      ...(tokens ? { tokens } : {}),
+      // A block's refusal takes no tokens and says until when (core's result, which a repeat answers).
+      ...(tokens ? { tokens: plan ? { $cond: ['$_sBlk', '$$REMOVE', tokens] } : tokens } : {}),
       ...(charged === undefined ? {} : { chargedUnits: charged }),
-      ...(inForce ? { limits: inForce } : {}),
+      ...(inForce ? { limits: inForce, blockedUntilUs: { $cond: ['$_sBlk', '$_sN.blockedUntilUs', '$$REMOVE'] } } : {}),
       atUs: '$_sNow',
       expiresAtUs: { $add: ['$_sNow', op.ttlUs] },
     };

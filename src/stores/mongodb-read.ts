@@ -16,6 +16,8 @@ export interface OpRecordDocument {
   tokens?: number;
   /** The numbers in force when they were an override record's (StepResult.limits). */
   limits?: OverrideLimit[];
+  /** The step was refused by a block until then (StepResult.blockedUntilUs). */
+  blockedUntilUs?: number;
   /** A take's: the units it charged each limit (0 each when denied); a settlement's: its charge's. */
   chargedUnits?: number[];
   atUs: number;
@@ -36,6 +38,7 @@ export function readOpRecord(rec: unknown): (OpRecord & { expiresAtUs: number; l
   const out: OpRecord & { expiresAtUs: number; limits?: OverrideLimit[] } = { allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs, fingerprint: r.fingerprint, expiresAtUs: Number(r.expiresAtUs) };
   if (typeof r.tokens === 'number') out.tokens = r.tokens;
   if (Array.isArray(r.limits) && r.limits.every(isLimit)) out.limits = r.limits;
+  if (typeof r.blockedUntilUs === 'number') out.blockedUntilUs = r.blockedUntilUs;
   if (isNumbers(r.chargedUnits)) out.chargedUnits = r.chargedUnits;
   return out;
 }

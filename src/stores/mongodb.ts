@@ -200,21 +200,19 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
       }
       if (plan) hint(key, doc?.ov !== undefined && doc.ov !== null);
       if (op) {
-        // The id's record: this call's (its step's result, as core step gives it) or an earlier call's;
-        // with neither, a live block refused the step and wrote nothing.
+        // The id's record: this call's (its step's result, as core step gives it) or an earlier call's.
         // A settlement with no document, or marked unknown (see stepPipeline's opCall): no such charge.
         if (settle && (doc === null || doc.opCall === `!${callId}`)) return { allowed: false, debtUnits: [], unknownCharge: true };
         const rec = readOpRecord(doc?.op);
         if (rec && doc!.opCall === callId && rec.debtUnits.length === n) {
-          const { allowed, debtUnits, atUs } = rec;
-          const r: StepResult = withTokens ? { allowed, debtUnits, tokens: rec.tokens ?? 0, atUs } : { allowed, debtUnits, atUs };
-          return rec.limits ? { ...r, limits: rec.limits } : r;
+          const { allowed, debtUnits, atUs, blockedUntilUs } = rec;
+          const r: StepResult = withTokens && blockedUntilUs === undefined ? { allowed, debtUnits, tokens: rec.tokens ?? 0, atUs } : { allowed, debtUnits, atUs };
+          if (rec.limits) r.limits = rec.limits;
+          if (blockedUntilUs !== undefined) r.blockedUntilUs = blockedUntilUs;
+          return r;
         }
-        if (rec && (!plan || rec.expiresAtUs > Number(doc!.nowUs))) {
-          const r = repeatOf(rec, args);
-          return rec.limits && r.repeated ? { ...r, limits: rec.limits } : r;
-        }
-        if (!plan) throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
+        if (rec) return repeatOf(rec, args);
+        throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
       }
       const last = doc?.last as { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown; limits?: unknown } | undefined;
       if (last?.id === callId && Array.isArray(last.debtUnits) && last.debtUnits.length === n && last.debtUnits.every((u) => typeof u === 'number')) {
