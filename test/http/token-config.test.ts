@@ -2,6 +2,7 @@
 // name the token and field and never hold a secret, hashed and plain secrets, and the audit and refusal
 // log lines of the permit API.
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../functions/app/env.js';
 import { checkTokens, RIGHTS, ROUTE_RIGHTS, tokenChecker, type PermitToken } from '../../src/http/auth.js';
@@ -160,6 +161,12 @@ describe('docs/security.md', () => {
       const listed = [...routes!.matchAll(/`([A-Z]+ \/[^`]*)`/g)].map((m) => m[1]);
       expect(listed.sort(), cell).toEqual(Object.entries(ROUTE_RIGHTS).filter(([, r]) => `\`${r}\`` === cell).map(([route]) => route).sort());
     }
+  });
+
+  it('the README\'s Security section lists the same rights, in the same order', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    expect(readme).toMatch(/^## Security$/m);
+    expect(table(readme, '| right | allows | a leaked token of it can |').map((r) => r[0])).toEqual(RIGHTS.map((r) => `\`${r}\``));
   });
 
   it('its PERMIT_TOKENS example is a valid configuration, and its hashes are of no guessable secret', () => {
