@@ -301,6 +301,10 @@ describe('memory store: override records', () => {
     await store.override('z', { base, blockForMs: 10 });
     await store.reset('a');
     expect((await store.override('a', { base })).after).toBeUndefined();
+    // At maxOverrides 1, with 'z' blocked the bound is reached: b's installed record cannot become its own.
+    await expect(store.override('b', { base, limits: base })).rejects.toThrow(/maxOverrides \(1\)/);
+    await store.override('z', { base, blockForMs: null });
+    expect((await store.override('b', { base, limits: five })).after).toEqual({ limits: five });
     // A peek of a full bucket under the change stores nothing.
     expect(store.stepSync('n', stepArgs(p, 0, 0, change))).toMatchObject({ limits: five });
     expect((await store.override('n', { base })).after).toBeUndefined();
