@@ -7,7 +7,7 @@ export type { Cost } from './core/key.js';
 export type { Store, StepArgs, StepResult, StepBase, OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride } from './store.js';
 export type { LimitStep } from './core/gcra.js';
 export { settle, costDifference } from './settle.js';
-export type { Settles, SettleOptions } from './settle.js';
+export type { Settles, SettleFailure, SettleOptions } from './settle.js';
 export { memoryStore } from './stores/memory.js';
 export type { MemoryStore, MemoryStoreOptions } from './stores/memory.js';
 export { LimiterError, ConfigError, InvalidInputError, IdempotencyConflictError, UnknownChargeError, UnknownPolicyError, StoreError, AcquireTimeoutError } from './errors.js';

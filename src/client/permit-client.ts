@@ -1,12 +1,12 @@
 // Client SDK for the permit endpoint: fetch only, so it runs on Workers, Lambda, Node and browsers.
 import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, MAX_PERMIT_WAIT_MS, type Cost } from '../core/key.js';
-import { AcquireTimeoutError, LimiterError } from '../errors.js';
+import { AcquireTimeoutError, IdempotencyConflictError, InvalidInputError, LimiterError, UnknownChargeError } from '../errors.js';
 import type { Limiter } from '../limiter.js';
 
 export { AcquireTimeoutError };
 export { settle, costDifference } from '../settle.js';
-export type { Settles, SettleOptions } from '../settle.js';
+export type { Settles, SettleFailure, SettleOptions } from '../settle.js';
 export type { Cost } from '../core/key.js';
 
 /** Options of PermitClient: the server, the token, and the bounds and retries of each call. */
@@ -139,7 +139,8 @@ export class PermitClient {
     return this.#idempotency ? crypto.randomUUID() : undefined;
   }
 
-  async #call(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<PermitDecision> {
+  /** `once`: the request is applied at most once without an idempotency key (a settlement: by its charge). */
+  async #call(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string, once = false): Promise<PermitDecision> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.#once(method, path, body, signal, idempotencyKey);
@@ -147,7 +148,7 @@ export class PermitClient {
         if (!(err instanceof PermitError) || attempt >= this.#retries) throw err;
         if (err.status === 0) {
           // No answer: retried only when the server can tell the retry from a new request.
-          if (idempotencyKey === undefined && method !== 'GET') throw err;
+          if (idempotencyKey === undefined && method !== 'GET' && !once) throw err;
           await sleep(100 * 2 ** attempt, signal);
           continue;
         }
@@ -209,8 +210,32 @@ export class PermitClient {
   }
 
   /**
-   * Settles a cost after the fact (POST /v1/adjustments): below 0 a refund (never fuller than full),
-   * above 0 a charge that may put a limit into debt. Resolves with the bucket as peek reads it after.
+   * Settles a charge (POST /v1/adjustments with `charge`; the token needs the `settle` right): the take
+   * or acquire sent with idempotency key `charge` (its answer's `charge`), by what the work really cost
+   * (at least 0 per limit). Refunds at most what that charge took, once: the same settlement again
+   * answers `repeated: true`, so a retry after a lost answer is safe (and is made, as for take). Rejects
+   * with UnknownChargeError (404: no such charge on this policy and key within the server's idempotency
+   * window), IdempotencyConflictError (409: settled before with another cost), InvalidInputError (a
+   * cost below 0 or not an integer, before anything is sent), ForbiddenError or PermitError.
+   */
+  async settle(policy: string, key: string, options: { charge: string; cost: Cost; signal?: AbortSignal }): Promise<PermitDecision> {
+    const { charge, cost } = options;
+    assertIdempotencyKey(charge, 'charge');
+    const costs = typeof cost === 'number' ? [cost] : cost && typeof cost === 'object' ? Object.values(cost) : [cost];
+    if (!costs.every((c) => Number.isInteger(c) && (c as number) >= 0)) throw new InvalidInputError('cost', 'must be integers of at least 0 (the actual cost: a settlement refunds at most what its charge took)');
+    try {
+      return await this.#call('POST', '/v1/adjustments', { policy, key, charge, cost }, options.signal, undefined, true);
+    } catch (err) {
+      if (err instanceof PermitError && err.status === 404 && err.problem?.type === 'urn:edge-limiter:problem:unknown-charge') throw new UnknownChargeError(charge);
+      if (err instanceof PermitError && err.status === 409) throw new IdempotencyConflictError('charge', 'was settled before with another cost; nothing was applied');
+      throw err;
+    }
+  }
+
+  /**
+   * A free-form adjustment (POST /v1/adjustments without a charge; the token needs the `admin` right):
+   * below 0 a refund (never fuller than full), above 0 a charge that may put a limit into debt, tied to
+   * no charge. Resolves with the bucket as peek reads it after.
    */
   async adjust(policy: string, key: string, cost: Cost, options: { signal?: AbortSignal } & Once = {}): Promise<PermitDecision> {
     return this.#call('POST', '/v1/adjustments', { policy, key, cost }, options.signal, this.#keyOf(options));

@@ -4,7 +4,8 @@
 // refund, 100 times): a `settle` token admits 2 of 100 (its free-form refunds are 403, its settlements
 // give back at most their charge), an `admin` token's free-form refunds admit 100 of 100.
 import { describe, expect, it } from 'vitest';
-import { createLimiter, memoryStore } from '../../src/index.js';
+import { createLimiter, IdempotencyConflictError, InvalidInputError, memoryStore, settle as settleWork, UnknownChargeError } from '../../src/index.js';
+import { PermitClient } from '../../src/client/permit-client.js';
 import { permitApp } from '../../src/http/permit-app.js';
 import { checked } from '../support/openapi-contract.js';
 
@@ -86,5 +87,27 @@ describe('POST /v1/adjustments with a charge', () => {
       expect((await post(a, ADMIN, '/v1/adjustments', { policy: 'api', key: 'admin-loop', cost: -1 })).status).toBe(200);
     }
     expect(freeForm).toBe(100);
+  });
+});
+
+describe('PermitClient.settle and settle() through the API', () => {
+  it('settles a charge, maps 404 and 409 to UnknownChargeError and IdempotencyConflictError, and refuses a negative cost before sending', async () => {
+    const a = app();
+    let sent = 0;
+    const client = new PermitClient({ url: 'http://permits.test', token: SETTLE, fetch: (async (url: string, init?: RequestInit) => (sent++, a.request(url, init))) as typeof fetch });
+    const taken = await client.take('api', 'c', { cost: 2, idempotencyKey: 'job' });
+    expect(taken.charge).toBe('job');
+    expect((await client.settle('api', 'c', { charge: 'job', cost: 1 })).remaining).toBe(1);
+    expect((await client.settle('api', 'c', { charge: 'job', cost: 1 })).repeated).toBe(true);
+    await expect(client.settle('api', 'c', { charge: 'job', cost: 2 })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    await expect(client.settle('api', 'c', { charge: 'nope', cost: 0 })).rejects.toBeInstanceOf(UnknownChargeError);
+    const before = sent;
+    await expect(client.settle('api', 'c', { charge: 'job', cost: -1 })).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(client.settle('api', 'c', { charge: 'job', cost: { x: 0.5 } })).rejects.toBeInstanceOf(InvalidInputError);
+    expect(sent).toBe(before);
+    // settle() with a token that may take and settle, and nothing more: the estimate 2, the work cost 1.
+    const answer = await settleWork(client, { policy: 'api', key: 'd', estimate: 2, actual: () => 1 }, async () => 'work');
+    expect(answer).toBe('work');
+    expect((await client.peek('api', 'd')).remaining).toBe(1);
   });
 });
