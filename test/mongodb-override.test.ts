@@ -6,7 +6,9 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { mongoStore, stepPipeline, type MongoCollectionLike } from '../src/stores/mongodb.js';
-import { adjustArgs, grantArgs, repeatOf, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { adjustArgs, grantArgs, repeatOf, settleArgs, SETTLE_OP, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { memoryStore } from '../src/stores/memory.js';
+import type { Store } from '../src/store.js';
 import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
@@ -340,6 +342,31 @@ describe('mongodb store override records: the document, the calls, the expiry (m
     // The block has ended; the id's answer was recorded (as every store records it): its retry is that refusal.
     expect(await store.step('k', blocked)).toEqual({ ...refused, repeated: true });
     expect(await store.step('k', stepArgs(policy, 1, 0))).toMatchObject({ allowed: true, limits: plan });
+  });
+
+  it('a settlement after the numbers changed settles in the units the charge was taken in, as the memory store does', async () => {
+    // Two charges (3 and 2 tokens) taken under one plan; one settled at 2 (1 back) under another, the
+    // other at 1 (1 back) under none.
+    const other = policyOf([{ capacity: 8, p: 1, q: 3 }]).limits.map(numbersOf);
+    const mongo = fixture().store;
+    const memory = memoryStore({ nowMs: () => now });
+    const run = async (store: Store) => {
+      const out: StepResult[] = [];
+      const take = (id: string, cost: number) => store.step('k', { ...stepArgs(policy, cost, 0), op: { id, ttlMs: 60_000, fingerprint: `take|${cost}` } });
+      const settle = (id: string, cost: number) => store.step('k', { ...settleArgs(policy, cost, id), op: { id: SETTLE_OP + id, ttlMs: 60_000, fingerprint: `settle|${cost}` } });
+      await store.override!('k', { base, limits: plan });
+      out.push(await take('c1', 3), await take('c2', 2));
+      await store.override!('k', { base, limits: other });
+      out.push(await settle('c1', 2), await store.step('k', stepArgs(policy, 0, 0)));
+      await store.override!('k', { base, limits: null });
+      out.push(await settle('c2', 1), await store.step('k', stepArgs(policy, 0, 0)));
+      return out.map((r) => strip(r));
+    };
+    const t = now;
+    const want = await run(memory);
+    now = t;
+    expect(await run(mongo)).toEqual(want);
+    expect(want.map((r) => r.allowed)).toEqual([true, true, true, true, true, true]);
   });
 
   it('a step without StepArgs.base: refused on a blocked key, an error on a key with numbers in force', async () => {

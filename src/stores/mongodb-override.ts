@@ -33,6 +33,11 @@ export interface RecordPlan {
   base: readonly OverrideLimit[];
   stages: object[];
   limit(i: number): LimitParams;
+  /**
+   * Limit i's units of the step (a settlement's actual minus charged, of either sign) in the numbers in
+   * force: converted, a charge up and a refund down, where they are the record's.
+   */
+  convert(i: number, units: Expr): Expr;
   /** Whether every cost is 0 in the numbers in force (the step is then a peek, as core step reads it). */
   zero: Expr;
   /** A partial grant's token size in the numbers in force. */
@@ -276,7 +281,12 @@ export function recordPlan(args: StepArgs): RecordPlan {
   // steps with the step's own costs otherwise.
   const zeros = args.limits.map((l: LimitStep, i: number) => (l.costUnits === 0 ? true : l.costUnits < 0 && since !== undefined ? { $eq: [limit(i).refund!, 0] } : false));
   const zero = zeros.includes(false) ? false : { $and: [isSet('$_sNL'), ...zeros] };
-  return { base, stages, scratch, limit, zero, ...(tokenUnits ? { tokenUnits } : {}) };
+  const convert = (i: number, units: Expr): Expr => {
+    const to = `$_sT${i}.tokenUnits`;
+    const signed = { $cond: [{ $gte: ['$$u', 0] }, convertExpr('$$u', b.tokenUnits[i]!, to, 'up'), { $multiply: [-1, convertExpr({ $multiply: [-1, '$$u'] }, b.tokenUnits[i]!, to, 'down')] }] };
+    return { $let: { vars: { u: units }, in: { $cond: [has('$_sNL', i), signed, '$$u'] } } };
+  };
+  return { base, stages, scratch, limit, zero, convert, ...(tokenUnits ? { tokenUnits } : {}) };
 }
 
 /** The numbers in force after the change, one per limit, when they are the record's (StepResult.limits), else $$REMOVE. */

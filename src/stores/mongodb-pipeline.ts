@@ -119,7 +119,14 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     ...(settle
       ? {
           _sUnk: { $and: [...(plan ? [] : [{ $not: [hasRecord] }]), { $not: [repeat] }, noCharge] },
-          ...Object.fromEntries(idx.map((i) => [C(i), { $subtract: [param(i).cost, { $ifNull: [{ $arrayElemAt: ['$_sCh.chargedUnits', i] }, 0] }] }])),
+          // In the step's own units (a charge records those, whatever numbers it ran under), then, as
+          // core/override.ts argsUnder does, converted to the record's where it has live numbers.
+          ...Object.fromEntries(
+            idx.map((i) => {
+              const diff = { $subtract: [limits[i]!.costUnits, { $ifNull: [{ $arrayElemAt: ['$_sCh.chargedUnits', i] }, 0] }] };
+              return [C(i), plan ? plan.convert(i, diff) : diff];
+            }),
+          ),
         }
       : {}),
   };
@@ -195,7 +202,8 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     after[0] = { $add: [`$${D(0)}`, { $multiply: ['$_sK', tokenUnits] }] };
     ok = { $gt: ['$_sK', 0] };
     tokens = '$_sK';
-    charged = [{ $multiply: ['$_sK', tokenUnits] }];
+    // (In the step's own units, core chargedUnitsOf: a settlement converts them as it converts its costs.)
+    charged = [{ $multiply: ['$_sK', args.tokenUnits!] }];
   } else {
     // A take, all or nothing: every limit with a cost must stay within its limitUnits (one with cost 0 is
     // neither charged nor checked).
@@ -205,7 +213,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
       after[i] = limits[i]!.costUnits < 0 ? { $max: [0, { $add: [`$${D(i)}`, c] }] } : { $add: [`$${D(i)}`, c] };
     }
     ok = { $and: idx.filter((i) => limits[i]!.costUnits > 0).map((i) => ({ $lte: [`$${A(i)}`, param(i).limit] })) };
-    charged = { $cond: ['$_sOk', idx.map((i) => (limits[i]!.costUnits > 0 ? param(i).cost : 0)), idx.map(() => 0)] };
+    charged = { $cond: ['$_sOk', idx.map((i) => Math.max(0, limits[i]!.costUnits)), idx.map(() => 0)] };
   }
   const afters = idx.map((i) => `$${A(i)}`);
   // µs until each limit is full again.
