@@ -206,11 +206,11 @@ describe('override records in the scripts against core/override.ts (fake clock, 
     }, 180_000);
   }
 
-  it("single-key and batch script, one limit: a key's own numbers with no end (the straight-line path), takes and peeks with reservations, as core decides them", async () => {
+  it("single-key and batch script, one limit: a key's own numbers, and a policy-wide change's, with no end (the straight-line path), takes and peeks with reservations, as core decides them", async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(numbersArb, { minLength: 3, maxLength: 3 }),
-        fc.array(fc.record({ dtUs: gapUsArb(), key: fc.nat({ max: 2 }), cost: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })), maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000), together: fc.boolean() }), { minLength: 1, maxLength: 40 }),
+        fc.array(fc.record({ dtUs: gapUsArb(), key: fc.nat({ max: 2 }), cost: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })), maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000), together: fc.boolean(), wide: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }) }), { minLength: 1, maxLength: 40 }),
         async ([base, own, other], ops) => {
           let nowUs = 1_790_000_000_000_000;
           const alone = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: false });
@@ -218,15 +218,24 @@ describe('override records in the scripts against core/override.ts (fake clock, 
           const keys = [0, 1, 2].map((k) => `ovs${run}:${k}`);
           run++;
           const states: { state?: BucketState; record?: OverrideRecord }[] = [];
+          // Keys 0 and 1 have numbers of their own; key 2 none, so a policy-wide change is installed on it
+          // (and cleared by a step that does not see it).
           for (const [k, key] of keys.entries()) {
-            const args: OverrideArgs = { base: [base!], limits: [k === 2 ? other! : own!] };
+            if (k === 2) {
+              await io.del(key);
+              states.push({});
+              continue;
+            }
+            const args: OverrideArgs = { base: [base!], limits: [own!] };
             const want = applyOverride(undefined, undefined, nowUs, args);
             await alone.override!(key, args);
             states.push(applyWrites({}, want));
           }
+          const change = { id: 'wide', limits: [other!] };
           for (const [i, op] of ops.entries()) {
             nowUs += op.dtUs;
-            const args = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined }, nowUs, []);
+            const plain = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined }, nowUs, []);
+            const args = op.wide ? { ...plain, policy: change } : plain;
             // Alone, or two at once (a batch of two keys, in order).
             const pair = op.together ? [op.key, (op.key + 1) % 3] : [op.key];
             const before = calls.batch;
@@ -236,7 +245,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
               const want = stepWithRecord(states[k]!.state, nowUs, args, states[k]!.record);
               expect({ i, j, got: got[j] }).toEqual({ i, j, got: answer(want) });
               states[k] = applyWrites(states[k]!, want);
-              await checkStored(keys[k]!, states[k]!, [base!], nowUs, { i, j }, want.write !== undefined);
+              await checkStored(keys[k]!, states[k]!, [base!], nowUs, { i, j }, want.write !== undefined || want.writeRecord !== undefined);
             }
           }
         },

@@ -8,7 +8,7 @@ import { batchBase, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v10
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v11
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -51,13 +51,17 @@ end
 ` +
   // Each entry's base and policy-wide change, checked once per call, by their form: read as numbers
   // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
-  `for e = 1, top do
+  // epid: each entry's change's id (for recordTake).
+  `local epid = {}
+for e = 1, top do
   local x = b + 2 * e - 2
   if A[x] ~= '' and not (string.find(A[x], '^%d+,[1-9][%d,]*%d$') and not string.find(A[x], ',,', 1, true) and not string.find(A[x], ',0', 1, true)) then bad = x end
   local p = A[x + 1]
   if p ~= '' then
-    local l = string.match(p, '^([1-9][%d,]*%d)|%d*|%C+$') or string.match(p, '^([1-9])|%d*|%C+$')
+    local l, id = string.match(p, '^([1-9][%d,]*%d)|%d*|(%C+)$')
+    if not l then l, id = string.match(p, '^([1-9])|%d*|(%C+)$') end
     if not l or string.find(l, ',,', 1, true) or string.find(l, ',0', 1, true) then bad = x + 1 end
+    epid[e] = id
   end
 end
 ${refuse('gcra batch')}
@@ -88,9 +92,9 @@ for i = 1, #KEYS do
   // straight lines, as the single-key script's; any other leaves allowed nil, for the general path below.
   `  ${upTo(
     FAST_LIMITS,
-    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} and (e == 0 or A[last - 2 * top + 2 * e] == '') then
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : " and (e == 0 or A[last - 2 * top + 2 * e] == '')"} then
     ${indent(usualValue(n), '    ')}
-    if not v or at then
+    if (not v or at)${n === 1 ? " and (e == 0 or A[last - 2 * top + 2 * e] == '')" : ''} then
       local j = b + 1
       ${indent(fastTake(n), '      ')}
       out[m + 1] = allowed
@@ -111,7 +115,7 @@ for i = 1, #KEYS do
           ? `
     elseif e > 0 then
       local j, hit = b + 1, false
-      ${indent(recordTake(batchBase), '      ')}
+      ${indent(recordTake(batchBase, 'epid[e]'), '      ')}
       if hit then
         out[m + 1] = allowed
         out[m + 2] = -1
@@ -162,4 +166,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'e1e71120f012ec294700a3a8a15f68071f168ef3';
+export const GCRA_BATCH_SCRIPT_SHA = '0f0d48b852d21d5462e22e0a165056c6aa5f0289';

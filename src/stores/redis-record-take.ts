@@ -15,8 +15,10 @@ export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*'
 /**
  * Lua: a take of one limit on the usual key with a record, in straight lines, as `rstep` decides it
  * (inlined by both scripts after their usual-value take, so a key with a plan of its own costs about
- * what a plain key does): the value "<debt>:<atUs>|<t>,<c>,<r>|||" or "|<t>,<c>,<r>|||" (a key's own
- * numbers, no end, no block), a cost of at least 0, no policy-wide change, and the base's numbers, which
+ * what a plain key does): the value "<debt>:<atUs>|<t>,<c>,<r>|||<id>" or "|<t>,<c>,<r>|||<id>" (numbers
+ * with no end and no block: a key's own, id empty, or those of the policy-wide change `policyId` (Lua:
+ * the id of the change this step sees, or nil), which core keeps as they are), a cost of at least 0,
+ * and the base's numbers, which
  * `base` (Lua) sets as bw, bu, bc (maxWaitMs, tokenUnits, capacityUnits; nil when it is not of one
  * limit). Expects the locals key, v, now and the cost's
  * index j; sets `hit` when it decided, then `allowed` and `after` (the value after). Any other value,
@@ -24,10 +26,12 @@ export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*'
  * the general path. The record has numbers and no end,
  * so the bucket is in them and nothing of the record changes: the debt decays at its refill, the cost
  * is converted up (convertUnits), the cap is its capacity plus the wait at its refill, and the value is
- * written with no expiry (rsave's rule for such a record).
+ * written with rsave's expiry: none for a key's own numbers, the bucket's full time (at least 1 s) for
+ * a policy-wide change's.
  */
-export const recordTake = (base: string) => `local rd, rat, rt, rc, rr = string.match(v, '^(%d+):(%d+)|(%d+),(%d+),(%d+)|||$')
-if not rt then rt, rc, rr = string.match(v, '^|(%d+),(%d+),(%d+)|||$') end
+export const recordTake = (base: string, policyId: string) => `local rd, rat, rt, rc, rr, rid = string.match(v or '', '^(%d+):(%d+)|(%d+),(%d+),(%d+)|||(.*)$')
+if not rt then rt, rc, rr, rid = string.match(v or '', '^|(%d+),(%d+),(%d+)|||(.*)$') end
+if rt and rid ~= '' and rid ~= (${policyId}) then rt = nil end
 local bw, bu, bc
 if rt then
   ${indent(base, '  ')}
@@ -62,10 +66,15 @@ if bu and cost >= 0 then
     allowed, after = 1, v
     if cc > 0 and a > lim then allowed = 0
     elseif cc ~= 0 then
-      local f = '%d:%d|%s,%s,%s|||'
-      if not (now % 1 == 0 and now > 0 and now < 1e18 and a % 1 == 0 and a < 1e18) then f = '%.0f:%.0f|%s,%s,%s|||' end
-      after = string.format(f, a, now, rt, rc, rr)
-      redis.call('SET', key, after)
+      local f = '%d:%d|%s,%s,%s|||%s'
+      if not (now % 1 == 0 and now > 0 and now < 1e18 and a % 1 == 0 and a < 1e18) then f = '%.0f:%.0f|%s,%s,%s|||%s' end
+      after = string.format(f, a, now, rt, rc, rr, rid)
+      if rid == '' then redis.call('SET', key, after)
+      else
+        local ms = math.max(1000, math.ceil(a / (r * 1000)))
+        if ms < 1e18 then ms = string.format('%d', ms) else ms = string.format('%.0f', ms) end
+        redis.call('SET', key, after, 'PX', ms)
+      end
     end
   end
 end`;

@@ -21,7 +21,7 @@ import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v14
+export const GCRA_SCRIPT = `-- edge-limiter gcra v15
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -80,11 +80,12 @@ ${refuse('gcra')}
 ` +
   // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
   // operation id, no policy-wide change, and a stored value that is missing or the usual one of as many
-  // debts (so no override record). It makes no
+  // debts (so no override record); then, for one limit, a key with numbers of its own or of the
+  // policy-wide change this step sees (recordTake). It makes no
   // closure (each 'local function' below is a new one on every call), no table but the reply and builds
   // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
   // Any other case falls through to the general path, with the clock and the value already read.
-  `if A[2] == 't' and not op and n <= ${FAST_LIMITS} and A[5] == '' then
+  `if A[2] == 't' and not op and (n == 1 or (n <= ${FAST_LIMITS} and A[5] == '')) then
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -97,7 +98,7 @@ ${refuse('gcra')}
     FAST_LIMITS,
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
-    if not v or at then
+    if (not v or at) and A[5] == '' then
       local j, allowed, after = 6
       ${indent(fastTake(n), '      ')}
       if not v then return {allowed, now, -1, 0} end
@@ -107,7 +108,7 @@ ${refuse('gcra')}
       n === 1
         ? `
     local j, hit, allowed, after = 6, false
-    ${indent(recordTake(singleBase), '    ')}
+    ${indent(recordTake(singleBase, "A[5] ~= '' and string.match(A[5], '^[%d,]+|%d*|(.+)$') or nil"), '    ')}
     if hit then return {allowed, now, -1, -1, v} end`
         : ''
     }`,
@@ -252,6 +253,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'c25300efcb64830cbae6f6e49f02a32b455a9892';
+export const GCRA_SCRIPT_SHA = 'b4162bc941e1da903fa310125a167e88418ad4bf';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
