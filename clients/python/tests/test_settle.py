@@ -4,7 +4,7 @@ from __future__ import annotations
 import unittest
 from typing import List
 
-from edge_limiter import AcquireTimeoutError, AsyncPermitClient, InvalidInputError, PermitClient, asettle, cost_difference, settle
+from edge_limiter import AcquireTimeoutError, AsyncPermitClient, ChargeSettledError, InvalidInputError, PermitClient, Settlement, UnknownChargeError, asettle, cost_difference, settle
 
 from support import DOWN_URL, TOKEN, URL, Proxy, unique
 
@@ -32,6 +32,36 @@ class Settle(unittest.TestCase):
         self.assertEqual(remaining(self.client, self.key), [9, 800])
         self.assertIsNotNone(s.adjustment)
         self.assertEqual(s.difference(), {"tokens": -300})
+
+    def test_settle_charge_refunds_at_most_the_charge_once(self) -> None:
+        taken = self.client.take("api", self.key, cost=4, idempotency_key="job-1")
+        self.assertEqual((taken.charge, taken.remaining), ("job-1", 6))
+        self.assertEqual(self.client.settle_charge("api", self.key, charge="job-1", cost=1).remaining, 9)
+        again = self.client.settle_charge("api", self.key, charge="job-1", cost=1)
+        self.assertEqual((again.repeated, again.remaining), (True, 9))
+        with self.assertRaises(ChargeSettledError):
+            self.client.settle_charge("api", self.key, charge="job-1", cost=0)
+        with self.assertRaises(UnknownChargeError):
+            self.client.settle_charge("api", self.key, charge="never-taken", cost=0)
+        with self.assertRaises(InvalidInputError):
+            self.client.settle_charge("api", self.key, charge="job-1", cost=-1)
+        self.assertEqual(self.client.peek("api", self.key).remaining, 9)
+
+    def test_a_settlement_whose_answer_is_lost_keeps_the_outcome_and_is_applied_once(self) -> None:
+        failed: List[Settlement] = []
+        with Proxy(URL) as proxy:
+            client = PermitClient(proxy.url, TOKEN, retries=0)
+            with client.settle("api", self.key, 5, on_settle_error=failed.append) as s:
+                s.actual = 2
+                proxy.drop_next(1)  # the settlement reaches the server; its answer never comes back
+            client.close()
+        self.assertEqual(len(failed), 1)
+        self.assertIs(failed[0], s)
+        self.assertIsNotNone(s.error)
+        self.assertIsNone(s.adjustment)
+        self.assertEqual(self.client.peek("api", self.key).remaining, 8)
+        again = self.client.settle_charge("api", self.key, charge=s.charge, cost=2)  # sent again: applied once
+        self.assertEqual((again.repeated, again.remaining), (True, 8))
 
     def test_work_that_cost_more_is_charged(self) -> None:
         with settle(self.client, "llm", self.key, {"requests": 1, "tokens": 100}) as s:

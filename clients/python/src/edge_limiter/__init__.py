@@ -14,6 +14,7 @@ from .aio import AsyncPermitClient
 from .client import PermitClient
 from .errors import (
     AcquireTimeoutError,
+    ChargeSettledError,
     EdgeLimiterError,
     ForbiddenError,
     IdempotencyKeyReusedError,
@@ -24,6 +25,7 @@ from .errors import (
     RedirectError,
     StoreUnavailableError,
     UnauthorizedError,
+    UnknownChargeError,
     UnknownPolicyError,
 )
 from .settle import Settlement, asettle, cost_difference, settle
@@ -32,6 +34,7 @@ from .types import Cost, Decision, DecisionBody, LimitBody, LimitDecision, Reaso
 __all__ = [
     "AcquireTimeoutError",
     "AsyncPermitClient",
+    "ChargeSettledError",
     "Cost",
     "Decision",
     "DecisionBody",
@@ -52,6 +55,7 @@ __all__ = [
     "Settlement",
     "StoreUnavailableError",
     "UnauthorizedError",
+    "UnknownChargeError",
     "UnknownPolicyError",
     "__version__",
     "asettle",

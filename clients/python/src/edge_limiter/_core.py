@@ -100,6 +100,8 @@ class Request:
     key: Optional[str] = None
     #: A take's maxWaitMs: an answer that would have the caller wait longer is not trusted.
     max_wait_ms: Optional[int] = None
+    #: Applied at most once without an Idempotency-Key (a settlement, by its charge): retried like one that has it.
+    once: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ class Options:
         policy: Optional[str] = None,
         key: Optional[str] = None,
         max_wait_ms: Optional[int] = None,
+        once: bool = False,
     ) -> Request:
         headers = {
             "Host": self.origin.authority,
@@ -149,7 +152,7 @@ class Options:
             headers["Content-Length"] = "0"
         if idempotency_key is not None:
             headers["Idempotency-Key"] = v.idempotency_header(idempotency_key)
-        return Request(method, self.origin.path + path, headers, data, idempotency_key, policy, key, max_wait_ms)
+        return Request(method, self.origin.path + path, headers, data, idempotency_key, policy, key, max_wait_ms, once)
 
     def idempotency_key(self, given: Optional[str]) -> Optional[str]:
         """The key a call sends: its own (checked as the server would), else a fresh UUID, unless idempotency is off."""
@@ -171,6 +174,12 @@ class Options:
         policy, key = v.check_policy(policy), v.check_key(key)
         body = {"policy": policy, "key": key, "cost": v.check_adjust_cost(cost)}
         return self.request("POST", "/v1/adjustments", body, once, policy=policy, key=key)
+
+    def settle_charge(self, policy: str, key: str, charge: str, cost: Cost) -> Request:
+        charge = v.check_charge(charge)
+        policy, key = v.check_policy(policy), v.check_key(key)
+        body = {"policy": policy, "key": key, "charge": charge, "cost": v.check_settle_cost(cost)}
+        return self.request("POST", "/v1/adjustments", body, policy=policy, key=key, once=True)
 
     def bucket(self, method: str, policy: str, key: str) -> Request:
         """GET (peek) or DELETE (reset) of ``/v1/buckets/<policy>/<key>``, each part encoded as encodeURIComponent does."""
@@ -265,6 +274,8 @@ def decision_of(request: Request, status: int, headers: Mapping[str, str], body:
         if not isinstance(body["repeated"], bool):
             raise bad(f"`repeated` is not a boolean: {_shown(body['repeated'])}")
         out["repeated"] = body["repeated"]
+    if body.get("charge") is not None:
+        out["charge"] = string(body, "charge")
     if body.get("limits") is not None:
         limits = body["limits"]
         if not isinstance(limits, list) or not all(isinstance(l, dict) for l in limits):
@@ -336,7 +347,7 @@ def retry_delay(error: PermitError, request: Request, attempt: int, options: Opt
     if attempt >= options.retries or isinstance(error, MalformedAnswerError) or error.code == "permit_tls_error":
         return None
     if error.status == 0:
-        if request.idempotency_key is None and request.method != "GET":
+        if request.idempotency_key is None and request.method != "GET" and not request.once:
             return None
         return 0.1 * (1 << attempt)
     if error.status != 503:

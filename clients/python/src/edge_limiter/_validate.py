@@ -263,6 +263,29 @@ def check_max_wait_ms(value: Any) -> int:
     return _as_int(value)
 
 
+def check_settle_cost(cost: Any) -> Union[int, Dict[str, int]]:
+    """A settlement's actual cost: an integer, or one per limit, each from 0 to 1e9 (0: the whole charge back)."""
+
+    def check(field: str, c: Any) -> int:
+        c = as_json_number(c)
+        if not _is_integer(c) or c < 0 or c > MAX_ADJUST_TOKENS:
+            raise InvalidInputError(field, f"invalid {field}: must be an integer from 0 to 1e9 (the actual cost: a settlement refunds at most what its charge took), got {js_string(c)}")
+        return _as_int(c)
+
+    cost = as_json_number(cost)
+    if is_number(cost):
+        return check("cost", cost)
+    return {name: check(limit_field(name), c) for name, c in _cost_object(cost).items()}
+
+
+def check_charge(value: Any) -> str:
+    """A charge: the Idempotency-Key its take was sent with (1 to 256 printable ASCII characters)."""
+    try:
+        return check_idempotency_key(value)
+    except InvalidInputError as err:
+        raise InvalidInputError("charge", str(err).replace("Idempotency-Key", "charge")) from None
+
+
 def check_idempotency_key(value: Any) -> str:
     """1 to 256 printable ASCII characters (space to ``~``): what the Idempotency-Key header can carry."""
     if isinstance(value, str) and 1 <= len(value) <= MAX_IDEMPOTENCY_KEY_LENGTH and all(" " <= c <= "~" for c in value):

@@ -10,7 +10,7 @@ import select
 import socket
 import ssl
 import weakref
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from . import _core, _http
 from .errors import MalformedAnswerError, PermitError
@@ -110,6 +110,10 @@ class AsyncPermitClient:
         """A refund (below 0) or a charge (above 0) after the fact; see :meth:`PermitClient.adjust`."""
         return await self._decision(self._options.adjust(policy, key, cost, idempotency_key))
 
+    async def settle_charge(self, policy: str, key: str, *, charge: str, cost: Cost) -> Decision:
+        """Settles a charge by its actual cost, at most once; see :meth:`PermitClient.settle_charge`."""
+        return await self._decision(self._options.settle_charge(policy, key, charge, cost))
+
     async def peek(self, policy: str, key: str) -> Decision:
         """The bucket's state; consumes nothing."""
         return await self._decision(self._options.bucket("GET", policy, key))
@@ -118,11 +122,13 @@ class AsyncPermitClient:
         """Refills the bucket."""
         await self._call(self._options.bucket("DELETE", policy, key))
 
-    def settle(self, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000) -> "AbstractAsyncContextManager[Settlement]":
+    def settle(
+        self, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000, on_settle_error: "Optional[Callable[[Settlement], None]]" = None
+    ) -> "AbstractAsyncContextManager[Settlement]":
         """``async with client.settle(policy, key, estimate) as s: ...``: see :func:`edge_limiter.asettle`."""
         from .settle import asettle
 
-        return asettle(self, policy, key, estimate, timeout_ms=timeout_ms)
+        return asettle(self, policy, key, estimate, timeout_ms=timeout_ms, on_settle_error=on_settle_error)
 
     async def aclose(self) -> None:
         """Closes the idle connections (a later call opens new ones)."""

@@ -10,7 +10,7 @@ import ssl
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core, _http
 from .errors import MalformedAnswerError, PermitError
@@ -79,9 +79,18 @@ class PermitClient:
         return decision
 
     def adjust(self, policy: str, key: str, cost: Cost, *, idempotency_key: Optional[str] = None) -> Decision:
-        """Settles a cost after the fact (``POST /v1/adjustments``): below 0 a refund (never fuller than
-        full), above 0 a charge (it may put a limit into debt). Returns the bucket as peek reads it after."""
+        """A free-form adjustment (``POST /v1/adjustments`` without a charge; the token needs the ``admin``
+        right): below 0 a refund (never fuller than full), above 0 a charge (it may put a limit into debt),
+        tied to no charge. Returns the bucket as peek reads it after."""
         return self._decision(self._options.adjust(policy, key, cost, idempotency_key))
+
+    def settle_charge(self, policy: str, key: str, *, charge: str, cost: Cost) -> Decision:
+        """Settles a charge (``POST /v1/adjustments`` with ``charge``; the token needs the ``settle``
+        right): the take sent with Idempotency-Key ``charge`` (its decision's ``charge``), by what the
+        work really cost (at least 0 per limit). Refunds at most what that charge took, once: the same
+        settlement again answers ``repeated``, so it is retried after a lost answer. UnknownChargeError
+        (404), ChargeSettledError (409: settled before with another cost)."""
+        return self._decision(self._options.settle_charge(policy, key, charge, cost))
 
     def peek(self, policy: str, key: str) -> Decision:
         """The bucket's state; consumes nothing. ``allowed``: a take of 1 would pass now."""
@@ -91,11 +100,13 @@ class PermitClient:
         """Refills the bucket (``DELETE /v1/buckets/<policy>/<key>``)."""
         self._call(self._options.bucket("DELETE", policy, key))
 
-    def settle(self, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000) -> "AbstractContextManager[Settlement]":
+    def settle(
+        self, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000, on_settle_error: "Optional[Callable[[Settlement], None]]" = None
+    ) -> "AbstractContextManager[Settlement]":
         """``with client.settle(policy, key, estimate) as s: ...; s.actual = ...``: see :func:`edge_limiter.settle`."""
         from .settle import settle
 
-        return settle(self, policy, key, estimate, timeout_ms=timeout_ms)
+        return settle(self, policy, key, estimate, timeout_ms=timeout_ms, on_settle_error=on_settle_error)
 
     def close(self) -> None:
         """Closes the idle connections (a later call opens new ones)."""

@@ -1,7 +1,7 @@
 """Typed errors. ``code`` is stable and safe to branch on; the message is for people."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Type
 
 PROBLEM_PREFIX = "urn:edge-limiter:problem:"
 
@@ -117,6 +117,16 @@ class IdempotencyKeyReusedError(PermitError):
     """422: this Idempotency-Key was used before for another request; nothing was applied."""
 
 
+class UnknownChargeError(PermitError):
+    """404 ``unknown-charge``: a settlement named a charge the server holds no take of on that policy and
+    key (no take was sent with that Idempotency-Key there, or it is older than the server's idempotency
+    window). Nothing was applied."""
+
+
+class ChargeSettledError(PermitError):
+    """409 ``charge-settled``: the charge was settled before with another cost. Nothing was applied."""
+
+
 class StoreUnavailableError(PermitError):
     """503: the server's store is unavailable and the policy fails closed; nothing was consumed.
 
@@ -151,11 +161,13 @@ class RedirectError(PermitError):
         self.location = location
 
 
-_BY_TYPE = {
+_BY_TYPE: Dict[str, Type[PermitError]] = {
     "unauthorized": UnauthorizedError,
     "forbidden": ForbiddenError,
     "unknown-policy": UnknownPolicyError,
     "idempotency-key-reused": IdempotencyKeyReusedError,
+    "unknown-charge": UnknownChargeError,
+    "charge-settled": ChargeSettledError,
     "store-unavailable": StoreUnavailableError,
 }
 

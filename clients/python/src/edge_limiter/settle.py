@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Dict, Iterator, Mapping, Optional, Protocol, Union
+import uuid
+import warnings
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, Mapping, Optional, Protocol, Union
 
 from . import _validate as v
 from .errors import InvalidInputError
@@ -15,32 +17,36 @@ from .types import Cost, Decision
 
 
 class Settles(Protocol):
-    """What :func:`settle` needs: a :class:`PermitClient` (or anything that acquires and adjusts)."""
+    """What :func:`settle` needs: a :class:`PermitClient` (or anything that acquires and settles a charge)."""
 
-    def acquire(self, policy: str, key: str, *, cost: Cost = 1, timeout_ms: int = 30_000) -> Decision: ...
+    def acquire(self, policy: str, key: str, *, cost: Cost = 1, timeout_ms: int = 30_000, idempotency_key: Optional[str] = None) -> Decision: ...
 
-    def adjust(self, policy: str, key: str, cost: Cost) -> Decision: ...
+    def settle_charge(self, policy: str, key: str, *, charge: str, cost: Cost) -> Decision: ...
 
 
 class AsyncSettles(Protocol):
     """What :func:`asettle` needs: an :class:`AsyncPermitClient`."""
 
-    async def acquire(self, policy: str, key: str, *, cost: Cost = 1, timeout_ms: int = 30_000) -> Decision: ...
+    async def acquire(self, policy: str, key: str, *, cost: Cost = 1, timeout_ms: int = 30_000, idempotency_key: Optional[str] = None) -> Decision: ...
 
-    async def adjust(self, policy: str, key: str, cost: Cost) -> Decision: ...
+    async def settle_charge(self, policy: str, key: str, *, charge: str, cost: Cost) -> Decision: ...
 
 
 class Settlement:
     """One settlement in progress: set ``actual`` to what the work cost before the block ends."""
 
-    def __init__(self, permit: Decision, estimate: Cost) -> None:
+    def __init__(self, permit: Decision, estimate: Cost, charge: str) -> None:
         #: The estimate's permit (acquired: its wait, if any, is over).
         self.permit = permit
         self.estimate = estimate
+        #: The charge: the Idempotency-Key the acquire was sent with (a fresh UUID), which the settlement names.
+        self.charge = charge
         #: What the work really cost, in the same form as ``estimate``. Left None, the estimate stands.
         self.actual: Optional[Cost] = None
-        #: The bucket after the settling adjustment, when one was needed.
+        #: The bucket after the settlement, when one was made.
         self.adjustment: Optional[Decision] = None
+        #: Why the settlement was not applied, when it failed (the work's outcome stands all the same).
+        self.error: Optional[BaseException] = None
 
     @property
     def charged(self) -> bool:
@@ -109,69 +115,101 @@ def cost_difference(actual: Cost, estimate: Cost) -> Optional[Cost]:
     return diff or None
 
 
-def _negate(cost: Cost) -> Cost:
-    return -cost if isinstance(cost, int) else {name: -c for name, c in cost.items()}
+def _nothing(estimate: Cost) -> Cost:
+    """A cost of 0 in the estimate's form: the whole charge back."""
+    return {} if isinstance(estimate, Mapping) else 0
 
 
-def _refund(estimate: Cost) -> Cost:
-    """The estimate to give back: its negation (ints; the acquire that charged it checked it)."""
-    cost = v.as_json_number(estimate) if not isinstance(estimate, Mapping) else {n: v.as_json_number(c) for n, c in estimate.items()}
-    return _negate(cost)
+def _actual(s: Settlement) -> Cost:
+    """The actual cost to settle at, checked as :meth:`Settlement.difference` checks it."""
+    s.difference()
+    return _settled_cost("actual", s.actual)
+
+
+def _report(s: Settlement, error: BaseException, on_settle_error: Optional[Callable[[Settlement], None]]) -> None:
+    """A settlement that failed: kept on ``s.error`` and reported, never raised over the work's outcome."""
+    s.error = error
+    try:
+        if on_settle_error is not None:
+            on_settle_error(s)
+        else:
+            warnings.warn(f"edge_limiter.settle: the settlement of charge {s.charge} was not applied; the charge stays as estimated: {error}", RuntimeWarning, stacklevel=3)
+    except Exception:
+        pass
 
 
 @contextmanager
-def settle(client: Settles, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000) -> Iterator[Settlement]:
-    """Reserves ``estimate`` (acquire: one reservation, then a sleep until it is due; AcquireTimeoutError,
-    consuming nothing, when it cannot be had within ``timeout_ms``), runs the block, then settles the
-    difference to ``actual`` in one adjustment: a refund when the work cost less, a charge when it cost
-    more. When the block raises, the whole estimate is refunded and the block's error re-raised (if the
-    refund fails too, the estimate stays charged, and the block's error is still the one raised). When
-    ``actual`` is not a cost of the estimate's form (a number for a number, a mapping for a mapping),
-    nothing can be settled: the whole estimate is refunded likewise, and InvalidInputError (field
-    ``actual``) raised.
+def settle(
+    client: Settles, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000, on_settle_error: Optional[Callable[[Settlement], None]] = None
+) -> Iterator[Settlement]:
+    """Reserves ``estimate`` (acquire with a fresh Idempotency-Key, which names the charge; one
+    reservation, then a sleep until it is due; AcquireTimeoutError, consuming nothing, when it cannot be
+    had within ``timeout_ms``), runs the block, then settles that charge by ``actual``
+    (:meth:`PermitClient.settle_charge`): a refund when the work cost less, never more than the estimate
+    took, a charge when it cost more. When the block raises, the charge is settled at 0 (the whole
+    estimate back) and the block's error re-raised. When ``actual`` is not a cost of the estimate's form,
+    or one the server refuses, the estimate goes back likewise and InvalidInputError is raised.
+
+    When the settlement itself fails (the service is down, or the block outlasted the server's
+    idempotency window), the block's outcome stands: nothing is raised for it; the error is kept on
+    ``s.error`` and passed to ``on_settle_error(s)`` (default: a RuntimeWarning), and
+    ``client.settle_charge(policy, key, charge=s.charge, cost=s.actual)`` may be sent again later,
+    applied at most once.
     """
-    s = Settlement(client.acquire(policy, key, cost=estimate, timeout_ms=timeout_ms), estimate)
+    charge = str(uuid.uuid4())
+    s = Settlement(client.acquire(policy, key, cost=estimate, timeout_ms=timeout_ms, idempotency_key=charge), estimate, charge)
+
+    def back() -> None:
+        try:
+            client.settle_charge(policy, key, charge=charge, cost=_nothing(estimate))
+        except Exception:
+            pass
+
     try:
         yield s
     except BaseException:
         if s.charged:
-            try:
-                client.adjust(policy, key, _refund(estimate))
-            except Exception:
-                pass
+            back()
         raise
+    if s.actual is None or not s.charged:
+        return
     try:
-        diff = s.difference()
+        actual = _actual(s)
+        s.adjustment = client.settle_charge(policy, key, charge=charge, cost=actual)
     except InvalidInputError:
-        try:
-            client.adjust(policy, key, _refund(estimate))
-        except Exception:
-            pass
+        back()
         raise
-    if diff is not None:
-        s.adjustment = client.adjust(policy, key, diff)
+    except Exception as err:
+        _report(s, err, on_settle_error)
 
 
 @asynccontextmanager
-async def asettle(client: AsyncSettles, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000) -> AsyncIterator[Settlement]:
+async def asettle(
+    client: AsyncSettles, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000, on_settle_error: Optional[Callable[[Settlement], None]] = None
+) -> AsyncIterator[Settlement]:
     """:func:`settle` for asyncio: ``async with asettle(permits, ...) as s``."""
-    s = Settlement(await client.acquire(policy, key, cost=estimate, timeout_ms=timeout_ms), estimate)
+    charge = str(uuid.uuid4())
+    s = Settlement(await client.acquire(policy, key, cost=estimate, timeout_ms=timeout_ms, idempotency_key=charge), estimate, charge)
+
+    async def back() -> None:
+        try:
+            await client.settle_charge(policy, key, charge=charge, cost=_nothing(estimate))
+        except Exception:
+            pass
+
     try:
         yield s
     except BaseException:
         if s.charged:
-            try:
-                await client.adjust(policy, key, _refund(estimate))
-            except Exception:
-                pass
+            await back()
         raise
+    if s.actual is None or not s.charged:
+        return
     try:
-        diff = s.difference()
+        actual = _actual(s)
+        s.adjustment = await client.settle_charge(policy, key, charge=charge, cost=actual)
     except InvalidInputError:
-        try:
-            await client.adjust(policy, key, _refund(estimate))
-        except Exception:
-            pass
+        await back()
         raise
-    if diff is not None:
-        s.adjustment = await client.adjust(policy, key, diff)
+    except Exception as err:
+        _report(s, err, on_settle_error)

@@ -43,6 +43,7 @@ class DecisionBody(_DecisionBodyRequired, total=False):
     resetAfterMs: int
     reason: Reason
     repeated: bool
+    charge: str
     limits: List[LimitBody]
     refusedBy: List[str]
 
@@ -86,6 +87,8 @@ class Decision:
     reason: Optional[Reason] = None
     #: The request's Idempotency-Key was applied before: this is the first answer; nothing was charged again.
     repeated: bool = False
+    #: A take sent with an Idempotency-Key: that key, which names this charge for a settlement (settle_charge).
+    charge: Optional[str] = None
     #: A policy with several limits: each limit's numbers, in the policy's order.
     limits: Optional[Tuple[LimitDecision, ...]] = None
     #: A refusal of a policy with several limits: the limits that refused.
@@ -119,6 +122,7 @@ class Decision:
             wait_ms=body["waitMs"],
             reason=body.get("reason"),
             repeated=body.get("repeated", False),
+            charge=body.get("charge"),
             limits=None
             if limits is None
             else tuple(
