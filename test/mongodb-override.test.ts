@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { mongoStore, stepPipeline, type MongoCollectionLike } from '../src/stores/mongodb.js';
-import { adjustArgs, grantArgs, repeatOf, settleArgs, SETTLE_OP, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { adjustArgs, chargedUnitsOf, grantArgs, repeatOf, settleArgs, settledArgs, SETTLE_OP, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
 import { memoryStore } from '../src/stores/memory.js';
 import type { Store } from '../src/store.js';
 import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
@@ -47,7 +47,7 @@ const opArb = fc.record({
     { weight: 3, arbitrary: fc.integer({ min: 0, max: 5000 }) },
     { weight: 1, arbitrary: fc.integer({ min: -3000, max: -1 }) },
   ),
-  kind: fc.constantFrom('take', 'take', 'take', 'reserve', 'peek', 'adjust', 'refund', 'refund-since', 'grant', 'set', 'set', 'clear', 'block', 'unblock', 'read', 'reset'),
+  kind: fc.constantFrom('take', 'take', 'take', 'reserve', 'peek', 'adjust', 'refund', 'refund-since', 'grant', 'settle', 'set', 'set', 'clear', 'block', 'unblock', 'read', 'reset'),
   costs: costsArb,
   signs: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
   maxWaitMs: fc.constantFrom(10, 250, 5000, 3_600_000),
@@ -129,23 +129,36 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
       else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)), change);
       else if (op.kind === 'grant' && n === 1) args = grantArgs(policy, Math.max(1, costs[0]!), change);
       else if (op.kind === 'grant') args = stepArgs(policy, costs, 0, change);
-      else {
+      else if (op.kind === 'settle') {
+        // A settlement of one of the ids' charges at `costs` (the limiter's settleArgs and op).
+        const chargeId = op.op?.id ?? 'a';
+        args = { ...settleArgs(policy, costs, chargeId, change), op: { id: SETTLE_OP + chargeId, ttlMs: op.op?.ttlMs ?? 5000, fingerprint: `settle|${costs.join(',')}` } };
+      } else {
         const since = op.kind === 'refund-since' && lastAtUs !== undefined ? lastAtUs - op.backMs * 1000 : undefined;
         const refund = adjustArgs(policy, costs.map((c) => -c), change);
         args = since === undefined ? refund : { ...refund, refundSinceUs: since };
       }
-      const peek = args.limits.every((l) => l.costUnits === 0);
-      if (op.op && !peek) args = { ...args, op: op.op };
+      const peek = args.limits.every((l) => l.costUnits === 0) && !args.settle;
+      if (op.op && !peek && !args.settle) args = { ...args, op: op.op };
       const seen = args.op ? records.get(args.op.id) : undefined;
       let want: StepResult & { write?: BucketState | null; writeRecord?: OverrideRecord | null };
+      // A settlement's charge: the live record of a take (the memory store's rules).
+      const charge = args.settle ? records.get(args.settle.chargeId) : undefined;
+      const charged = charge && charge.expiresAtUs > nowUs ? charge.record.chargedUnits : undefined;
       if (seen && seen.expiresAtUs > nowUs) want = repeatOf(seen.record, args);
+      else if (args.settle && charged === undefined) want = { allowed: false, debtUnits: [], unknownCharge: true };
       else {
-        want = stepWithRecord(state, nowUs, args, record);
+        want = stepWithRecord(state, nowUs, charged ? settledArgs(args, charged) : args, record);
         if (args.op) {
           const rec: OpRecord = { allowed: want.allowed, debtUnits: want.debtUnits, atUs: nowUs, fingerprint: args.op.fingerprint };
           if (want.tokens !== undefined) rec.tokens = want.tokens;
+          if (charged) rec.chargedUnits = charged;
+          else if (!args.adjust) rec.chargedUnits = chargedUnitsOf(args, want);
           if (want.limits !== undefined) rec.limits = want.limits;
           if (want.blockedUntilUs !== undefined) rec.blockedUntilUs = want.blockedUntilUs;
+          // Recording one drops the expired ones (a clock that goes back does not bring them back).
+          for (const [id, v] of records) if (v.expiresAtUs <= nowUs) records.delete(id);
+          records.delete(args.op.id);
           records.set(args.op.id, { record: rec, expiresAtUs: nowUs + args.op.ttlMs * 1000 });
         }
       }
