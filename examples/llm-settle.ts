@@ -1,5 +1,5 @@
 // An LLM API's requests and tokens per minute, shared by many Lambdas: reserve an estimate before the
-// call, then settle by the actual usage (usage.total_tokens) in one atomic adjustment.
+// call, then settle that charge by the actual usage (usage.total_tokens), never refunding more than it took.
 import { Redis } from '@upstash/redis';
 import { createLimiter, settle } from 'edge-limiter';
 import { redisStore } from 'edge-limiter/redis';
@@ -24,7 +24,8 @@ async function complete(prompt: string): Promise<Completion> {
 }
 
 // Directly against the store: one request and an estimate of 2,000 tokens are reserved (a wait, not a
-// poll); afterwards the difference to the real usage is refunded or charged.
+// poll); afterwards the difference to the real usage is refunded or charged. Should that settlement
+// fail, the answer is still returned, and the settlement is reported (onSettleError) to be retried.
 export async function answer(orgId: string, prompt: string): Promise<string> {
   const result = await settle(
     limiter,
@@ -34,8 +35,9 @@ export async function answer(orgId: string, prompt: string): Promise<string> {
   return result.choices[0]!.message.content;
 }
 
-// Or through the permit endpoint from any runtime: the same helper, with PermitClient. Every take and
-// adjust carries an Idempotency-Key, so a retry after a lost answer is never charged twice.
+// Or through the permit endpoint from any runtime: the same helper, with PermitClient (its token needs
+// the permit and settle rights). The acquire carries an Idempotency-Key, its charge, and the settlement
+// names it, so a retry of either after a lost answer is never applied twice.
 const permits = new PermitClient({ url: 'https://limits.internal', token: process.env.PERMIT_TOKEN! });
 
 export async function answerViaEndpoint(orgId: string, prompt: string): Promise<string> {
