@@ -112,3 +112,41 @@ describe('the Lambda handler', () => {
     });
   }
 });
+
+describe('an invalid PERMIT_TOKENS on each entry: an error naming the token and field, never its secret', () => {
+  const BAD = { LIMITER_STORE: 'memory', LIMITER_POLICIES: MATRIX_ENV.LIMITER_POLICIES, PERMIT_TOKENS: JSON.stringify([{ name: 'svc', secret: 'k7Q-bad-config-secret', policies: ['api'], rights: ['permit', 'root'] }]) };
+
+  it('the Node server does not start', async () => {
+    const err = await startNodeServer(BAD).then(
+      (s) => (void s.stop(), undefined),
+      (e: Error) => e,
+    );
+    expect(err?.message).toContain('PERMIT_TOKENS[0].rights[1]');
+    expect(err?.message).not.toContain('k7Q-ba');
+  });
+
+  it('the Lambda handler fails its start and logs why', async () => {
+    const lines: string[] = [];
+    vi.spyOn(console, 'error').mockImplementation((...a) => void lines.push(a.map(String).join(' ')));
+    const handler = await loadLambda(BAD);
+    const failed = await handler(lambdaEvent('apigw-v2', { method: 'GET', path: '/healthz' }), context).catch((e: Error) => e);
+    vi.restoreAllMocks();
+    expect(failed).toBeInstanceOf(Error);
+    expect(lines.join('\n')).toContain('PERMIT_TOKENS[0].rights[1]');
+    expect(lines.join('\n')).not.toContain('k7Q-ba');
+  });
+
+  it('the Worker answers 500 server-misconfigured', async () => {
+    const bad = await startDevWorker(BAD);
+    try {
+      const res = await fetch(`${bad.url}/healthz`);
+      expect(res.status).toBe(500);
+      const text = await res.text();
+      expect(text).toContain('PERMIT_TOKENS[0].rights[1]');
+      expect(text).not.toContain('k7Q-ba');
+    } finally {
+      await bad.stop();
+    }
+  }, 120_000);
+});
+
