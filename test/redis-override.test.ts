@@ -8,7 +8,10 @@ import fc from 'fast-check';
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../scripts/lib/redis-server.js';
-import { stepArgs, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { settleArgs, SETTLE_OP, stepArgs, type BucketState, type StepArgs, type StepResult } from '../src/core/gcra.js';
+import { resolvePolicy } from '../src/core/policy.js';
+import { memoryStore } from '../src/stores/memory.js';
+import type { Store } from '../src/store.js';
 import { createLimiter } from '../src/index.js';
 import { applyOverride, baseNumbers, carryDebt, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
@@ -350,6 +353,42 @@ describe('two limiters on one redis-server (issue 31)', () => {
     } finally {
       ioA.disconnect();
       ioB.disconnect();
+    }
+  });
+});
+
+describe('settlements under override records (issue 31 with issue 32)', () => {
+  it('a settlement after the numbers changed settles in the units the charge was taken in, as the memory store does', async () => {
+    // Two charges (3 and 2 tokens) taken under one plan; one settled at 2 (1 back) under another, the
+    // other at 1 (1 back) under none: the same answers as the memory store, alone and batched.
+    let now = 1_790_000_000_000;
+    const policy = resolvePolicy('p', { capacity: 10, refillPerSecond: 1 }, { onStoreError: 'deny', timeoutMs: 1000 });
+    const base = baseNumbers(policy);
+    const plan = [numbersOf(5, { p: 1, q: 2 })];
+    const other = [numbersOf(8, { p: 1, q: 3 })];
+    const run = async (store: Store, key: string) => {
+      const out: StepResult[] = [];
+      const take = (id: string, cost: number) => store.step(key, { ...stepArgs(policy, cost, 0), op: { id, ttlMs: 60_000, fingerprint: `take|${cost}` } });
+      const settle = (id: string, cost: number) => store.step(key, { ...settleArgs(policy, cost, id), op: { id: SETTLE_OP + id, ttlMs: 60_000, fingerprint: `settle|${cost}` } });
+      await store.override!(key, { base, limits: plan });
+      now += 100;
+      out.push(await take('c1', 3), await take('c2', 2));
+      now += 250;
+      await store.override!(key, { base, limits: other });
+      now += 300;
+      out.push(await settle('c1', 2), await store.step(key, stepArgs(policy, 0, 0)));
+      await store.override!(key, { base, limits: null });
+      now += 50;
+      out.push(await settle('c2', 1), await store.step(key, stepArgs(policy, 0, 0)));
+      return out.map((r) => ({ allowed: r.allowed, debtUnits: r.debtUnits, limits: r.limits }));
+    };
+    const t = now;
+    const want = await run(memoryStore({ nowMs: () => now }), 'k');
+    expect(want.map((r) => r.allowed)).toEqual([true, true, true, true, true, true]);
+    for (const batch of [false, { maxSize: 64 }] as const) {
+      now = t;
+      const key = `settle${run}:${batch ? 'batched' : 'alone'}`;
+      expect(await run(redisStore({ client: io, clientClock: true, nowMs: () => now, batch }), key)).toEqual(want);
     }
   });
 });
