@@ -53,7 +53,7 @@ describe('decision stats', () => {
     expect(snap.topKeys).toBe(10);
     expect(snap.since).toBe('2026-01-02T03:04:05.000Z');
     expect(snap.policies.p).toEqual({
-      decisions: { allowed: 4, denied: 2, store_error: 0, deny_cache: 1, lease: 0, local: 0 },
+      decisions: { allowed: 4, denied: 2, store_error: 0, deny_cache: 1, lease: 0, local: 0, blocked: 0 },
       peeks: 1,
       refused: 3,
       topRefused: [
@@ -62,8 +62,8 @@ describe('decision stats', () => {
       ],
     });
     // Refusals by the fail mode say nothing about the key: counted as store_error, not ranked.
-    expect(snap.policies.q).toEqual({ decisions: { allowed: 1, denied: 0, store_error: 3, deny_cache: 0, lease: 0, local: 0 }, peeks: 0, refused: 0, topRefused: [] });
-    expect(snap.policies.idle).toEqual({ decisions: { allowed: 0, denied: 0, store_error: 0, deny_cache: 0, lease: 0, local: 0 }, peeks: 0, refused: 0, topRefused: [] });
+    expect(snap.policies.q).toEqual({ decisions: { allowed: 1, denied: 0, store_error: 3, deny_cache: 0, lease: 0, local: 0, blocked: 0 }, peeks: 0, refused: 0, topRefused: [] });
+    expect(snap.policies.idle).toEqual({ decisions: { allowed: 0, denied: 0, store_error: 0, deny_cache: 0, lease: 0, local: 0, blocked: 0 }, peeks: 0, refused: 0, topRefused: [] });
     // `limit` caps the keys listed.
     expect(stats.snapshot(1).policies.p!.topRefused.map((e) => e.key)).toEqual(['alice']);
   });
@@ -117,7 +117,7 @@ describe('decision stats', () => {
     }
     const snap = stats.snapshot();
     expect(snap.topKeys).toBe(0);
-    expect(snap.policies.p).toEqual({ decisions: { allowed: 50, denied: 50, store_error: 0, deny_cache: 0, lease: 0, local: 0 }, peeks: 0, refused: 50, topRefused: [] });
+    expect(snap.policies.p).toEqual({ decisions: { allowed: 50, denied: 50, store_error: 0, deny_cache: 0, lease: 0, local: 0, blocked: 0 }, peeks: 0, refused: 50, topRefused: [] });
     expect(JSON.stringify(snap)).not.toContain('secret-key');
   });
 

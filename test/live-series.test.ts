@@ -48,9 +48,9 @@ describe('live series', () => {
     const w = live.window();
     expect(w.from).toBe(S0);
     expect(w.now).toBe(S0 + 2);
-    expect(w.outcomes).toEqual(['allowed', 'denied', 'store_error', 'deny_cache', 'lease', 'local']);
-    expect(w.decisions.a).toEqual({ allowed: [2, 0, 0], denied: [1, 0, 0], store_error: [0, 0, 0], deny_cache: [0, 0, 0], lease: [0, 0, 0], local: [0, 0, 0] });
-    expect(w.decisions.b).toEqual({ allowed: [0, 0, 0], denied: [0, 0, 0], store_error: [0, 2, 0], deny_cache: [0, 1, 0], lease: [0, 1, 0], local: [0, 1, 0] });
+    expect(w.outcomes).toEqual(['allowed', 'denied', 'store_error', 'deny_cache', 'lease', 'local', 'blocked']);
+    expect(w.decisions.a).toEqual({ allowed: [2, 0, 0], denied: [1, 0, 0], store_error: [0, 0, 0], deny_cache: [0, 0, 0], lease: [0, 0, 0], local: [0, 0, 0], blocked: [0, 0, 0] });
+    expect(w.decisions.b).toEqual({ allowed: [0, 0, 0], denied: [0, 0, 0], store_error: [0, 2, 0], deny_cache: [0, 1, 0], lease: [0, 1, 0], local: [0, 1, 0], blocked: [0, 0, 0] });
     // Timed: the 4 of the first second (the peek too), 2 of the second (the store error and the local
     // answer after a failed call; not deny cache, lease, open circuit).
     expect(w.window.storeCalls).toBe(6);

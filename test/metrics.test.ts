@@ -8,6 +8,7 @@ import { permitApp } from '../src/http/permit-app.js';
 import { checked } from './support/openapi-contract.js';
 import { createMetrics } from '../functions/app/metrics.js';
 import { sample } from './support/prometheus.js';
+import { recordStore } from './support/record-store.js';
 import { metricsTable } from './support/guides.js';
 
 describe('metrics', () => {
@@ -92,8 +93,9 @@ describe('metrics', () => {
     expect(listed('edge_limiter_decisions_total', 'op').length).toBeGreaterThanOrEqual(3);
     expect(listed('edge_limiter_decisions_total', 'outcome').length).toBeGreaterThanOrEqual(5);
 
-    // Every kind of decision, on the metrics functions/node.ts serves (createMetrics with the defaults).
-    const inner = memoryStore();
+    // Every kind of decision, on the metrics functions/node.ts serves (createMetrics with the defaults),
+    // over a store that keeps override records (a blocked key's refusals).
+    const inner = recordStore();
     let failing = false;
     const store: Store = {
       name: 'memory',
@@ -102,6 +104,7 @@ describe('metrics', () => {
         return inner.step(k, a, s);
       },
       reset: (k) => inner.reset(k),
+      override: (k, a) => inner.override(k, a),
       ping: async () => {},
     };
     const metrics = createMetrics({ store: store.name });
@@ -121,6 +124,8 @@ describe('metrics', () => {
       await limiter.take('p', 'a'); // take, deny_cache
       await limiter.acquire('p', 'b'); // acquire, allowed
       await limiter.peek('p', 'a'); // peek, read
+      await limiter.block('p', 'z', { forMs: 60_000 });
+      await limiter.take('p', 'z'); // take, blocked
       let leased = false;
       for (let i = 0; i < 20 && !leased; i++) leased = (await limiter.take('l', 'hot')).reason === 'lease'; // take, lease
       expect(leased).toBe(true);

@@ -17,7 +17,7 @@ function reasonsInSource(): string[] {
 
 // Adding a reason to the type fails the type-check here until it is added; the test below then holds
 // the parse of the source to the same list, and the documents to it.
-const TYPED: Record<DecisionReason, true> = { store_error: true, deny_cache: true, lease: true, local: true };
+const TYPED: Record<DecisionReason, true> = { store_error: true, deny_cache: true, lease: true, local: true, blocked: true };
 
 describe('decision reasons', () => {
   const reasons = reasonsInSource();

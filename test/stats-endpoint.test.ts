@@ -131,7 +131,7 @@ describe('GET /v1/stats on the Lambda entry', () => {
     const ok = await get('Bearer lambda-token');
     expect(ok.statusCode).toBe(200);
     const body = JSON.parse(ok.body);
-    expect(body.policies.api.decisions).toEqual({ allowed: 2, denied: 1, store_error: 0, deny_cache: 0, lease: 0, local: 0 });
+    expect(body.policies.api.decisions).toEqual({ allowed: 2, denied: 1, store_error: 0, deny_cache: 0, lease: 0, local: 0, blocked: 0 });
     expect(body.policies.api.topRefused).toMatchObject([{ key: 'lambda-user', count: 1, error: 0 }]);
   });
 });

@@ -44,7 +44,7 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const decisions = new Counter({
     name: 'edge_limiter_decisions_total',
-    help: 'Decisions by policy, operation (take: immediate; acquire: a reservation, by acquire() or a take answered with a wait; peek: a read; adjust: a cost settled after the fact) and outcome: allowed and denied by the bucket, read (a peek the store answered), store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease), local (the store failed: decided by this node\'s fallback bucket, onStoreError local), applied (an adjustment the store applied).',
+    help: 'Decisions by policy, operation (take: immediate; acquire: a reservation, by acquire() or a take answered with a wait; peek: a read; adjust: a cost settled after the fact) and outcome: allowed and denied by the bucket, read (a peek the store answered), store_error (the fail mode chose), deny_cache (refused locally), lease (answered from this node\'s token lease), local (the store failed: decided by this node\'s fallback bucket, onStoreError local), blocked (the key is blocked: refused whatever its bucket holds), applied (an adjustment the store applied).',
     labelNames: ['policy', 'op', 'outcome'] as const,
     registers: [registry],
   });

@@ -18,7 +18,22 @@ export type DecisionReason =
    * The store failed and the policy's onStoreError is 'local': decided by this node's own bucket for the
    * key, with the policy's local limit (`limit` is its capacity), until the store answers again.
    */
-  | 'local';
+  | 'local'
+  /**
+   * The key is blocked (limiter.block): refused whatever its bucket holds, until `retryAfterMs` has
+   * passed or it is unblocked. Nothing was taken.
+   */
+  | 'blocked';
+
+/** One limit's numbers as a caller writes and reads them. */
+export interface LimitNumbers {
+  /** The limit's name (a policy of one limit: the policy's). */
+  name: string;
+  /** Tokens the bucket holds when full. */
+  capacity: number;
+  /** Tokens added per second, continuously. */
+  refillPerSecond: number;
+}
 
 interface DecisionBase {
   /** Whether the request may proceed (after waitMs, if that is above 0). */
@@ -53,7 +68,7 @@ export interface BucketDecision extends DecisionBase {
   remaining: number;
   /** Ms until the bucket is full again, rounded up; of the most constraining limit. */
   resetAfterMs: number;
-  reason?: 'deny_cache' | 'lease' | 'local';
+  reason?: 'deny_cache' | 'lease' | 'local' | 'blocked';
   /**
    * The idempotency key of this request was applied before: this is that first answer, repeated, and
    * nothing was charged again.
@@ -71,6 +86,12 @@ export interface BucketDecision extends DecisionBase {
    * time until every limit admits the cost, `waitMs` the longest wait.
    */
   limits?: LimitDecision[];
+  /**
+   * This key's numbers are a runtime change's (limiter.setLimits, setPolicyLimits), not the policy's:
+   * each limit's capacity and refill in force, in the policy's order. `limit`, `remaining`,
+   * `resetAfterMs` and `limits` above are under these numbers, and so are the RateLimit headers.
+   */
+  limitsInForce?: readonly LimitNumbers[];
 }
 
 /**
@@ -84,6 +105,7 @@ export interface StoreErrorDecision extends DecisionBase {
   limits?: undefined;
   repeated?: undefined;
   charge?: undefined;
+  limitsInForce?: undefined;
 }
 
 /**

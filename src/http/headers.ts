@@ -1,7 +1,8 @@
 // The one place rate-limit response headers are made, shared by the middleware, the gateway and the
 // permit endpoint. Fields of draft-ietf-httpapi-ratelimit-headers-11 plus the legacy X-RateLimit-* trio.
-import type { Decision, LimitDecision } from '../core/decision.js';
+import type { Decision, LimitDecision, LimitNumbers } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
+import { windowSecondsOf } from '../limiter/in-force.js';
 
 const seconds = (ms: number) => Math.ceil(ms / 1000);
 
@@ -12,7 +13,7 @@ const seconds = (ms: number) => Math.ceil(ms / 1000);
  *   unless `legacy` is false
  * - `Retry-After: <whole seconds, rounded up>` on a refusal
  * - `X-RateLimit-Reason` when the answer is not the store's decision on this request: the decision's
- *   reason (DecisionReason: store_error, deny_cache, lease, local)
+ *   reason (DecisionReason: store_error, deny_cache, lease, local, blocked)
  * A `local` decision (the store failed; onStoreError 'local') was made by this node's fallback bucket, so
  * every number, the policy's `q` and `w` and X-RateLimit-Limit included, is the local limit's.
  * When the store did not answer (reason store_error) it gave no remaining count or reset time, so
@@ -29,8 +30,9 @@ export function rateLimitHeaders(configured: ResolvedPolicy, decision: Decision,
   const several = policy.limits.length > 1;
   // No closure here: this runs once per request (under tsx, whose keepNames wraps every closure in a
   // __name() call, one closure cost ~1 µs per request in bench/middleware-ab.ts profiles).
+  const inForce = decision.limitsInForce;
   const h: Record<string, string> = {
-    'RateLimit-Policy': several ? severalPolicies(policy) : `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
+    'RateLimit-Policy': inForce ? inForcePolicies(policy, inForce) : several ? severalPolicies(policy) : `"${policy.name}";q=${policy.capacity};w=${policy.windowSeconds}`,
   };
   const known = decision.remaining !== undefined && decision.resetAfterMs !== undefined;
   const reset = known ? String(seconds(decision.resetAfterMs!)) : '';
@@ -55,6 +57,11 @@ const limitName = (policy: ResolvedPolicy, i: number) => `${policy.name}.${polic
 
 function severalPolicies(policy: ResolvedPolicy): string {
   return policy.limits.map((l, i) => `"${limitName(policy, i)}";q=${l.capacity};w=${l.windowSeconds}`).join(', ');
+}
+
+function inForcePolicies(policy: ResolvedPolicy, numbers: readonly LimitNumbers[]): string {
+  const name = (i: number) => (numbers.length > 1 ? limitName(policy, i) : policy.name);
+  return numbers.map((n, i) => `"${name(i)}";q=${n.capacity};w=${windowSecondsOf(n.capacity, n.refillPerSecond)}`).join(', ');
 }
 
 function severalRemaining(policy: ResolvedPolicy, per: readonly LimitDecision[]): string {

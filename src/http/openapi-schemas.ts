@@ -77,7 +77,7 @@ export const SCHEMAS = {
       retryAfterMs: nonNegative('0 when allowed; otherwise ms until every limit admits the cost.'),
       resetAfterMs: nonNegative('Ms until the most constraining limit is full again (absent when the store did not answer).'),
       waitMs: nonNegative('Ms to sleep before acting on an allowed reservation; 0 for an immediate permit.'),
-      reason: { type: 'string', enum: ['store_error', 'deny_cache', 'lease', 'local'], description: 'Why the bucket in the store did not decide alone; absent when it did.' },
+      reason: { type: 'string', enum: ['store_error', 'deny_cache', 'lease', 'local', 'blocked'], description: 'Why the bucket in the store did not decide alone; absent when it did. `blocked`: the key is blocked (PUT /v1/blocks), refused until `retryAfterMs` has passed.' },
       repeated: { const: true, description: 'The Idempotency-Key (or a settlement\'s charge) was applied before: this is the first answer, and nothing was charged again.' },
       charge: { type: 'string', description: 'A take sent with an Idempotency-Key: that key, which names this charge for a settlement (`POST /v1/adjustments` with `charge`).' },
       limits: { type: 'array', items: ref('LimitDecision'), description: 'A policy of several limits: each limit\'s numbers, in the policy\'s order.' },

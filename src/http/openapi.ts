@@ -28,7 +28,7 @@ const HEADERS = {
   'X-RateLimit-Limit': { description: 'The most constraining limit\'s capacity.', required: true, schema: { type: 'string' } },
   'X-RateLimit-Remaining': { description: 'Its tokens left (absent when the store did not answer).', schema: { type: 'string' } },
   'X-RateLimit-Reset': { description: 'Seconds until it is full again (absent when the store did not answer).', schema: { type: 'string' } },
-  'X-RateLimit-Reason': { description: 'Present when the bucket in the store did not decide alone: `store_error`, `deny_cache`, `lease` or `local`.', schema: { type: 'string' } },
+  'X-RateLimit-Reason': { description: 'Present when the bucket in the store did not decide alone: `store_error`, `deny_cache`, `lease`, `local` or `blocked`.', schema: { type: 'string' } },
   'WWW-Authenticate': { description: '`Bearer`.', required: true, schema: { type: 'string' } },
   'Cache-Control': { description: 'How the answer may be cached.', required: true, schema: { type: 'string' } },
 } as const;

@@ -33,11 +33,12 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustment
   const { store, getEntry, monotonicMs, audit } = w;
   return {
     async adjust(name, key, cost, opts = {}) {
-      const { policy, keyPrefix } = getEntry(name);
+      const entry = getEntry(name);
+      const { policy, keyPrefix } = entry;
       assertKey(key);
       const costs = resolveAdjustment(policy, cost);
       if (opts.idempotencyKey !== undefined) assertIdempotencyKey(opts.idempotencyKey);
-      const args = adjustArgs(policy, costs);
+      const args = adjustArgs(policy, costs, entry.change);
       const withOp = opts.idempotencyKey === undefined ? args : idempotent.withOp(args, opts.idempotencyKey, `adjust|${JSON.stringify(costs)}`);
       return audited('adjust', name, key, opts, () => idempotent.once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0), (d) => ({
         cost,

@@ -6,7 +6,7 @@ import type { DecisionEvent } from './types.js';
 import { createHeavyHitters, type HeavyHitters } from './heavy-hitters.js';
 
 /** The outcomes every policy reports, zero until seen. A decision's `reason`, else allowed/denied. */
-export const OUTCOMES = ['allowed', 'denied', 'store_error', 'deny_cache', 'lease', 'local'] as const;
+export const OUTCOMES = ['allowed', 'denied', 'store_error', 'deny_cache', 'lease', 'local', 'blocked'] as const;
 
 /** The default number of refused keys kept per policy. */
 export const DEFAULT_TOP_KEYS = 100;
@@ -36,7 +36,7 @@ export interface RefusedKey {
 export interface PolicyDecisionStats {
   /**
    * take and acquire decisions by outcome: `allowed` and `denied` by the bucket, or the decision's
-   * reason (`store_error`, `deny_cache`, `lease`, `local`, and any reason a later limiter adds).
+   * reason (`store_error`, `deny_cache`, `lease`, `local`, `blocked`, and any reason a later limiter adds).
    */
   decisions: Record<string, number>;
   /** peek calls (they read a bucket and refuse nothing, so no outcome above counts them). */

@@ -1,15 +1,15 @@
 // The decision path: take (with its hot path for a token with no wait), acquire and peek. Each is one
 // store step, answered by a lease or the deny cache where the policy has them, and by the fail mode when
 // the store does not answer; a take with an idempotency key goes the idempotent path (./idempotent.ts).
-import { oneLimitDecision, stepArgs, toDecision, toPeekDecision, type Costs } from '../core/gcra.js';
+import { oneLimitDecision, stepArgs, type Costs } from '../core/gcra.js';
 import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, assertKey, assertWaitMs, isShortKey, resolveCost, type Cost } from '../core/key.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { AcquireTimeoutError, StoreError } from '../errors.js';
-import type { StepArgs } from '../store.js';
+import type { StepArgs, StepResult } from '../store.js';
 import type { WaitUntil } from './lease.js';
 import type { Idempotent } from './idempotent.js';
-import type { PolicyEntry } from './options.js';
+import type { PolicyEntry } from './entry.js';
 import type { AcquireOptions, TakeOptions } from './types.js';
 import type { Wiring } from './wiring.js';
 
@@ -40,11 +40,13 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /** The step arguments of a decision: the policy's shared ones for a take of one token with no wait. */
 function argsOf(entry: PolicyEntry, cost: Costs, maxWaitMs: number): StepArgs {
-  return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs);
+  return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs, entry.change);
 }
 
 export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
-  const { store, entries, monotonicMs, onDecision, denied, leases, getEntry, storeCall, failed, emit } = w;
+  const { store, entries, monotonicMs, onDecision, denied, leases, policyWide, getEntry, storeCall, failed, decided, emit } = w;
+  /** Half of policyRefreshMs: a take with a reading of the policy-wide change younger than this needs no look at it. */
+  const halfMs = policyWide?.halfMs ?? Infinity;
   /**
    * Takes that no hook or deny cache needs to see: take()'s hot path may answer them, and without a
    * lease they are one synchronous store step when the store has stepSync (read on every decision, as a
@@ -55,15 +57,20 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
   /** A take of one token with no wait by a remote store (take()'s hot path): the long way's answer, without its awaits. */
   function plainTake(entry: PolicyEntry, storageKey: string): Promise<Decision> {
     const { policy } = entry;
-    return storeCall(policy, storageKey, entry.takeOne).then((outcome) => (outcome.ok ? toDecision(policy, 1, outcome.result) : failed(policy, storageKey, 1, 0)));
+    const started = monotonicMs();
+    return storeCall(policy, storageKey, entry.takeOne).then((outcome) => (outcome.ok ? decided(policy, storageKey, 1, outcome.result, started) : failed(policy, storageKey, 1, 0)));
   }
 
-  /** One store step: the decision (`peek`: a read, toPeekDecision), plus the debt the store reported (for the deny cache). */
-  async function call(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number, args: StepArgs, peek = false): Promise<{ decision: Decision; debtUnits?: number[]; error?: unknown }> {
+  /**
+   * One store step: the decision (`peek`: a read), plus the debt the store reported and the numbers it
+   * was in (for the deny cache).
+   */
+  async function call(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number, args: StepArgs, peek = false): Promise<{ decision: Decision; debtUnits?: number[]; limits?: StepResult['limits']; error?: unknown }> {
+    const started = monotonicMs();
     const outcome = await storeCall(policy, storageKey, args);
     if (!outcome.ok) return { decision: failed(policy, storageKey, peek ? 0 : cost, maxWaitMs), error: outcome.error };
     const { result } = outcome;
-    return { decision: peek ? toPeekDecision(policy, result) : toDecision(policy, cost, result), debtUnits: result.debtUnits };
+    return { decision: decided(policy, storageKey, cost, result, started, peek), debtUnits: result.debtUnits, limits: result.limits };
   }
 
   /** Validates, then decides; a synchronous store with no hook or cache answers without any await. */
@@ -79,6 +86,15 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
     } catch (err) {
       return Promise.reject(err);
     }
+    // The policy-wide change this node sees may be too old to decide with (./policy-wide.ts): then the
+    // decision waits for the next reading (once: it decides after that whatever the reading's age).
+    const wait = policyWide?.refresh(entry, monotonicMs());
+    if (wait !== undefined) return wait.then(() => decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey));
+    return decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey);
+  }
+
+  /** decide() after validation and the policy-wide reading. */
+  function decideNow(op: 'take' | 'acquire', name: string, key: string, entry: PolicyEntry, cost: Costs, maxWaitMs: number, waitUntil?: WaitUntil, idempotencyKey?: string): Promise<Decision> {
     const { policy } = entry;
     const storageKey = entry.keyPrefix + key;
     if (idempotencyKey !== undefined) {
@@ -117,7 +133,7 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
   /** A decision by a synchronous store step (plainTakes, and the store has stepSync), with no await. */
   function syncDecision(entry: PolicyEntry, storageKey: string, cost: Costs, maxWaitMs: number, args: StepArgs): Promise<Decision> {
     try {
-      return Promise.resolve(toDecision(entry.policy, cost, store.stepSync!(storageKey, args)));
+      return Promise.resolve(decided(entry.policy, storageKey, cost, store.stepSync!(storageKey, args)));
     } catch {
       return Promise.resolve(failed(entry.policy, storageKey, cost, maxWaitMs));
     }
@@ -130,9 +146,10 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
       if (onDecision) emit({ policy: name, key, cost, op, decision: hit, durationMs: 0 });
       return hit;
     }
-    const { decision, debtUnits, error } = await call(policy, storageKey, cost, maxWaitMs, args);
+    const { decision, debtUnits, limits, error } = await call(policy, storageKey, cost, maxWaitMs, args);
+    // A block is not cached (an unblock through another node would not be seen until it ends).
     if (denied && !decision.allowed && decision.reason === undefined && debtUnits !== undefined) {
-      denied.remember(storageKey, cost, debtUnits, started, decision.retryAfterMs);
+      denied.remember(storageKey, w.inForce.policyOf(policy, limits), decision.limitsInForce, cost, debtUnits, started, decision.retryAfterMs);
     }
     if (onDecision) emit({ policy: name, key, cost, op, decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
     return decision;
@@ -147,12 +164,14 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
       // one goes the long way, which names the error).
       if (plainTakes && (cost === undefined || cost === 1) && (maxWaitMs === undefined || maxWaitMs === 0) && idempotencyKey === undefined) {
         const entry = typeof name === 'string' ? entries.get(name) : undefined;
-        if (entry !== undefined && !entry.policy.lease && isShortKey(key)) {
+        // A reading of the policy-wide change past half its age goes the long way, which refreshes it.
+        if (entry !== undefined && !entry.policy.lease && isShortKey(key) && (halfMs === Infinity || monotonicMs() - entry.wide.readAtMs < halfMs)) {
           const { policy } = entry;
           if (!store.stepSync) return plainTake(entry, entry.keyPrefix + key);
           // One limit, and a store that can take on it without a result object: the decision from numbers,
-          // and no storage key built (the store finds the bucket by the prefix and the key).
-          if (store.takeOneSync && policy.limits.length === 1) {
+          // and no storage key built (the store finds the bucket by the prefix and the key). Not while a
+          // policy-wide change is seen: only the step's arguments carry it.
+          if (store.takeOneSync && policy.limits.length === 1 && entry.change === undefined) {
             try {
               const after = store.takeOneSync(entry.keyPrefix, key, entry.takeOne.limits[0]!);
               // NaN: the key has an override record, and the step with the base numbers answers.
@@ -183,10 +202,12 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
       return decision;
     },
     async peek(name, key) {
-      const { policy, keyPrefix } = getEntry(name);
+      const entry = getEntry(name);
+      const { policy, keyPrefix } = entry;
       assertKey(key);
       const started = monotonicMs();
-      const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0), true);
+      await policyWide?.refresh(entry, started);
+      const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change), true);
       if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;
     },

@@ -5,10 +5,14 @@
 // Known limit: a reset (or a refill by any other means) made through another node is not seen here
 // until the cached refusal's retryAfterMs has passed.
 import { debtAfterMs, toDecision, type Costs } from '../core/gcra.js';
-import type { Decision } from '../core/decision.js';
+import type { Decision, LimitNumbers } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 
 interface Entry {
+  /** The policy under the numbers the store refused with (a runtime change's, or the policy itself). */
+  policy: ResolvedPolicy;
+  /** The refusal's Decision.limitsInForce (absent: the policy's own numbers). */
+  numbers: readonly LimitNumbers[] | undefined;
   /** When the refused cost is due again (monotonic ms); the entry is useless afterwards. */
   untilMs: number;
   /** The refused cost: one number for every limit, or per limit. */
@@ -30,15 +34,18 @@ export interface DenyCache {
   /** A refusal for this request, recomputed for now, or undefined when the store must decide. */
   lookup(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number, nowMs: number): Decision | undefined;
   /**
-   * Remembers a store refusal of `cost` with the bucket's debt `debtUnits`, decided by a call that started
-   * at `atMs`, unless the key was forgotten since that call started (the refusal may predate a refund).
+   * Remembers a store refusal of `cost` with the bucket's debt `debtUnits` under `inForce` (the numbers
+   * the store refused with), decided by a call that started at `atMs`, unless the key was forgotten since
+   * that call started (the refusal may predate a refund or a change of limits).
    */
-  remember(storageKey: string, cost: Costs, debtUnits: readonly number[], atMs: number, retryAfterMs: number): void;
+  remember(storageKey: string, inForce: ResolvedPolicy, numbers: readonly LimitNumbers[] | undefined, cost: Costs, debtUnits: readonly number[], atMs: number, retryAfterMs: number): void;
   /**
    * Drops the key's refusal, and refuses to remember any refusal decided by a call that started at or
    * before `nowMs` (a reset, or a refund this node made: tokens the refusal did not see).
    */
   forget(storageKey: string, nowMs: number): void;
+  /** forget() for every key at once (a policy-wide change of limits). */
+  clear(nowMs: number): void;
 }
 
 export function createDenyCache(maxKeys: number): DenyCache {
@@ -61,13 +68,21 @@ export function createDenyCache(maxKeys: number): DenyCache {
       // The debts have fallen by the time elapsed since the call started. Measuring from the start (not
       // the store's decision, which came later) can only under-state them: the retry hint is never late.
       const elapsedMs = nowMs - hit.atMs;
-      const debtUnits = policy.limits.map((l, i) => debtAfterMs(hit.debtUnits[i]!, elapsedMs, l.unitsPerMs));
-      return { ...toDecision(policy, cost, { allowed: false, debtUnits }), reason: 'deny_cache' };
+      const p = hit.policy;
+      const debtUnits = p.limits.map((l, i) => debtAfterMs(hit.debtUnits[i]!, elapsedMs, l.unitsPerMs));
+      const decision = { ...toDecision(p, cost, { allowed: false, debtUnits }), reason: 'deny_cache' as const };
+      if (hit.numbers) decision.limitsInForce = hit.numbers;
+      return decision;
     },
-    remember(storageKey, cost, debtUnits, atMs, retryAfterMs) {
+    remember(storageKey, inForce, numbers, cost, debtUnits, atMs, retryAfterMs) {
       if (atMs <= (forgotten.get(storageKey) ?? forgottenFloorMs)) return;
       if (!entries.has(storageKey) && entries.size >= maxKeys) entries.delete(entries.keys().next().value!);
-      entries.set(storageKey, { untilMs: atMs + retryAfterMs, cost, debtUnits, atMs });
+      entries.set(storageKey, { policy: inForce, numbers, untilMs: atMs + retryAfterMs, cost, debtUnits, atMs });
+    },
+    clear(nowMs) {
+      entries.clear();
+      forgotten.clear();
+      forgottenFloorMs = Math.max(forgottenFloorMs, nowMs);
     },
     forget(storageKey, nowMs) {
       entries.delete(storageKey);

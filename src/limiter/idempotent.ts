@@ -3,7 +3,6 @@
 // an id reused for another request is an IdempotencyConflictError.
 import type { Costs } from '../core/gcra.js';
 import type { BucketDecision, Decision, StoreErrorDecision } from '../core/decision.js';
-import { toDecision, toPeekDecision } from '../core/gcra.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { IdempotencyConflictError, StoreError, UnknownChargeError } from '../errors.js';
 import type { StepArgs } from '../store.js';
@@ -22,7 +21,7 @@ export interface Idempotent {
 }
 
 export function createIdempotent(w: Wiring): Idempotent {
-  const { store, monotonicMs, onDecision, denied, storeCall, failed, emit } = w;
+  const { store, monotonicMs, onDecision, denied, storeCall, failed, decided, emit } = w;
   return {
     withOp: (args, id, fingerprint) => ({ ...args, op: { id, ttlMs: w.idempotencyWindowMs, fingerprint } }),
     async once(op, name, key, cost, policy, storageKey, args, maxWaitMs) {
@@ -45,7 +44,7 @@ export function createIdempotent(w: Wiring): Idempotent {
         if (result.conflict) throw new IdempotencyConflictError('charge', 'was settled before with another cost; nothing was applied');
       }
       if (result.conflict) throw new IdempotencyConflictError();
-      const decision: BucketDecision = adjust ? toPeekDecision(policy, result) : toDecision(policy, cost, result);
+      const decision = decided(policy, storageKey, cost, result, started, adjust);
       if (!adjust) decision.charge = args.op!.id;
       if (result.repeated) decision.repeated = true;
       // A settlement may refund (its cost is below what the charge took): this node's refusals are stale.

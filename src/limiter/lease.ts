@@ -43,6 +43,13 @@ export interface Leases {
   take(policy: ResolvedPolicy, storageKey: string, cost: number, maxWaitMs: number, waitUntil?: WaitUntil): Decision | Promise<Decision | undefined> | undefined;
   /** Drops the key's lease without a refund (used by reset: the bucket is full again anyway). */
   forget(storageKey: string): void;
+  /**
+   * Drops the key's lease and gives its tokens back (a change of the key's limits or a block through this
+   * limiter: tokens granted under the old numbers are not answered from again).
+   */
+  release(storageKey: string): void;
+  /** release() for every key whose storage key starts with `prefix` (a policy-wide change). */
+  releaseAll(prefix: string): void;
   /** Gives every unused token back and resolves when the grants in flight and all refunds have settled. */
   close(): Promise<void>;
   /** Keys with a lease and tokens they hold. */
@@ -217,6 +224,22 @@ export function createLeases(options: LeaseOptions): Leases {
       return;
     }
     lease.failed = false;
+    const r = outcome.result;
+    if (r.blockedUntilUs !== undefined || r.limits !== undefined) {
+      // The key is blocked, or under a runtime change's numbers, not the policy's the lease is sized in:
+      // no lease for it. What the grant took goes back, and its takes go to the store for maxAgeMs (the
+      // store refuses a blocked key's, and decides the others under the numbers in force).
+      if (leases.get(storageKey) === lease) {
+        const held = lease.grants;
+        lease.grants = [];
+        lease.total = 0;
+        refund(lease, storageKey, held, now, waitUntil);
+        lease.plainUntilMs = now + policy.lease!.maxAgeMs;
+      }
+      if ((r.tokens ?? 0) > 0) refund(lease, storageKey, [{ tokens: r.tokens!, atMs: started, storeAtUs: r.atUs }], now, waitUntil);
+      for (const w of waiters) w.settle(undefined);
+      return;
+    }
     lease.granted = true;
     // A leased policy has one limit.
     const debtUnits = outcome.result.debtUnits[0]!;
@@ -322,6 +345,14 @@ export function createLeases(options: LeaseOptions): Leases {
       if (!lease) return;
       leases.delete(storageKey);
       for (const g of lease.grants) release(g);
+    },
+    release(storageKey) {
+      const lease = leases.get(storageKey);
+      if (lease) drop(storageKey, lease, monotonicMs());
+    },
+    releaseAll(prefix) {
+      const now = monotonicMs();
+      for (const [k, lease] of [...leases]) if (k.startsWith(prefix)) drop(k, lease, now);
     },
     async close() {
       closed = true;

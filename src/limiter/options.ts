@@ -1,19 +1,9 @@
 // createLimiter's options, validated once (a ConfigError naming the field), with the per-policy entries
-// every decision looks up. Pure: no store call, no clock.
-import { stepArgs } from '../core/gcra.js';
+// every decision looks up (./entry.ts). Pure: no store call, no clock.
 import { resolvePolicy, validateFailMode, validateTimeoutMs, type ResolvedPolicy } from '../core/policy.js';
 import { ConfigError } from '../errors.js';
-import type { StepArgs } from '../store.js';
+import { newEntry, type PolicyEntry } from './entry.js';
 import type { LimiterOptions } from './types.js';
-
-/** What a decision needs of its policy, built once per policy. */
-export interface PolicyEntry {
-  policy: ResolvedPolicy;
-  /** `{prefix}{policy}:` */
-  keyPrefix: string;
-  /** stepArgs(policy, 1, 0): the arguments of a take of one token (on every limit) with no wait. */
-  takeOne: StepArgs;
-}
 
 /** The options with their defaults, validated. */
 export interface Settings {
@@ -29,6 +19,7 @@ export interface Settings {
   /** 0: no deny cache. */
   denyCacheMax: number;
   leaseMaxKeys: number;
+  policyRefreshMs: number;
 }
 
 function integerIn(field: string, value: number, min: number, max: number, what = `an integer from ${min} to ${max}`): number {
@@ -49,7 +40,7 @@ export function resolveSettings(options: LimiterOptions): Settings {
   for (const [name, config] of Object.entries(options.policies)) {
     const policy = resolvePolicy(name, config, { onStoreError, timeoutMs, expectedNodes });
     policies.set(name, policy);
-    entries.set(name, { policy, keyPrefix: `${prefix}${name}:`, takeOne: stepArgs(policy, 1, 0) });
+    entries.set(name, newEntry(policy, prefix));
   }
   if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
   const idempotencyWindowMs = integerIn('idempotencyWindowMs', options.idempotencyWindowMs ?? 300_000, 1000, 86_400_000, 'an integer from 1000 to 86400000 (ms)');
@@ -57,5 +48,6 @@ export function resolveSettings(options: LimiterOptions): Settings {
   const denyCacheMax = options.denyCache ? (typeof options.denyCache === 'object' ? options.denyCache.maxKeys ?? 10_000 : 10_000) : 0;
   integerIn('denyCache.maxKeys', denyCacheMax, 0, Infinity, 'a positive integer');
   const leaseMaxKeys = integerIn('leases.maxKeys', options.leases?.maxKeys ?? 10_000, 1, Infinity, 'a positive integer');
-  return { policies, entries, idempotencyWindowMs, maxPending, denyCacheMax, leaseMaxKeys };
+  const policyRefreshMs = integerIn('policyRefreshMs', options.policyRefreshMs ?? 1000, 10, 3_600_000, 'an integer from 10 to 3600000 (ms)');
+  return { policies, entries, idempotencyWindowMs, maxPending, denyCacheMax, leaseMaxKeys, policyRefreshMs };
 }

@@ -1,15 +1,16 @@
 // The limiter's public types: its options, the options of one call, the Limiter itself, its stats and the
 // event its onDecision hook receives. The one place they are defined; src/limiter.ts re-exports them.
 import type { Costs } from '../core/gcra.js';
-import type { Decision } from '../core/decision.js';
+import type { Decision, LimitNumbers } from '../core/decision.js';
 import type { Cost } from '../core/key.js';
 import type { FailMode, PolicyConfig, ResolvedPolicy } from '../core/policy.js';
 import type { Store } from '../store.js';
 import type { CircuitBreakerOptions, CircuitState } from './breaker.js';
 import type { WaitUntil } from './lease.js';
+import type { LimitsInput } from './limits-input.js';
 import type { StoreStatusEvent } from './store-call.js';
 
-export type { CircuitBreakerOptions, CircuitState, StoreStatusEvent, WaitUntil };
+export type { CircuitBreakerOptions, CircuitState, LimitNumbers, LimitsInput, StoreStatusEvent, WaitUntil };
 
 /** What the onDecision hook receives after every decision: the policy, key, cost and operation, the Decision, and the store call's duration. */
 export interface DecisionEvent {
@@ -62,7 +63,7 @@ export interface AuditEvent {
 }
 
 /** AuditEvent.action: the built-in actions, or another library part's own. */
-export type AuditAction = 'reset' | 'adjust' | 'limits' | 'block' | 'unblock' | (string & {});
+export type AuditAction = 'reset' | 'adjust' | 'limits' | 'block' | 'unblock' | 'policy-limits' | (string & {});
 
 /** Options of an administrative call (reset, free-form adjust): who does it, for the onAudit hook. */
 export interface AdminOptions {
@@ -133,6 +134,13 @@ export interface LimiterOptions<P extends string = string> {
    * @default 300000 (5 minutes)
    */
   idempotencyWindowMs?: number;
+  /**
+   * How often this node reads a policy's policy-wide change (setPolicyLimits), in ms: its decisions never
+   * use a reading older than this, so a change made through any node is obeyed everywhere within
+   * policyRefreshMs plus one store round trip. A reading is one store read per policy per node, made in
+   * the background while decisions come (none on an idle node). From 10 to 3600000. @default 1000
+   */
+  policyRefreshMs?: number;
   /** Monotonic clock in ms for timeouts, the breaker, the deny cache and leases. Tests pass a fake one. @default performance.now */
   monotonicMs?: () => number;
 }
@@ -223,6 +231,38 @@ export interface Limiter<P extends string = string> {
   settle(policy: P, key: string, options: SettleChargeOptions): Promise<Decision>;
   /** Refills the bucket. An administrative action: onAudit hears of it. */
   reset(policy: P, key: string, options?: AdminOptions): Promise<void>;
+  /**
+   * Sets the key's own numbers in the store, beside its bucket, until `expiresInMs` has passed (absent:
+   * until cleared): every node's next decision on the key uses them, in the same atomic step as the
+   * bucket. `limits` is written as the policy's limits are (`{ capacity, refillPerSecond }`, or for a
+   * policy with several `{ limits: { day: { capacity, refill } } }`, naming some or all; the others keep
+   * the policy's numbers); an InvalidInputError names a bad field. Tokens spent stay spent: the bucket's
+   * debt is carried over (rounded against the caller), at most the new capacity. Wins over a
+   * policy-wide change. Resolves with the key's limits after; onAudit hears of it ('limits').
+   */
+  setLimits(policy: P, key: string, limits: LimitsInput, options?: SetLimitsOptions): Promise<KeyLimits>;
+  /** The key's numbers in force now, where they come from, and its block. One store read. */
+  getLimits(policy: P, key: string): Promise<KeyLimits>;
+  /** Drops the key's own numbers: the policy's (or a policy-wide change's) apply again, the debt carried back. */
+  clearLimits(policy: P, key: string, options?: AdminOptions): Promise<KeyLimits>;
+  /**
+   * Refuses every take on the key for `forMs` (reason 'blocked', retryAfterMs until it ends), whatever
+   * its bucket holds, on every node; this node's lease of the key is given back at once. A block is kept
+   * beside the bucket with the key's numbers; it ends when forMs has passed on the store's clock, or at unblock.
+   */
+  block(policy: P, key: string, options: BlockOptions): Promise<KeyLimits>;
+  /** Ends the key's block now. */
+  unblock(policy: P, key: string, options?: AdminOptions): Promise<KeyLimits>;
+  /**
+   * Changes the policy's numbers for every key without numbers of its own, until `expiresInMs` (absent:
+   * until cleared). Nodes read it at most every policyRefreshMs: it is obeyed everywhere within that
+   * plus one store round trip (at once on this node). onAudit hears of it ('policy-limits', key '*').
+   */
+  setPolicyLimits(policy: P, limits: LimitsInput, options?: SetLimitsOptions): Promise<PolicyLimits>;
+  /** The policy-wide change in force now, if any. One store read. */
+  getPolicyLimits(policy: P): Promise<PolicyLimits>;
+  /** Ends the policy-wide change: keys go back to the policy's numbers within the same bound. */
+  clearPolicyLimits(policy: P, options?: AdminOptions): Promise<PolicyLimits>;
   /** The validated policy, or undefined. */
   policy(name: string): ResolvedPolicy | undefined;
   readonly policies: ReadonlyMap<string, ResolvedPolicy>;
@@ -250,4 +290,46 @@ export interface LimiterStats {
   leases: { keys: number; tokens: number };
   /** Keys with a local fallback bucket on this node (onStoreError 'local'; 0 while the store answers). */
   localKeys: number;
+}
+
+/** The limits in force for a key (or, for a policy-wide change, for every key without its own). */
+export interface LimitsState {
+  /** Each limit's numbers, in the policy's order. */
+  limits: LimitNumbers[];
+  /**
+   * Where they come from: `policy` (the configured ones), `key` (setLimits on this key) or
+   * `policy-wide` (setPolicyLimits; a key's own numbers win over it).
+   */
+  source: 'policy' | 'key' | 'policy-wide';
+  /** Ms until the numbers end and the policy's apply again (absent: until cleared, or the policy's own). */
+  expiresInMs?: number;
+  /** Ms until the key's block ends (absent: not blocked). */
+  blockedForMs?: number;
+}
+
+/** A key's limits as they are now (limiter.getLimits, and the answer of every change to a key). */
+export interface KeyLimits extends LimitsState {
+  policy: string;
+  key: string;
+  /** A change's answer: the state it replaced, as read in the same atomic store step. */
+  previous?: LimitsState;
+}
+
+/** A policy-wide change as it is now (limiter.getPolicyLimits, and the answer of setPolicyLimits and clearPolicyLimits). */
+export interface PolicyLimits extends LimitsState {
+  policy: string;
+  /** A change's answer: the state it replaced. */
+  previous?: LimitsState;
+}
+
+/** Options of setLimits and setPolicyLimits: when the numbers end, and who sets them. */
+export interface SetLimitsOptions extends AdminOptions {
+  /** The numbers end this many ms after the store applies them (an integer from 1 to 400 days); absent: until cleared. */
+  expiresInMs?: number;
+}
+
+/** Options of block: how long, and who blocks. */
+export interface BlockOptions extends AdminOptions {
+  /** How long the key is refused, in ms of the store's clock: an integer from 1 to 400 days. */
+  forMs: number;
 }

@@ -1,16 +1,21 @@
 // The limiter's parts, built once from its options: the validated policies (./options.ts), the guarded
 // store call (./store-call.ts; an in-process store is called directly), the deny cache, the token leases
-// and the local fallback, with the answers every path shares: a store failure's decision, and the hook.
+// and the local fallback, the policy-wide changes this node reads and the blocks it knows of, with the
+// answers every path shares: a store failure's decision, a step result's decision, and the hooks.
 import type { Costs } from '../core/gcra.js';
-import type { Decision, StoreErrorDecision } from '../core/decision.js';
+import type { BucketDecision, Decision, StoreErrorDecision } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
-import { ConfigError, UnknownPolicyError } from '../errors.js';
-import type { StepArgs, Store } from '../store.js';
+import { ConfigError, StoreError, UnknownPolicyError } from '../errors.js';
+import type { StepArgs, StepResult, Store } from '../store.js';
 import { createBreaker } from './breaker.js';
 import { createDenyCache, type DenyCache } from './deny-cache.js';
 import { createLeases, type Leases } from './lease.js';
 import { createLocalFallback, type LocalFallback } from './local-fallback.js';
-import { resolveSettings, type PolicyEntry } from './options.js';
+import type { PolicyEntry } from './entry.js';
+import { blockedDecision, blockLeftMs, createInForce, type InForce } from './in-force.js';
+import { createKnownBlocks, type KnownBlocks } from './known-blocks.js';
+import { createPolicyWide, type PolicyWide } from './policy-wide.js';
+import { resolveSettings } from './options.js';
 import { createStoreCaller, type CallOutcome, type StoreCaller } from './store-call.js';
 import type { AuditEvent, DecisionEvent, LimiterOptions } from './types.js';
 
@@ -31,6 +36,12 @@ export interface Wiring {
   denied: DenyCache | undefined;
   leases: Leases | undefined;
   fallback: LocalFallback | undefined;
+  /** Policy-wide changes as this node reads them; undefined for a store that keeps no runtime limits. */
+  policyWide: PolicyWide | undefined;
+  /** Blocks this node knows of: refused while they last, even when the store does not answer. */
+  blocks: KnownBlocks;
+  /** Decisions under the numbers in force (a runtime change's, or a block). */
+  inForce: InForce;
   caller: StoreCaller;
   /** The policy's entry; an UnknownPolicyError for a name the limiter has no policy for. */
   getEntry(name: string): PolicyEntry;
@@ -39,8 +50,13 @@ export interface Wiring {
    * `background` step (a lease refund) is outside the pending cap; the leases bound their own.
    */
   storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background?: boolean): Promise<CallOutcome>;
-  /** The decision when the store did not decide: the policy's fail mode. */
+  /** The decision when the store did not decide: a block this node knows of, else the policy's fail mode. */
   failed(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number): Decision;
+  /**
+   * The decision of a step the store answered with `result` (a call started at monotonic startedMs), under
+   * the numbers in force; notes or forgets the key's block on this node.
+   */
+  decided(policy: ResolvedPolicy, storageKey: string, cost: Costs, result: StepResult, startedMs?: number, peek?: boolean): BucketDecision;
   /** Calls the onDecision hook; what it throws is ignored. */
   emit(event: DecisionEvent): void;
   /** Calls the onAudit hook, if any; what it throws is ignored. */
@@ -51,14 +67,19 @@ export function wire(options: LimiterOptions): Wiring {
   if (!options || typeof options !== 'object') throw new ConfigError('options', 'must be an object');
   const { store } = options;
   if (!store || typeof store.step !== 'function') throw new ConfigError('store', 'must be a Store (memoryStore(), redisStore(), mongoStore())');
-  const { policies, entries, idempotencyWindowMs, maxPending, denyCacheMax, leaseMaxKeys } = resolveSettings(options);
+  const settings = resolveSettings(options);
+  const { policies, entries, idempotencyWindowMs, maxPending, denyCacheMax, leaseMaxKeys } = settings;
   const onDecision = options.onDecision;
   const monotonicMs = options.monotonicMs ?? (() => performance.now());
   const caller = createStoreCaller({ store, breaker: createBreaker(options.circuitBreaker, monotonicMs), maxPending, monotonicMs, onStatus: options.onStoreStatus });
   const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax) : undefined;
   const leases = [...policies.values()].some((p) => p.lease)
     ? createLeases({
-        call: (storageKey, args, policy, background) => storeCall(policy, storageKey, args, background),
+        // A grant or refund carries the policy-wide change this node sees, as every step does.
+        call: (storageKey, args, policy, background) => {
+          const change = entries.get(policy.name)?.change;
+          return storeCall(policy, storageKey, change === undefined ? args : { ...args, policy: change }, background);
+        },
         monotonicMs,
         maxKeys: leaseMaxKeys,
         // A refund makes tokens this node may have refused from its deny cache: the store decides again.
@@ -66,6 +87,21 @@ export function wire(options: LimiterOptions): Wiring {
       })
     : undefined;
   const fallback = [...policies.values()].some((p) => p.local) ? createLocalFallback({ maxKeys: LOCAL_MAX_KEYS, monotonicMs, policies: policies.values() }) : undefined;
+  const blocks = createKnownBlocks(LOCAL_MAX_KEYS);
+  const inForce = createInForce();
+  const policyWide =
+    typeof store.override === 'function'
+      ? createPolicyWide({
+          refreshMs: settings.policyRefreshMs,
+          monotonicMs,
+          read: (entry) => withTimeout(store.override!(entry.policyKey, { base: entry.base }), entry.policy.timeoutMs, store.name).then((r) => ({ record: r.after, atUs: r.atUs })),
+          // Leases and cached refusals of the policy were decided under the change before: they go.
+          changed: (entry) => {
+            leases?.releaseAll(entry.keyPrefix);
+            denied?.clear(monotonicMs());
+          },
+        })
+      : undefined;
 
   function getEntry(name: string): PolicyEntry {
     const e = typeof name === 'string' ? entries.get(name) : undefined;
@@ -75,9 +111,19 @@ export function wire(options: LimiterOptions): Wiring {
 
   /** 'local' decides from this node's bucket for the key; 'allow' and 'deny' claim no bucket numbers. */
   function failed(policy: ResolvedPolicy, storageKey: string, cost: Costs, maxWaitMs: number): Decision {
+    if (blocks.size > 0) {
+      const left = blocks.leftMs(storageKey, monotonicMs());
+      if (left > 0) return blockedDecision(policy, left);
+    }
     if (policy.local) return fallback!.decide(policy, storageKey, cost, maxWaitMs);
     const allowed = policy.onStoreError === 'allow';
     return { allowed, limit: policy.capacity, retryAfterMs: allowed ? 0 : STORE_ERROR_RETRY_MS, waitMs: 0, reason: 'store_error' } satisfies StoreErrorDecision;
+  }
+
+  function decided(policy: ResolvedPolicy, storageKey: string, cost: Costs, result: StepResult, startedMs?: number, peek = false): BucketDecision {
+    if (result.blockedUntilUs !== undefined) blocks.note(storageKey, (startedMs ?? monotonicMs()) + blockLeftMs(result));
+    else if (blocks.size > 0) blocks.clear(storageKey);
+    return inForce.decide(policy, cost, result, peek);
   }
 
   function storeCall(policy: ResolvedPolicy, storageKey: string, args: StepArgs, background = false): Promise<CallOutcome> {
@@ -112,5 +158,19 @@ export function wire(options: LimiterOptions): Wiring {
   const emit = (event: DecisionEvent) => quietly(onDecision, event);
   const audit = (event: AuditEvent) => quietly(options.onAudit, event);
 
-  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, caller, getEntry, storeCall, failed, emit, audit };
+  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, policyWide, blocks, inForce, caller, getEntry, storeCall, failed, decided, emit, audit };
+}
+
+/** A bounded store call that is not a step (a reset, a runtime change, a policy-wide reading): it rejects with StoreError after ms. */
+export async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StoreError(store, `timed out after ${ms} ms`)), ms);
+  });
+  promise.catch(() => {});
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

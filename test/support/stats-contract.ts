@@ -52,7 +52,7 @@ export async function checkStatsContract(request: Requester, token: string): Pro
   expect(body.topKeys).toBe(100);
   expect(Date.parse(body.since)).toBeLessThanOrEqual(started);
   expect(Object.keys(body.policies).sort()).toEqual(['api', 'idle']);
-  const zero = { allowed: 0, denied: 0, store_error: 0, deny_cache: 0, lease: 0, local: 0 };
+  const zero = { allowed: 0, denied: 0, store_error: 0, deny_cache: 0, lease: 0, local: 0, blocked: 0 };
   expect(body.policies.idle).toEqual({ decisions: zero, peeks: 0, refused: 0, topRefused: [] });
   const api = body.policies.api;
   expect(api.decisions).toEqual({ ...zero, allowed: 5, denied: 4 });

@@ -19,6 +19,7 @@ const COLORS: Record<string, string> = {
   deny_cache: '#8e5cd9',
   lease: '#2f7fd8',
   local: '#159a9a',
+  blocked: '#5b2a86',
 };
 const CIRCUIT_LEVEL: Record<string, number> = { closed: 0, 'half-open': 1, open: 2 };
 

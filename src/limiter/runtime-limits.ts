@@ -1,0 +1,165 @@
+// Runtime limits: a key's own numbers (setLimits), a block (block/unblock) and a policy-wide change
+// (setPolicyLimits), each one Store.override call on the store's clock, stored beside the bucket and
+// read by every store step in the same atomic step. A change through this limiter drops the key's
+// lease (its tokens go back) and cached refusal here at once; other nodes' end within their bounds
+// (a lease's usable age, a cached refusal's retryAfterMs). Every change is one onAudit event.
+import type { LimitNumbers } from '../core/decision.js';
+import type { OverrideArgs, OverrideRecord, OverrideResult } from '../core/override.js';
+import { assertKey } from '../core/key.js';
+import type { ResolvedPolicy } from '../core/policy.js';
+import { InvalidInputError, StoreError, show } from '../errors.js';
+import { numbersOf } from '../core/override.js';
+import { resolveLimitsInput, toNumbers, type LimitsInput } from './limits-input.js';
+import type { PolicyEntry } from './entry.js';
+import type { AdminOptions, AuditEvent, BlockOptions, KeyLimits, LimitsState, PolicyLimits, SetLimitsOptions } from './types.js';
+import { withTimeout, type Wiring } from './wiring.js';
+
+/** The longest a runtime change or a block may be set for: 400 days, in ms. */
+export const MAX_CHANGE_MS = 400 * 86_400_000;
+
+
+export interface RuntimeLimits {
+  setLimits(policy: string, key: string, limits: LimitsInput, options?: SetLimitsOptions): Promise<KeyLimits>;
+  getLimits(policy: string, key: string): Promise<KeyLimits>;
+  clearLimits(policy: string, key: string, options?: AdminOptions): Promise<KeyLimits>;
+  block(policy: string, key: string, options: BlockOptions): Promise<KeyLimits>;
+  unblock(policy: string, key: string, options?: AdminOptions): Promise<KeyLimits>;
+  setPolicyLimits(policy: string, limits: LimitsInput, options?: SetLimitsOptions): Promise<PolicyLimits>;
+  getPolicyLimits(policy: string): Promise<PolicyLimits>;
+  clearPolicyLimits(policy: string, options?: AdminOptions): Promise<PolicyLimits>;
+}
+
+function msField(field: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CHANGE_MS) {
+    throw new InvalidInputError(field, `must be an integer from 1 to ${MAX_CHANGE_MS} (ms, 400 days), got ${show(value)}`);
+  }
+  return value;
+}
+
+const leftMs = (untilUs: number, atUs: number) => Math.max(0, Math.ceil((untilUs - atUs) / 1000));
+
+export function createRuntimeLimits(w: Wiring): RuntimeLimits {
+  const { store, getEntry, monotonicMs } = w;
+
+  /** One Store.override call on `storageKey`, bounded by the policy's timeoutMs. */
+  function override(entry: PolicyEntry, storageKey: string, args: Omit<OverrideArgs, 'base'>): Promise<OverrideResult> {
+    if (typeof store.override !== 'function') return Promise.reject(new StoreError(store.name, 'this store keeps no runtime limits (it has no Store.override)'));
+    return withTimeout(store.override(storageKey, { base: entry.base, ...args }), entry.policy.timeoutMs, store.name);
+  }
+
+  /**
+   * A key's limits from its record as read at atUs. No numbers of its own: the policy-wide change this
+   * node sees (its next step installs it), else the policy's.
+   */
+  function stateOf(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number): LimitsState {
+    const { policy } = entry;
+    const out: LimitsState = { limits: toNumbers(policy), source: 'policy' };
+    if (record?.limits && (record.untilUs === undefined || record.untilUs > atUs)) {
+      out.limits = toNumbers(policy, record.limits);
+      out.source = record.policyId === undefined ? 'key' : 'policy-wide';
+      if (record.untilUs !== undefined) out.expiresInMs = leftMs(record.untilUs, atUs);
+    } else if (entry.change) {
+      const wide = entry.change;
+      out.limits = toNumbers(policy, wide.limits);
+      out.source = 'policy-wide';
+      if (wide.untilUs !== undefined) out.expiresInMs = Math.max(0, leftMs(wide.untilUs, entry.wide.atUs) - Math.floor(monotonicMs() - entry.wide.readAtMs));
+    }
+    if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > atUs) out.blockedForMs = leftMs(record.blockedUntilUs, atUs);
+    return out;
+  }
+
+  /** A policy-wide record's state as read at atUs. */
+  function policyStateOf(policy: ResolvedPolicy, record: OverrideRecord | undefined, atUs: number): LimitsState {
+    if (!record?.limits || (record.untilUs !== undefined && record.untilUs <= atUs)) return { limits: toNumbers(policy), source: 'policy' };
+    const out: LimitsState = { limits: toNumbers(policy, record.limits), source: 'policy-wide' };
+    if (record.untilUs !== undefined) out.expiresInMs = leftMs(record.untilUs, atUs);
+    return out;
+  }
+
+  /**
+   * One change: the store call, then this node's lease and cached refusal of the key (or of the policy's
+   * keys) and its known block, and the audit event with the state before and after.
+   */
+  async function change(action: AuditEvent['action'], entry: PolicyEntry, key: string, args: Omit<OverrideArgs, 'base'>, opts: AdminOptions): Promise<KeyLimits> {
+    const { policy } = entry;
+    const wide = key === '*';
+    const storageKey = wide ? entry.policyKey : entry.keyPrefix + key;
+    const who = typeof opts.actor === 'string' ? { actor: opts.actor } : {};
+    const started = monotonicMs();
+    let result: OverrideResult;
+    try {
+      result = await override(entry, storageKey, args);
+    } catch (error) {
+      w.audit({ action, policy: policy.name, key, ...who, atMs: Date.now(), error });
+      throw error;
+    }
+    let before: LimitsState;
+    let after: LimitsState;
+    if (wide) {
+      before = policyStateOf(policy, result.before, result.atUs);
+      after = policyStateOf(policy, result.after, result.atUs);
+      // This node obeys it at once (and drops its leases and cached refusals of the policy's keys).
+      w.policyWide?.set(entry, result.after, result.atUs, started);
+    } else {
+      before = stateOf(entry, result.before, result.atUs);
+      after = stateOf(entry, result.after, result.atUs);
+      // Tokens leased and refusals cached under the old numbers go now; a block is known here at once.
+      w.leases?.release(storageKey);
+      w.denied?.forget(storageKey, started);
+      if (after.blockedForMs !== undefined) w.blocks.note(storageKey, started + after.blockedForMs);
+      else w.blocks.clear(storageKey);
+    }
+    w.audit({ action, policy: policy.name, key, ...who, before, after, atMs: Date.now() });
+    return { policy: policy.name, key, ...after, previous: before };
+  }
+
+  const forMsOf = (opts: SetLimitsOptions) => (opts.expiresInMs === undefined ? {} : { forMs: msField('expiresInMs', opts.expiresInMs) });
+
+  return {
+    async setLimits(name, key, limits, opts = {}) {
+      const entry = getEntry(name);
+      assertKey(key);
+      const resolved = resolveLimitsInput(entry.policy, limits);
+      return change('limits', entry, key, { limits: resolved.map(numbersOf), ...forMsOf(opts) }, opts);
+    },
+    async getLimits(name, key) {
+      const entry = getEntry(name);
+      assertKey(key);
+      const result = await override(entry, entry.keyPrefix + key, {});
+      return { policy: name, key, ...stateOf(entry, result.after, result.atUs) };
+    },
+    async clearLimits(name, key, opts = {}) {
+      const entry = getEntry(name);
+      assertKey(key);
+      return change('limits', entry, key, { limits: null }, opts);
+    },
+    async block(name, key, opts) {
+      const entry = getEntry(name);
+      assertKey(key);
+      return change('block', entry, key, { blockForMs: msField('forMs', opts?.forMs) }, opts);
+    },
+    async unblock(name, key, opts = {}) {
+      const entry = getEntry(name);
+      assertKey(key);
+      return change('unblock', entry, key, { blockForMs: null }, opts);
+    },
+    async setPolicyLimits(name, limits, opts = {}) {
+      const entry = getEntry(name);
+      const resolved = resolveLimitsInput(entry.policy, limits);
+      // Each change has its own id, so that keys holding an earlier change's numbers take the new ones.
+      const { key: _, ...out } = await change('policy-limits', entry, '*', { limits: resolved.map(numbersOf), policyId: crypto.randomUUID(), ...forMsOf(opts) }, opts);
+      return out;
+    },
+    async getPolicyLimits(name) {
+      const entry = getEntry(name);
+      const started = monotonicMs();
+      const result = await override(entry, entry.policyKey, {});
+      w.policyWide?.set(entry, result.after, result.atUs, started);
+      return { policy: name, ...policyStateOf(entry.policy, result.after, result.atUs) };
+    },
+    async clearPolicyLimits(name, opts = {}) {
+      const { key: _, ...out } = await change('policy-limits', getEntry(name), '*', { limits: null }, opts);
+      return out;
+    },
+  };
+}

@@ -1,0 +1,309 @@
+// Runtime limits through the limiter (issue 31): setLimits/getLimits/clearLimits, block/unblock and the
+// policy-wide change, on a store that keeps override records (test/support/record-store.ts: the pure
+// core over a Map, on a clock the test sets). Decisions are made under the numbers in force and say so;
+// each change is one audit event; bad input is an InvalidInputError naming the field.
+import { describe, expect, it } from 'vitest';
+import { createLimiter, InvalidInputError, StoreError, type AuditEvent, type LimiterOptions } from '../src/index.js';
+import { rateLimitHeaders } from '../src/http/headers.js';
+import { recordStore, type RecordStore } from './support/record-store.js';
+
+const SLOW = 1 / 3600; // one token an hour: nothing refills within a test
+
+function limiterOn(store: RecordStore, extra: Partial<LimiterOptions> = {}, clock = { ms: 0 }) {
+  const audits: AuditEvent[] = [];
+  const limiter = createLimiter({
+    store,
+    policies: {
+      api: { capacity: 2, refillPerSecond: SLOW },
+      big: { capacity: 100, refillPerSecond: SLOW },
+      two: { limits: { second: { capacity: 5, refillPerSecond: 5 }, day: { capacity: 100, refill: '100/day' } } },
+    },
+    monotonicMs: () => clock.ms,
+    onAudit: (e) => audits.push(e),
+    ...extra,
+  });
+  return { limiter, audits, clock };
+}
+
+async function takes(l: ReturnType<typeof limiterOn>['limiter'], policy: 'api' | 'big' | 'two', key: string, n: number): Promise<number> {
+  let allowed = 0;
+  for (let i = 0; i < n; i++) if ((await l.take(policy, key)).allowed) allowed++;
+  return allowed;
+}
+
+describe('setLimits: a key\'s own numbers, in the same atomic step as its bucket', () => {
+  it('raised mid-debt: the tokens spent stay spent and the headroom is gained; the decision says which numbers', async () => {
+    const store = recordStore();
+    const { limiter, audits } = limiterOn(store);
+    expect(await takes(limiter, 'api', 'k', 3)).toBe(2);
+    const set = await limiter.setLimits('api', 'k', { capacity: 5, refillPerSecond: SLOW }, { actor: 'ops' });
+    expect(set).toMatchObject({ policy: 'api', key: 'k', source: 'key', limits: [{ name: 'api', capacity: 5 }], previous: { source: 'policy', limits: [{ capacity: 2 }] } });
+    const d = await limiter.take('api', 'k');
+    expect(d).toMatchObject({ allowed: true, limit: 5, remaining: 2 });
+    expect(d.limitsInForce).toEqual([{ name: 'api', capacity: 5, refillPerSecond: expect.closeTo(SLOW, 12) }]);
+    expect(rateLimitHeaders(limiter.policy('api')!, d)['RateLimit-Policy']).toBe('"api";q=5;w=18000');
+    expect(await takes(limiter, 'api', 'k', 5)).toBe(2);
+    // Another key of the policy keeps the policy's numbers.
+    const other = await limiter.take('api', 'other');
+    expect(other.limit).toBe(2);
+    expect(other.limitsInForce).toBeUndefined();
+    expect(audits).toEqual([expect.objectContaining({ action: 'limits', policy: 'api', key: 'k', actor: 'ops', before: { limits: [expect.objectContaining({ capacity: 2 })], source: 'policy' }, after: expect.objectContaining({ source: 'key' }) })]);
+  });
+
+  it('lowered mid-debt: 90 spent of 100 moved to a capacity of 50 leaves 0', async () => {
+    const store = recordStore();
+    const { limiter } = limiterOn(store);
+    expect(await takes(limiter, 'big', 'k', 90)).toBe(90);
+    await limiter.setLimits('big', 'k', { capacity: 50, refillPerSecond: SLOW });
+    expect(await limiter.take('big', 'k')).toMatchObject({ allowed: false, limit: 50, remaining: 0 });
+    expect((await limiter.peek('big', 'k')).limit).toBe(50);
+  });
+
+  it('clearLimits carries the bucket back; getLimits reads without changing', async () => {
+    const store = recordStore();
+    const { limiter } = limiterOn(store);
+    await limiter.setLimits('api', 'k', { capacity: 10, refill: '10/hour' });
+    expect(await takes(limiter, 'api', 'k', 4)).toBe(4);
+    expect(await limiter.getLimits('api', 'k')).toEqual({ policy: 'api', key: 'k', source: 'key', limits: [{ name: 'api', capacity: 10, refillPerSecond: expect.closeTo(10 / 3600, 12) }] });
+    const cleared = await limiter.clearLimits('api', 'k');
+    expect(cleared).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }], previous: { source: 'key' } });
+    // 4 spent, carried to a capacity of 2: empty.
+    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: false, limit: 2 });
+  });
+
+  it('expires: after expiresInMs of the store\'s clock the policy\'s numbers decide again', async () => {
+    const store = recordStore();
+    const { limiter } = limiterOn(store);
+    const set = await limiter.setLimits('api', 'k', { capacity: 5, refillPerSecond: SLOW }, { expiresInMs: 60_000 });
+    expect(set.expiresInMs).toBe(60_000);
+    expect(await takes(limiter, 'api', 'k', 5)).toBe(5);
+    store.nowUs += 59_999_000;
+    expect((await limiter.getLimits('api', 'k')).expiresInMs).toBe(1);
+    store.nowUs += 1000;
+    expect(await limiter.getLimits('api', 'k')).toMatchObject({ source: 'policy' });
+    const d = await limiter.take('api', 'k');
+    expect(d).toMatchObject({ allowed: false, limit: 2 });
+    expect(d.limitsInForce).toBeUndefined();
+  });
+
+  it('one limit of a policy with several: the others keep the policy\'s numbers', async () => {
+    const store = recordStore();
+    const { limiter } = limiterOn(store);
+    const set = await limiter.setLimits('two', 'k', { limits: { day: { capacity: 1000, refill: '1000/day' } } });
+    expect(set.limits).toEqual([
+      { name: 'second', capacity: 5, refillPerSecond: 5 },
+      { name: 'day', capacity: 1000, refillPerSecond: expect.closeTo(1000 / 86400, 12) },
+    ]);
+    const d = await limiter.take('two', 'k');
+    expect(d.limits?.map((l) => l.limit)).toEqual([5, 1000]);
+    expect(rateLimitHeaders(limiter.policy('two')!, d)['RateLimit-Policy']).toBe('"two.second";q=5;w=1, "two.day";q=1000;w=86400');
+  });
+
+  it('is validated like a policy: an InvalidInputError names the field, and nothing reaches the store', async () => {
+    const store = recordStore();
+    const { limiter, audits } = limiterOn(store);
+    const field = async (p: Promise<unknown>) => {
+      const err = await p.then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      return (err as InvalidInputError).field;
+    };
+    expect(await field(limiter.setLimits('api', 'k', { capacity: 0, refillPerSecond: 1 }))).toBe('capacity');
+    expect(await field(limiter.setLimits('api', 'k', { capacity: 1.5, refillPerSecond: 1 }))).toBe('capacity');
+    expect(await field(limiter.setLimits('api', 'k', { capacity: 5, refillPerSecond: 0 }))).toBe('refillPerSecond');
+    expect(await field(limiter.setLimits('api', 'k', { capacity: 5, refill: '5/fortnight' as never }))).toBe('refill');
+    expect(await field(limiter.setLimits('api', 'k', { capacity: 5, refillPerSecond: 1, shadow: true } as never))).toBe('shadow');
+    expect(await field(limiter.setLimits('api', 'k', { limits: { api: { capacity: 5, refillPerSecond: 1 } } }))).toBe('limits');
+    expect(await field(limiter.setLimits('two', 'k', { capacity: 5, refillPerSecond: 1 }))).toBe('limits');
+    expect(await field(limiter.setLimits('two', 'k', { limits: { week: { capacity: 5, refillPerSecond: 1 } } }))).toBe('limits.week');
+    expect(await field(limiter.setLimits('two', 'k', { limits: { day: { capacity: -1, refillPerSecond: 1 } } }))).toBe('limits.day.capacity');
+    expect(await field(limiter.setLimits('api', 'k', { capacity: 5, refillPerSecond: 1 }, { expiresInMs: 0 }))).toBe('expiresInMs');
+    expect(await field(limiter.block('api', 'k', { forMs: 1.5 }))).toBe('forMs');
+    expect(await field(limiter.setLimits('api', '', { capacity: 5, refillPerSecond: 1 }))).toBe('key');
+    expect(store.calls.override).toBe(0);
+    expect(audits).toEqual([]);
+  });
+});
+
+describe('block and unblock', () => {
+  it('a blocked key is refused whatever its bucket holds, reason blocked, until the block ends; unblock lifts it', async () => {
+    const store = recordStore();
+    const { limiter, audits } = limiterOn(store);
+    const blocked = await limiter.block('api', 'k', { forMs: 30_000, actor: 'ops' });
+    expect(blocked).toMatchObject({ blockedForMs: 30_000, source: 'policy' });
+    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 30_000, remaining: 0 });
+    expect(await limiter.take('api', 'other')).toMatchObject({ allowed: true });
+    store.nowUs += 10_000_000;
+    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 20_000 });
+    const h = rateLimitHeaders(limiter.policy('api')!, await limiter.take('api', 'k'));
+    expect(h).toMatchObject({ 'X-RateLimit-Reason': 'blocked', 'Retry-After': '20' });
+    expect((await limiter.unblock('api', 'k')).blockedForMs).toBeUndefined();
+    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: true, remaining: 1 });
+    expect(audits.map((a) => a.action)).toEqual(['block', 'unblock']);
+    expect(audits[0]).toMatchObject({ actor: 'ops', before: { source: 'policy' }, after: { blockedForMs: 30_000 } });
+  });
+
+  it('ends on the store\'s clock by itself', async () => {
+    const store = recordStore();
+    const { limiter } = limiterOn(store);
+    await limiter.block('api', 'k', { forMs: 1000 });
+    store.nowUs += 1_000_000;
+    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: true });
+  });
+
+  it('a key this node knows to be blocked stays refused while the store is down, whatever the fail mode', async () => {
+    const store = recordStore();
+    const clock = { ms: 0 };
+    const { limiter } = limiterOn(store, { onStoreError: 'allow', circuitBreaker: false }, clock);
+    await limiter.block('api', 'mine', { forMs: 5000 });
+    // Another node's block, seen by this node in a store answer.
+    const other = limiterOn(store).limiter;
+    await other.block('api', 'theirs', { forMs: 5000 });
+    expect((await limiter.take('api', 'theirs')).reason).toBe('blocked');
+    store.failing = true;
+    expect(await limiter.take('api', 'mine')).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 5000 });
+    expect(await limiter.take('api', 'theirs')).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await limiter.take('api', 'free')).toMatchObject({ allowed: true, reason: 'store_error' });
+    clock.ms += 5000;
+    expect(await limiter.take('api', 'mine')).toMatchObject({ allowed: true, reason: 'store_error' });
+  });
+
+  it('a store that keeps no records: the change rejects with StoreError, and onAudit hears of the failure', async () => {
+    const store = recordStore();
+    const { limiter, audits } = limiterOn({ ...store, override: undefined } as unknown as RecordStore);
+    await expect(limiter.block('api', 'k', { forMs: 1000 })).rejects.toBeInstanceOf(StoreError);
+    expect(audits).toEqual([expect.objectContaining({ action: 'block', error: expect.any(StoreError) })]);
+  });
+});
+
+describe('a policy-wide change: read by each node at most every policyRefreshMs', () => {
+  it('obeyed at once by the node that set it, by another node within policyRefreshMs; per-key numbers win; a revert too', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 1000 });
+    const b = limiterOn(store, { policyRefreshMs: 1000 });
+    expect((await b.limiter.take('api', 'k1')).limit).toBe(2); // b's first reading: no change
+    await a.limiter.setLimits('api', 'own', { capacity: 3, refillPerSecond: SLOW });
+    const set = await a.limiter.setPolicyLimits('api', { capacity: 10, refillPerSecond: SLOW }, { actor: 'ops' });
+    expect(set).toMatchObject({ policy: 'api', source: 'policy-wide', limits: [{ capacity: 10 }], previous: { source: 'policy' } });
+    expect(a.audits.at(-1)).toMatchObject({ action: 'policy-limits', policy: 'api', key: '*', actor: 'ops', after: { source: 'policy-wide' } });
+    expect((await a.limiter.take('api', 'k2')).limit).toBe(10);
+    // b's reading is 400 ms old: not read again, the old numbers still decide there.
+    b.clock.ms = 400;
+    const reads = store.calls.override;
+    expect((await b.limiter.take('api', 'k1')).limit).toBe(2);
+    expect(store.calls.override).toBe(reads);
+    // 1000 ms: no decision there uses a reading that old; many at once make one read.
+    b.clock.ms = 1000;
+    const decisions = await Promise.all(Array.from({ length: 20 }, () => b.limiter.take('api', 'k1')));
+    expect(store.calls.override).toBe(reads + 1);
+    expect(decisions.map((d) => d.limit)).toEqual(Array(20).fill(10));
+    // k1 had spent 2 of 2 under the policy; carried to 10 it has 8 left, less the 20 takes' 8.
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(8);
+    expect((await b.limiter.take('api', 'own')).limit).toBe(3);
+    expect(await b.limiter.getLimits('api', 'fresh')).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 10 }] });
+    expect(await b.limiter.getPolicyLimits('api')).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 10 }] });
+    // The revert, through a: b still applies the change until its reading is policyRefreshMs old.
+    await a.limiter.clearPolicyLimits('api');
+    expect((await a.limiter.take('api', 'k2')).limit).toBe(2);
+    b.clock.ms = 1400;
+    expect((await b.limiter.take('api', 'k3')).limit).toBe(10);
+    b.clock.ms = 2000;
+    expect((await b.limiter.take('api', 'k3')).limit).toBe(2);
+    expect((await b.limiter.take('api', 'k1')).limit).toBe(2);
+  });
+
+  it('past half of policyRefreshMs a reading starts in the background: the decision does not wait for it', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 1000 });
+    const b = limiterOn(store, { policyRefreshMs: 1000 });
+    await b.limiter.take('api', 'k');
+    await a.limiter.setPolicyLimits('api', { capacity: 7, refillPerSecond: SLOW });
+    b.clock.ms = 600;
+    const reads = store.calls.override;
+    expect((await b.limiter.take('api', 'k')).limit).toBe(2);
+    expect(store.calls.override).toBe(reads + 1);
+    expect((await b.limiter.take('api', 'k')).limit).toBe(7);
+  });
+
+  it('policyRefreshMs is validated', () => {
+    expect(() => limiterOn(recordStore(), { policyRefreshMs: 5 })).toThrow(/policyRefreshMs/);
+  });
+});
+
+describe('the deny cache and leases after a change (two nodes on one store)', () => {
+  const policies = {
+    fast: { capacity: 2, refillPerSecond: 1 },
+    hot: { capacity: 100, refillPerSecond: SLOW, lease: { tokens: 10, maxAgeMs: 2000 } },
+  };
+
+  it('a cached refusal: dropped at once by a change through this node; through another, it lasts at most its retryAfterMs', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policies, denyCache: true });
+    const b = limiterOn(store, { policies });
+    expect(await takes(a.limiter as never, 'fast' as never, 'k', 3)).toBe(2);
+    const refused = await a.limiter.take('fast', 'k');
+    expect(refused).toMatchObject({ allowed: false, reason: 'deny_cache' });
+    await b.limiter.setLimits('fast', 'k', { capacity: 10, refillPerSecond: 1 });
+    a.clock.ms = refused.retryAfterMs - 1;
+    expect(await a.limiter.take('fast', 'k')).toMatchObject({ allowed: false, reason: 'deny_cache' });
+    a.clock.ms = refused.retryAfterMs;
+    expect(await a.limiter.take('fast', 'k')).toMatchObject({ allowed: true, limit: 10 });
+    // Through a itself: at once.
+    expect(await takes(a.limiter as never, 'fast' as never, 'j', 3)).toBe(2);
+    expect((await a.limiter.take('fast', 'j')).reason).toBe('deny_cache');
+    await a.limiter.setLimits('fast', 'j', { capacity: 10, refillPerSecond: 1 });
+    expect(await a.limiter.take('fast', 'j')).toMatchObject({ allowed: true, limit: 10 });
+  });
+
+  it('a lease: a block through this node cuts it at once; through another, within the lease\'s usable age', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policies });
+    const b = limiterOn(store, { policies });
+    // A key asked for twice is hot: the second take waits for a grant of 10.
+    await a.limiter.take('hot', 'k');
+    await a.limiter.take('hot', 'k');
+    expect(a.limiter.stats().leases.tokens).toBe(9);
+    await b.limiter.block('hot', 'k', { forMs: 60_000 });
+    a.clock.ms = 1999;
+    expect(await a.limiter.take('hot', 'k')).toMatchObject({ allowed: true, reason: 'lease' });
+    a.clock.ms = 2000;
+    expect(await a.limiter.take('hot', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await a.limiter.take('hot', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
+    // Through this node: at once (the store refuses the blocked key's refund: those tokens stay spent).
+    await a.limiter.take('hot', 'j');
+    await a.limiter.take('hot', 'j');
+    expect(a.limiter.stats().leases.tokens).toBe(9);
+    await a.limiter.block('hot', 'j', { forMs: 60_000 });
+    expect(a.limiter.stats().leases.tokens).toBe(0);
+    expect(await a.limiter.take('hot', 'j')).toMatchObject({ allowed: false, reason: 'blocked' });
+  });
+
+  it('a lease: setLimits through this node gives its tokens back, carried into the new numbers', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policies });
+    const b = limiterOn(store, { policies });
+    await a.limiter.take('hot', 'j');
+    await a.limiter.take('hot', 'j');
+    expect(a.limiter.stats().leases.tokens).toBe(9);
+    expect((await b.limiter.peek('hot', 'j')).remaining).toBe(89);
+    await a.limiter.setLimits('hot', 'j', { capacity: 200, refillPerSecond: SLOW });
+    expect(a.limiter.stats().leases.tokens).toBe(0);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await b.limiter.peek('hot', 'j')).toMatchObject({ limit: 200, remaining: 198 });
+    expect(await a.limiter.take('hot', 'j')).toMatchObject({ allowed: true, limit: 200, remaining: 197 });
+  });
+
+  it('a lease granted under the policy\'s numbers ends within its usable age after another node\'s setLimits; the key is then decided under the new numbers', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policies });
+    const b = limiterOn(store, { policies });
+    await a.limiter.take('hot', 'k');
+    await a.limiter.take('hot', 'k');
+    await b.limiter.setLimits('hot', 'k', { capacity: 20, refillPerSecond: SLOW });
+    expect((await a.limiter.take('hot', 'k')).reason).toBe('lease');
+    a.clock.ms = 2000;
+    const d = await a.limiter.take('hot', 'k');
+    expect(d).toMatchObject({ allowed: true, limit: 20 });
+    expect(d.reason).toBeUndefined();
+    expect(a.limiter.stats().leases.tokens).toBe(0);
+  });
+});
