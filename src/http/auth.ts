@@ -26,6 +26,14 @@ export const ROUTE_RIGHTS = {
   'POST /v1/adjustments': 'admin',
   'POST /v1/adjustments with a charge': 'settle',
   'GET /v1/stats': 'stats',
+  'GET /v1/limits/{policy}/{key}': 'admin',
+  'PUT /v1/limits/{policy}/{key}': 'admin',
+  'DELETE /v1/limits/{policy}/{key}': 'admin',
+  'GET /v1/limits/{policy}': 'admin',
+  'PUT /v1/limits/{policy}': 'admin',
+  'DELETE /v1/limits/{policy}': 'admin',
+  'PUT /v1/blocks/{policy}/{key}': 'admin',
+  'DELETE /v1/blocks/{policy}/{key}': 'admin',
 } as const satisfies Record<string, Right>;
 export type Route = keyof typeof ROUTE_RIGHTS;
 

@@ -83,7 +83,9 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
       const refusedBy = refusingLimits(decision);
       return problemResponse(
         'rate-limited',
-        `rate limit exceeded for policy "${policyName}"${refusedBy ? ` (limit ${refusedBy.join(', ')})` : ''}; retry in ${decision.retryAfterMs} ms`,
+        decision.reason === 'blocked'
+          ? `this client is blocked on policy "${policyName}"; retry in ${decision.retryAfterMs} ms`
+          : `rate limit exceeded for policy "${policyName}"${refusedBy ? ` (limit ${refusedBy.join(', ')})` : ''}; retry in ${decision.retryAfterMs} ms`,
         { policy: policyName, retryAfterMs: decision.retryAfterMs, limit: decision.limit, remaining: decision.remaining, ...(refusedBy ? { refusedBy } : {}) },
         headers,
       );

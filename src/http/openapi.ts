@@ -7,6 +7,7 @@
 import { MAX_IDEMPOTENCY_KEY_BYTES } from '../core/key.js';
 import { MAX_BODY_BYTES } from './body.js';
 import { SCHEMAS } from './openapi-schemas.js';
+import { withLimits } from './openapi-limits.js';
 import { PROBLEMS, problemType, type ProblemType } from './problem.js';
 import { ROUTE_RIGHTS, type Route } from './auth.js';
 
@@ -80,7 +81,7 @@ const internalError = problem(
 );
 
 
-export const openApiDocument = {
+export const openApiDocument = withLimits({
   openapi: '3.1.0',
   info: {
     title: 'edge-limiter permit API',
@@ -253,7 +254,7 @@ export const openApiDocument = {
     },
     schemas: SCHEMAS,
   },
-} as const;
+} as const, { ref, json, problem, unauthorized, forbidden, needs, unknownPolicy, internalError, retryAfter: header('Retry-After') });
 
 /** The document's JSON as served and as kept in openapi.json (2-space indent, a final newline). */
 export const openApiJson = `${JSON.stringify(openApiDocument, null, 2)}\n`;

@@ -1,5 +1,5 @@
 // The HTTP permit endpoint: other services POST for a permit and get 200 or 429. Also bucket
-// inspection/reset and /healthz. Every refusal is problem+json; bad input never reaches the store.
+// inspection/reset, runtime limits and blocks, and /healthz. Every refusal is problem+json; bad input never reaches the store.
 import { Hono, type Context } from 'hono';
 import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, assertKey, MAX_PERMIT_WAIT_MS, resolveAdjustment, resolveCost, resolveSettlement, type Cost } from '../core/key.js';
@@ -9,6 +9,7 @@ import type { Limiter } from '../limiter.js';
 import { checkTokens, guard, missingPolicy, missingRight, setGrant, grantOf, tokenChecker, type PermitToken } from './auth.js';
 import { readJsonBody } from './body.js';
 import { cachedPing } from './health-ping.js';
+import { addLimitsRoutes } from './limits-routes.js';
 import { rateLimitHeaders, refusingLimits } from './headers.js';
 import { openApiJson } from './openapi.js';
 import { problemResponse } from './problem.js';
@@ -183,6 +184,7 @@ function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decisio
   if (decision.reason !== 'store_error' && decision.repeated) body.repeated = true;
   if (decision.reason !== 'store_error' && decision.charge !== undefined) body.charge = decision.charge;
   if (decision.reason !== 'store_error' && decision.limits) body.limits = decision.limits;
+  if (decision.reason !== 'store_error' && decision.limitsInForce) body.limitsInForce = decision.limitsInForce;
   const refusedBy = inspect ? undefined : refusingLimits(decision);
   if (refusedBy) body.refusedBy = refusedBy;
   return new Response(JSON.stringify(body), {
@@ -336,6 +338,9 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     }
     return c.body(null, 204);
   });
+
+  // Runtime limits and blocks (./limits-routes.ts): the admin right, the token's policies, its name in the log line.
+  addLimitsRoutes(app, { limiter, log, actorOf: (c) => grantOf(c)?.name, guard: (route) => guard(route), scope: missingPolicy });
 
   app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all('/v1/adjustments', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));

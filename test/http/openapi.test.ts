@@ -15,6 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../functions/app/app.js';
 import { loadConfig } from '../../functions/app/env.js';
 import { ADJUST_FIELDS, FIELDS, SETTLE_FIELDS } from '../../src/http/permit-app.js';
+import { BLOCK_FIELDS, LIMITS_FIELDS } from '../../src/http/limits-routes.js';
 import { openApiDocument, openApiJson } from '../../src/http/openapi.js';
 import { ROUTE_RIGHTS } from '../../src/http/auth.js';
 import type { Store } from '../../src/store.js';
@@ -50,6 +51,10 @@ function app(s: Store, env: Record<string, string> = {}) {
 }
 
 const auth = { Authorization: `Bearer ${TOKEN}` };
+const put = (path: string, body: unknown, headers: Record<string, string> = auth): [string, RequestInit] => [
+  path,
+  { method: 'PUT', headers: { ...headers, 'Content-Type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) },
+];
 const post = (path: string, body: unknown, headers: Record<string, string> = {}): [string, RequestInit] => [
   path,
   { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) },
@@ -102,6 +107,8 @@ describe('the OpenAPI document', () => {
   it("describes exactly the request fields the server accepts", () => {
     expect(Object.keys(doc.components.schemas.PermitRequest!.properties!).sort()).toEqual([...FIELDS].sort());
     expect(Object.keys(doc.components.schemas.AdjustmentRequest!.properties!).sort()).toEqual([...new Set([...ADJUST_FIELDS, ...SETTLE_FIELDS])].sort());
+    expect(Object.keys(doc.components.schemas.LimitsRequest!.properties!).sort()).toEqual([...LIMITS_FIELDS].sort());
+    expect(Object.keys(doc.components.schemas.BlockRequest!.properties!).sort()).toEqual([...BLOCK_FIELDS].sort());
   });
 
   it('every documented response and field shows up in real responses, and every response matches', async () => {
@@ -172,6 +179,64 @@ describe('the OpenAPI document', () => {
     await expectStatus(403, '/v1/buckets/multi/m', { method: 'DELETE', headers: narrow });
     await expectStatus(404, '/v1/buckets/nope/k', { method: 'DELETE', headers: auth });
 
+    // /v1/limits/{policy}/{key}, /v1/limits/{policy}, /v1/blocks/{policy}/{key}
+    const badKey = `${'%F0%9F%98%80'.repeat(200)}`;
+    const set = await (await expectStatus(200, ...put('/v1/limits/api/lk', { capacity: 5, refillPerSecond: 1, expiresInMs: 60_000 }))).json();
+    expect(set).toMatchObject({ policy: 'api', key: 'lk', source: 'key', expiresInMs: 60_000, previous: { source: 'policy' } });
+    const inForce = await (await expectStatus(200, ...post('/v1/permits', { policy: 'api', key: 'lk' }))).json();
+    expect(inForce).toMatchObject({ limit: 5, remaining: 4, limitsInForce: [{ name: 'api', capacity: 5, refillPerSecond: 1 }] });
+    await expectStatus(200, '/v1/limits/api/lk', { headers: auth });
+    await expectStatus(400, ...put('/v1/limits/api/lk', { capacity: 0, refillPerSecond: 1 }));
+    await expectStatus(400, ...put('/v1/limits/api/lk', '{'));
+    await expectStatus(400, `/v1/limits/api/${badKey}`, { headers: auth });
+    await expectStatus(400, `/v1/limits/api/${badKey}`, { method: 'DELETE', headers: auth });
+    await expectStatus(401, '/v1/limits/api/lk');
+    await expectStatus(401, ...put('/v1/limits/api/lk', { capacity: 5, refillPerSecond: 1 }, {}));
+    await expectStatus(401, '/v1/limits/api/lk', { method: 'DELETE' });
+    await expectStatus(404, '/v1/limits/nope/lk', { headers: auth });
+    await expectStatus(404, ...put('/v1/limits/nope/lk', { capacity: 5, refillPerSecond: 1 }));
+    await expectStatus(404, '/v1/limits/nope/lk', { method: 'DELETE', headers: auth });
+    await expectStatus(200, '/v1/limits/api/lk', { method: 'DELETE', headers: auth });
+    await expectStatus(200, ...put('/v1/limits/multi', { limits: { daily: { capacity: 200, refill: '200/day' } }, expiresInMs: 60_000 }));
+    await expectStatus(200, '/v1/limits/multi', { headers: auth });
+    await expectStatus(400, ...put('/v1/limits/multi', { limits: { hourly: { capacity: 1, refillPerSecond: 1 } } }));
+    await expectStatus(401, '/v1/limits/multi');
+    await expectStatus(401, ...put('/v1/limits/multi', { limits: {} }, {}));
+    await expectStatus(401, '/v1/limits/multi', { method: 'DELETE' });
+    await expectStatus(404, '/v1/limits/nope', { headers: auth });
+    await expectStatus(404, ...put('/v1/limits/nope', { capacity: 1, refillPerSecond: 1 }));
+    await expectStatus(404, '/v1/limits/nope', { method: 'DELETE', headers: auth });
+    await expectStatus(200, '/v1/limits/multi', { method: 'DELETE', headers: auth });
+    const blocked = await (await expectStatus(200, ...put('/v1/blocks/api/bk', { forMs: 60_000 }))).json();
+    expect(blocked).toMatchObject({ blockedForMs: 60_000, previous: { source: 'policy' } });
+    const refusedBlocked = await expectStatus(429, ...post('/v1/permits', { policy: 'api', key: 'bk' }));
+    expect(refusedBlocked.headers.get('x-ratelimit-reason')).toBe('blocked');
+    expect(refusedBlocked.headers.get('retry-after')).toBe('60');
+    const blockedBody = await refusedBlocked.json();
+    expect(blockedBody).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(blockedBody.retryAfterMs).toBeGreaterThan(59_000);
+    await expectStatus(400, ...put('/v1/blocks/api/bk', {}));
+    await expectStatus(400, ...put('/v1/blocks/api/bk', { forMs: -1 }));
+    await expectStatus(401, ...put('/v1/blocks/api/bk', { forMs: 1 }, {}));
+    await expectStatus(404, ...put('/v1/blocks/nope/bk', { forMs: 1 }));
+    await expectStatus(200, '/v1/blocks/api/bk', { method: 'DELETE', headers: auth });
+    await expectStatus(400, `/v1/blocks/api/${badKey}`, { method: 'DELETE', headers: auth });
+    await expectStatus(401, '/v1/blocks/api/bk', { method: 'DELETE' });
+    await expectStatus(404, '/v1/blocks/nope/bk', { method: 'DELETE', headers: auth });
+    await expectStatus(405, '/v1/blocks/api/bk', { headers: auth });
+    // A token without admin (on multi), and one outside its policies (api): 403, nothing changed.
+    for (const policy of ['multi', 'api']) {
+      await expectStatus(403, `/v1/limits/${policy}/k`, { headers: narrow });
+      await expectStatus(403, ...put(`/v1/limits/${policy}/k`, { capacity: 5, refillPerSecond: 1 }, narrow));
+      await expectStatus(403, `/v1/limits/${policy}/k`, { method: 'DELETE', headers: narrow });
+      await expectStatus(403, `/v1/limits/${policy}`, { headers: narrow });
+      await expectStatus(403, ...put(`/v1/limits/${policy}`, { capacity: 5, refillPerSecond: 1 }, narrow));
+      await expectStatus(403, `/v1/limits/${policy}`, { method: 'DELETE', headers: narrow });
+      await expectStatus(403, ...put(`/v1/blocks/${policy}/k`, { forMs: 1000 }, narrow));
+      await expectStatus(403, `/v1/blocks/${policy}/k`, { method: 'DELETE', headers: narrow });
+    }
+    expect(await (await send('/v1/limits/api/k', { headers: auth })).json()).toMatchObject({ source: 'policy' });
+
     // /v1/stats, /v1/openapi.json, /healthz, and what no operation documents (still problem+json)
     await expectStatus(200, '/v1/stats', { headers: auth });
     await expectStatus(401, '/v1/stats');
@@ -193,6 +258,14 @@ describe('the OpenAPI document', () => {
     await expectStatus(503, ...post('/v1/adjustments', { policy: 'api', key: 'k', cost: 1 }));
     await expectStatus(503, '/v1/buckets/api/k', { method: 'DELETE', headers: auth });
     await expectStatus(503, '/v1/buckets/api/k', { headers: auth });
+    await expectStatus(503, '/v1/limits/api/k', { headers: auth });
+    await expectStatus(503, ...put('/v1/limits/api/k', { capacity: 5, refillPerSecond: 1 }));
+    await expectStatus(503, '/v1/limits/api/k', { method: 'DELETE', headers: auth });
+    await expectStatus(503, '/v1/limits/api', { headers: auth });
+    await expectStatus(503, ...put('/v1/limits/api', { capacity: 5, refillPerSecond: 1 }));
+    await expectStatus(503, '/v1/limits/api', { method: 'DELETE', headers: auth });
+    await expectStatus(503, ...put('/v1/blocks/api/k', { forMs: 1000 }));
+    await expectStatus(503, '/v1/blocks/api/k', { method: 'DELETE', headers: auth });
     // /healthz remembers its ping for a second: a fresh app asks the store again.
     const fresh = checked(app(s), rec);
     expect((await fresh.request('/healthz')).status).toBe(503);
@@ -212,7 +285,7 @@ describe('the OpenAPI document', () => {
       }
     };
     for (const [name, schema] of Object.entries(doc.components.schemas)) {
-      if (name === 'PermitRequest' || name === 'AdjustmentRequest' || name === 'Key') continue;
+      if (['PermitRequest', 'AdjustmentRequest', 'Key', 'LimitsRequest', 'BlockRequest'].includes(name)) continue;
       walk(name, schema);
     }
     expect(unseen, 'documented response fields no response carried').toEqual([]);

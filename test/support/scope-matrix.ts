@@ -49,6 +49,7 @@ interface RouteCell {
 }
 
 const bucket = (policy: string, key: string) => `/v1/buckets/${policy}/${encodeURIComponent(key)}`;
+const limits = (policy: string, key: string) => `/v1/limits/${policy}/${encodeURIComponent(key)}`;
 
 export const ROUTES: RouteCell[] = [
   { route: 'take', table: 'POST /v1/permits', right: 'permit', request: (policy, key) => ({ method: 'POST', path: '/v1/permits', body: { policy, key } }), ok: [200], after: 3 },
@@ -65,6 +66,16 @@ export const ROUTES: RouteCell[] = [
     ok: [200],
     after: 5,
   },
+  // Runtime limits and blocks (issue 31): admin. A key's own numbers of 10: 9 left of them.
+  { route: 'set limits', right: 'admin', request: (policy, key) => ({ method: 'PUT', path: limits(policy, key), body: { capacity: 10, refillPerSecond: 0.001 } }), ok: [200], after: 9 },
+  { route: 'read limits', right: 'admin', request: (policy, key) => ({ method: 'GET', path: limits(policy, key) }), ok: [200], after: 4 },
+  { route: 'clear limits', right: 'admin', request: (policy, key) => ({ method: 'DELETE', path: limits(policy, key) }), ok: [200], after: 4 },
+  { route: 'block', right: 'admin', request: (policy, key) => ({ method: 'PUT', path: `/v1/blocks/${policy}/${encodeURIComponent(key)}`, body: { forMs: 60_000 } }), ok: [200], after: 0 },
+  { route: 'unblock', right: 'admin', request: (policy, key) => ({ method: 'DELETE', path: `/v1/blocks/${policy}/${encodeURIComponent(key)}` }), ok: [200], after: 4 },
+  // A policy-wide change to the policy's own numbers: every other cell's bucket is as it was.
+  { route: 'policy-wide limits', right: 'admin', request: (policy) => ({ method: 'PUT', path: `/v1/limits/${policy}`, body: { capacity: 5, refillPerSecond: 0.001 } }), ok: [200], after: 4 },
+  { route: 'read policy-wide limits', right: 'admin', request: (policy) => ({ method: 'GET', path: `/v1/limits/${policy}` }), ok: [200], after: 4 },
+  { route: 'clear policy-wide limits', right: 'admin', request: (policy) => ({ method: 'DELETE', path: `/v1/limits/${policy}` }), ok: [200], after: 4 },
 ];
 
 let keys = 0;

@@ -1,5 +1,6 @@
 // A remote-like store for tests (not in-process, so the limiter's timeout, breaker and fail modes
-// apply): a memory store underneath, a count of step calls, and a switch that makes every step fail.
+// apply): a memory store underneath (its runtime limits too), a count of step calls, and a switch that
+// makes every step and change fail.
 import { memoryStore, type Store } from '../../src/index.js';
 
 export interface SwitchableStore extends Store {
@@ -21,6 +22,10 @@ export function switchableStore(nowMs?: () => number): SwitchableStore {
       return inner.step(key, args);
     },
     reset: (key) => inner.reset(key),
+    async override(key, args) {
+      if (s.down) throw new Error('ECONNREFUSED');
+      return inner.override(key, args);
+    },
     ping: async () => {},
   };
   return s;
