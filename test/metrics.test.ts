@@ -138,6 +138,7 @@ describe('metrics', () => {
     // The permit API's administrative actions (its onAudit).
     metrics.onAudit({ action: 'reset', actor: 'ops', policy: 'p', key: 'a', atMs: Date.now(), after: { remaining: 1 } });
     metrics.onAudit({ action: 'adjust', actor: 'ops', policy: 'p', key: 'a', atMs: Date.now(), after: { cost: -1, remaining: 1 } });
+    for (const action of ['limits', 'policy-limits', 'block', 'unblock'] as const) metrics.onAudit({ action, actor: 'ops', policy: 'p', key: 'a', atMs: Date.now() });
     // A failed one was not applied: not counted (its audit line says so).
     metrics.onAudit({ action: 'reset', actor: 'ops', policy: 'p', key: 'a', atMs: Date.now(), error: new Error('down') });
     const text = await metrics.registry.metrics();

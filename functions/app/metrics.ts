@@ -57,7 +57,7 @@ export function createMetrics(options: { store: string; defaultMetrics?: boolean
   });
   const adminActions = new Counter({
     name: 'edge_limiter_admin_actions_total',
-    help: 'Administrative actions applied, by action (reset; adjust: an adjustment that names no charge) and the name of the permit API token that asked (empty: a call of the library itself).',
+    help: 'Administrative actions applied, by action (reset; adjust: an adjustment that names no charge; limits, policy-limits, block, unblock: runtime limits and blocks) and the name of the permit API token that asked (empty: a call of the library itself).',
     labelNames: ['action', 'token'] as const,
     registers: [registry],
   });

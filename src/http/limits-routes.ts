@@ -1,8 +1,9 @@
 // The permit API's routes for runtime limits: a key's own numbers (PUT/GET/DELETE /v1/limits/{policy}/{key}),
 // a policy-wide change (PUT/GET/DELETE /v1/limits/{policy}) and blocks (PUT/DELETE /v1/blocks/{policy}/{key}).
-// Each change is one limiter call (one store call); its answer is the key's (or policy's) limits after, and
-// it writes one JSON log line naming the action, the caller's token, the policy, the key, and the numbers
-// before and after. Bad input is a 400 problem naming the field; nothing reaches the store.
+// Each change is one limiter call (one store call) with the caller's token name as its actor, so the
+// limiter's onAudit hears it (the deployed app writes the audit log line and counts it there); its answer
+// is the key's (or policy's) limits after, and `previous`. Bad input is a 400 problem naming the field;
+// nothing reaches the store.
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { assertKey } from '../core/key.js';
 import { InvalidInputError, StoreError } from '../errors.js';
@@ -22,7 +23,6 @@ export const BLOCK = '/v1/blocks/:policy/:key{[\\s\\S]+}';
 
 export interface LimitsRoutesOptions {
   limiter: Limiter;
-  log: (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
   /** The name of the caller's token (never its secret), for the log line and onAudit. */
   actorOf: (c: Context) => string | undefined;
   /** The middleware that checks the caller's right to a route (./auth.ts ROUTE_RIGHTS). */
@@ -53,7 +53,7 @@ function fieldsOf(value: unknown, fields: ReadonlySet<string>): { body: Record<s
 
 /** Adds the runtime-limits routes to `app` (after its bearer check on /v1/*). */
 export function addLimitsRoutes(app: Hono, options: LimitsRoutesOptions): void {
-  const { limiter, log, actorOf, guard, scope } = options;
+  const { limiter, actorOf, guard, scope } = options;
 
   /** The policy and key of the path: 404 for a policy not configured, 400 for a key the limiter refuses. */
   const target = (c: Context, withKey: boolean): { policy: string; key: string } | { response: Response } => {
@@ -71,20 +71,14 @@ export function addLimitsRoutes(app: Hono, options: LimitsRoutesOptions): void {
     return { policy: name, key };
   };
 
-  /** Runs one change as the caller, writes its log line from the limiter's audit event, and answers what it returns. */
-  const change = async (c: Context, action: string, run: (actor: { actor?: string }) => Promise<KeyLimits | PolicyLimits>): Promise<Response> => {
+  /** Runs one change as the caller (its token's name is the change's actor) and answers what it returns. */
+  const change = async (c: Context, run: (actor: { actor?: string }) => Promise<KeyLimits | PolicyLimits>): Promise<Response> => {
     const name = actorOf(c);
-    let result: KeyLimits | PolicyLimits;
     try {
-      result = await run(name === undefined ? {} : { actor: name });
+      return Response.json(await run(name === undefined ? {} : { actor: name }));
     } catch (err) {
       return refused(err);
     }
-    const { policy, previous, ...after } = result;
-    const key = 'key' in after ? after.key : '*';
-    if ('key' in after) delete (after as Partial<KeyLimits>).key;
-    log('info', { msg: 'audit', action, token: name ?? null, policy, key, before: previous ?? null, after, at: new Date().toISOString() });
-    return Response.json(result);
   };
 
   const read = async (run: () => Promise<unknown>): Promise<Response> => {
@@ -114,12 +108,12 @@ export function addLimitsRoutes(app: Hono, options: LimitsRoutesOptions): void {
     if ('response' in t) return t.response;
     const b = await limitsBody(c);
     if ('response' in b) return b.response!;
-    return change(c, 'limits', (actor) => limiter.setLimits(t.policy, t.key, b.limits as never, { ...actor, ...(b.expiresInMs === undefined ? {} : { expiresInMs: b.expiresInMs as number }) }));
+    return change(c, (actor) => limiter.setLimits(t.policy, t.key, b.limits as never, { ...actor, ...(b.expiresInMs === undefined ? {} : { expiresInMs: b.expiresInMs as number }) }));
   });
   app.delete(KEY_LIMITS, guard('DELETE /v1/limits/{policy}/{key}'), async (c) => {
     const t = target(c, true);
     if ('response' in t) return t.response;
-    return change(c, 'limits', (actor) => limiter.clearLimits(t.policy, t.key, actor));
+    return change(c, (actor) => limiter.clearLimits(t.policy, t.key, actor));
   });
   app.all(KEY_LIMITS, () => problemResponse('method-not-allowed', 'use GET, PUT or DELETE', {}, { Allow: 'GET, PUT, DELETE' }));
 
@@ -133,12 +127,12 @@ export function addLimitsRoutes(app: Hono, options: LimitsRoutesOptions): void {
     if ('response' in t) return t.response;
     const b = await limitsBody(c);
     if ('response' in b) return b.response!;
-    return change(c, 'policy-limits', (actor) => limiter.setPolicyLimits(t.policy, b.limits as never, { ...actor, ...(b.expiresInMs === undefined ? {} : { expiresInMs: b.expiresInMs as number }) }));
+    return change(c, (actor) => limiter.setPolicyLimits(t.policy, b.limits as never, { ...actor, ...(b.expiresInMs === undefined ? {} : { expiresInMs: b.expiresInMs as number }) }));
   });
   app.delete(POLICY_LIMITS, guard('DELETE /v1/limits/{policy}'), async (c) => {
     const t = target(c, false);
     if ('response' in t) return t.response;
-    return change(c, 'policy-limits', (actor) => limiter.clearPolicyLimits(t.policy, actor));
+    return change(c, (actor) => limiter.clearPolicyLimits(t.policy, actor));
   });
   app.all(POLICY_LIMITS, () => problemResponse('method-not-allowed', 'use GET, PUT or DELETE', {}, { Allow: 'GET, PUT, DELETE' }));
 
@@ -150,12 +144,12 @@ export function addLimitsRoutes(app: Hono, options: LimitsRoutesOptions): void {
     const parsed = fieldsOf(body.value, BLOCK_FIELDS);
     if ('response' in parsed) return parsed.response;
     if (parsed.body.forMs === undefined) return problemResponse('invalid-request', '`forMs` is required: how long the key is refused, in ms', { field: 'forMs' });
-    return change(c, 'block', (actor) => limiter.block(t.policy, t.key, { ...actor, forMs: parsed.body.forMs as number }));
+    return change(c, (actor) => limiter.block(t.policy, t.key, { ...actor, forMs: parsed.body.forMs as number }));
   });
   app.delete(BLOCK, guard('DELETE /v1/blocks/{policy}/{key}'), async (c) => {
     const t = target(c, true);
     if ('response' in t) return t.response;
-    return change(c, 'unblock', (actor) => limiter.unblock(t.policy, t.key, actor));
+    return change(c, (actor) => limiter.unblock(t.policy, t.key, actor));
   });
   app.all(BLOCK, () => problemResponse('method-not-allowed', 'use PUT or DELETE', {}, { Allow: 'PUT, DELETE' }));
 }

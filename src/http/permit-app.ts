@@ -339,8 +339,9 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
     return c.body(null, 204);
   });
 
-  // Runtime limits and blocks (./limits-routes.ts): the admin right, the token's policies, its name in the log line.
-  addLimitsRoutes(app, { limiter, log, actorOf: (c) => grantOf(c)?.name, guard: (route) => guard(route), scope: missingPolicy });
+  // Runtime limits and blocks (./limits-routes.ts): the admin right, the token's policies, and its name as
+  // the actor of each change (the limiter's onAudit).
+  addLimitsRoutes(app, { limiter, actorOf: (c) => grantOf(c)?.name, guard: (route) => guard(route), scope: missingPolicy });
 
   app.all('/v1/permits', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));
   app.all('/v1/adjustments', () => problemResponse('method-not-allowed', 'use POST', {}, { Allow: 'POST' }));

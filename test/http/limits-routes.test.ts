@@ -1,6 +1,6 @@
 // The runtime-limits routes of the permit API (src/http/limits-routes.ts) and a block as the HTTP layers
-// answer it: each change is one JSON log line naming the action, the caller, the policy, the key and
-// the numbers before and after; bad input is a 400 problem naming the field and changes nothing; a
+// answer it: each change is one JSON log line (the deployed app's, from the limiter's onAudit) naming the
+// action, the caller's token, the policy, the key and the numbers before and after; bad input is a 400 problem naming the field and changes nothing; a
 // blocked key gets 429 with Retry-After and X-RateLimit-Reason: blocked from the permit API and the
 // middleware. Every response is held to the OpenAPI document (checked).
 import { Hono } from 'hono';
@@ -9,21 +9,25 @@ import { createLimiter, memoryStore } from '../../src/index.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { permitApp } from '../../src/http/permit-app.js';
 import { checked } from '../support/openapi-contract.js';
+import { auditLogger } from '../../functions/app/app.js';
 
 const TOKEN = 'limits-token';
 const auth = { Authorization: `Bearer ${TOKEN}` };
 const json = (method: string, body: unknown): RequestInit => ({ method, headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
 function setup() {
+  const logs: Record<string, unknown>[] = [];
+  const log = (level: string, line: Record<string, unknown>) => logs.push({ level, ...line });
+  // The deployed app's audit lines: the limiter's onAudit, with the token's name as the actor.
   const limiter = createLimiter({
+    onAudit: auditLogger(log),
     store: memoryStore(),
     policies: {
       free: { capacity: 2, refillPerSecond: 1 / 3600 },
       multi: { limits: { second: { capacity: 5, refillPerSecond: 5 }, day: { capacity: 100, refill: '100/day' } } },
     },
   });
-  const logs: Record<string, unknown>[] = [];
-  const app = checked(permitApp({ limiter, tokens: [TOKEN], log: (level, line) => logs.push({ level, ...line }) }));
+  const app = checked(permitApp({ limiter, tokens: [TOKEN], log }));
   return { limiter, app, logs };
 }
 

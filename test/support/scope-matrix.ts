@@ -67,15 +67,15 @@ export const ROUTES: RouteCell[] = [
     after: 5,
   },
   // Runtime limits and blocks (issue 31): admin. A key's own numbers of 10: 9 left of them.
-  { route: 'set limits', right: 'admin', request: (policy, key) => ({ method: 'PUT', path: limits(policy, key), body: { capacity: 10, refillPerSecond: 0.001 } }), ok: [200], after: 9 },
-  { route: 'read limits', right: 'admin', request: (policy, key) => ({ method: 'GET', path: limits(policy, key) }), ok: [200], after: 4 },
-  { route: 'clear limits', right: 'admin', request: (policy, key) => ({ method: 'DELETE', path: limits(policy, key) }), ok: [200], after: 4 },
-  { route: 'block', right: 'admin', request: (policy, key) => ({ method: 'PUT', path: `/v1/blocks/${policy}/${encodeURIComponent(key)}`, body: { forMs: 60_000 } }), ok: [200], after: 0 },
-  { route: 'unblock', right: 'admin', request: (policy, key) => ({ method: 'DELETE', path: `/v1/blocks/${policy}/${encodeURIComponent(key)}` }), ok: [200], after: 4 },
+  { route: 'set limits', table: 'PUT /v1/limits/{policy}/{key}', right: 'admin', request: (policy, key) => ({ method: 'PUT', path: limits(policy, key), body: { capacity: 10, refillPerSecond: 0.001 } }), ok: [200], after: 9 },
+  { route: 'read limits', table: 'GET /v1/limits/{policy}/{key}', right: 'admin', request: (policy, key) => ({ method: 'GET', path: limits(policy, key) }), ok: [200], after: 4 },
+  { route: 'clear limits', table: 'DELETE /v1/limits/{policy}/{key}', right: 'admin', request: (policy, key) => ({ method: 'DELETE', path: limits(policy, key) }), ok: [200], after: 4 },
+  { route: 'block', table: 'PUT /v1/blocks/{policy}/{key}', right: 'admin', request: (policy, key) => ({ method: 'PUT', path: `/v1/blocks/${policy}/${encodeURIComponent(key)}`, body: { forMs: 60_000 } }), ok: [200], after: 0 },
+  { route: 'unblock', table: 'DELETE /v1/blocks/{policy}/{key}', right: 'admin', request: (policy, key) => ({ method: 'DELETE', path: `/v1/blocks/${policy}/${encodeURIComponent(key)}` }), ok: [200], after: 4 },
   // A policy-wide change to the policy's own numbers: every other cell's bucket is as it was.
-  { route: 'policy-wide limits', right: 'admin', request: (policy) => ({ method: 'PUT', path: `/v1/limits/${policy}`, body: { capacity: 5, refillPerSecond: 0.001 } }), ok: [200], after: 4 },
-  { route: 'read policy-wide limits', right: 'admin', request: (policy) => ({ method: 'GET', path: `/v1/limits/${policy}` }), ok: [200], after: 4 },
-  { route: 'clear policy-wide limits', right: 'admin', request: (policy) => ({ method: 'DELETE', path: `/v1/limits/${policy}` }), ok: [200], after: 4 },
+  { route: 'policy-wide limits', table: 'PUT /v1/limits/{policy}', right: 'admin', request: (policy) => ({ method: 'PUT', path: `/v1/limits/${policy}`, body: { capacity: 5, refillPerSecond: 0.001 } }), ok: [200], after: 4 },
+  { route: 'read policy-wide limits', table: 'GET /v1/limits/{policy}', right: 'admin', request: (policy) => ({ method: 'GET', path: `/v1/limits/${policy}` }), ok: [200], after: 4 },
+  { route: 'clear policy-wide limits', table: 'DELETE /v1/limits/{policy}', right: 'admin', request: (policy) => ({ method: 'DELETE', path: `/v1/limits/${policy}` }), ok: [200], after: 4 },
 ];
 
 let keys = 0;
