@@ -2,12 +2,13 @@
 import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, MAX_PERMIT_WAIT_MS, type Cost } from '../core/key.js';
 import { AcquireTimeoutError, IdempotencyConflictError, InvalidInputError, LimiterError, UnknownChargeError } from '../errors.js';
-import type { Limiter } from '../limiter.js';
+import type { KeyLimits, Limiter, LimitsInput, PolicyLimits } from '../limiter.js';
 
 export { AcquireTimeoutError };
 export { settle, costDifference } from '../settle.js';
 export type { Settles, SettleFailure, SettleOptions } from '../settle.js';
 export type { Cost } from '../core/key.js';
+export type { KeyLimits, LimitsInput, LimitsState, PolicyLimits } from '../limiter.js';
 
 /** Options of PermitClient: the server, the token, and the bounds and retries of each call. */
 export interface PermitClientOptions {
@@ -106,7 +107,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** A client of the permit endpoint (fetch only: Workers, Lambda, Node, browsers): take, acquire, adjust, peek and reset, with idempotency keys and bounded retries. */
+/** A client of the permit endpoint (fetch only: Workers, Lambda, Node, browsers): take, acquire, adjust, peek and reset, runtime limits and blocks, with idempotency keys and bounded retries. */
 export class PermitClient {
   readonly #base: string;
   readonly #token: string;
@@ -139,16 +140,19 @@ export class PermitClient {
     return this.#idempotency ? crypto.randomUUID() : undefined;
   }
 
-  /** `once`: the request is applied at most once without an idempotency key (a settlement: by its charge). */
-  async #call(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string, once = false): Promise<PermitDecision> {
+  /**
+   * `once`: the request is applied at most once without an idempotency key (a settlement: by its charge).
+   * `limits`: a runtime-limits route, answered with the limits (a change sets, it does not add: retried like a read).
+   */
+  async #call(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string, once = false, limits = false): Promise<PermitDecision> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#once(method, path, body, signal, idempotencyKey);
+        return await this.#once(method, path, body, signal, idempotencyKey, limits);
       } catch (err) {
         if (!(err instanceof PermitError) || attempt >= this.#retries) throw err;
         if (err.status === 0) {
           // No answer: retried only when the server can tell the retry from a new request.
-          if (idempotencyKey === undefined && method !== 'GET' && !once) throw err;
+          if (idempotencyKey === undefined && method !== 'GET' && !once && !limits) throw err;
           await sleep(100 * 2 ** attempt, signal);
           continue;
         }
@@ -161,7 +165,7 @@ export class PermitClient {
     }
   }
 
-  async #once(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<PermitDecision> {
+  async #once(method: string, path: string, body: unknown, signal?: AbortSignal, idempotencyKey?: string, limits = false): Promise<PermitDecision> {
     const timeout = AbortSignal.timeout(this.#timeoutMs);
     let res: Response;
     let text: string;
@@ -192,7 +196,9 @@ export class PermitClient {
     } catch {
       json = undefined;
     }
-    if ((res.status === 200 || res.status === 429) && json && typeof json.allowed === 'boolean') return json as unknown as PermitDecision;
+    if (limits) {
+      if (res.status === 200 && json && typeof json.source === 'string' && Array.isArray(json.limits)) return json as unknown as PermitDecision;
+    } else if ((res.status === 200 || res.status === 429) && json && typeof json.allowed === 'boolean') return json as unknown as PermitDecision;
     // A reset's answer: no body (reset() resolves with nothing).
     if (method === 'DELETE' && res.status === 204) return undefined as unknown as PermitDecision;
     const error = res.status === 403 ? new ForbiddenError(json) : new PermitError(res.status, json);
@@ -249,6 +255,60 @@ export class PermitClient {
   /** Resets the bucket to full (DELETE /v1/buckets/:policy/:key). Not retried when no answer came. */
   async reset(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     await this.#call('DELETE', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
+  }
+
+  /** `/v1/limits/{policy}/{key}` or, for the policy-wide change, `/v1/limits/{policy}`. */
+  #limits(policy: string, key?: string): string {
+    return `/v1/limits/${encodeURIComponent(policy)}${key === undefined ? '' : `/${encodeURIComponent(key)}`}`;
+  }
+
+  async #limitsCall<T>(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<T> {
+    return (await this.#call(method, path, body, signal, undefined, false, true)) as unknown as T;
+  }
+
+  /**
+   * Sets the key's own numbers (PUT /v1/limits/{policy}/{key}; the token needs `admin`): `limits` as the
+   * policy's are written (`{ capacity, refillPerSecond }` or `refill`; several limits: `{ limits: { day: {...} } }`),
+   * until expiresInMs (absent: until cleared). Every node's next decision on the key uses them. Resolves
+   * with the key's limits after, and `previous`.
+   */
+  setLimits(policy: string, key: string, limits: LimitsInput, options: { expiresInMs?: number; signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('PUT', this.#limits(policy, key), { ...limits, ...(options.expiresInMs === undefined ? {} : { expiresInMs: options.expiresInMs }) }, options.signal);
+  }
+
+  /** The key's limits in force, where they come from, and its block (GET /v1/limits/{policy}/{key}). */
+  getLimits(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('GET', this.#limits(policy, key), undefined, options.signal);
+  }
+
+  /** Drops the key's own numbers (DELETE /v1/limits/{policy}/{key}). */
+  clearLimits(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('DELETE', this.#limits(policy, key), undefined, options.signal);
+  }
+
+  /** Refuses every take on the key for forMs, on every node (PUT /v1/blocks/{policy}/{key}). */
+  block(policy: string, key: string, options: { forMs: number; signal?: AbortSignal }): Promise<KeyLimits> {
+    return this.#limitsCall('PUT', `/v1/blocks/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, { forMs: options.forMs }, options.signal);
+  }
+
+  /** Ends the key's block (DELETE /v1/blocks/{policy}/{key}). */
+  unblock(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('DELETE', `/v1/blocks/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
+  }
+
+  /** Changes the numbers of every key of the policy that has none of its own (PUT /v1/limits/{policy}), obeyed by every node within its policyRefreshMs. */
+  setPolicyLimits(policy: string, limits: LimitsInput, options: { expiresInMs?: number; signal?: AbortSignal } = {}): Promise<PolicyLimits> {
+    return this.#limitsCall('PUT', this.#limits(policy), { ...limits, ...(options.expiresInMs === undefined ? {} : { expiresInMs: options.expiresInMs }) }, options.signal);
+  }
+
+  /** The policy-wide change in force, if any (GET /v1/limits/{policy}). */
+  getPolicyLimits(policy: string, options: { signal?: AbortSignal } = {}): Promise<PolicyLimits> {
+    return this.#limitsCall('GET', this.#limits(policy), undefined, options.signal);
+  }
+
+  /** Ends the policy-wide change (DELETE /v1/limits/{policy}). */
+  clearPolicyLimits(policy: string, options: { signal?: AbortSignal } = {}): Promise<PolicyLimits> {
+    return this.#limitsCall('DELETE', this.#limits(policy), undefined, options.signal);
   }
 
   /**

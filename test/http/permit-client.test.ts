@@ -133,3 +133,62 @@ describe('PermitClient', () => {
     expect((await client.peek('api', 'k')).remaining).toBe(4);
   });
 });
+
+describe('PermitClient: runtime limits and blocks', () => {
+  const TOKEN = 'client-limits-token';
+  function setup() {
+    const limiter = createLimiter({
+      store: memoryStore(),
+      policies: { free: { capacity: 2, refillPerSecond: 1 / 3600 }, multi: { limits: { second: { capacity: 5, refillPerSecond: 5 }, day: { capacity: 100, refill: '100/day' } } } },
+    });
+    const app = permitApp({ limiter, tokens: [TOKEN, { name: 'taker', secret: 'client-permit-only-1', policies: '*', rights: ['permit'] }], log: () => {} });
+    const fetchApp = ((url: string, init: RequestInit) => app.request(url, init)) as unknown as typeof fetch;
+    return { limiter, client: new PermitClient({ url: 'http://permits.test', token: TOKEN, fetch: fetchApp }), fetchApp };
+  }
+
+  it('sets, reads and clears a key\'s numbers; the next take is decided under them', async () => {
+    const { client } = setup();
+    const set = await client.setLimits('free', 'k/1', { capacity: 10, refill: '10/hour' }, { expiresInMs: 60_000 });
+    expect(set).toMatchObject({ policy: 'free', key: 'k/1', source: 'key', expiresInMs: 60_000, limits: [{ capacity: 10 }], previous: { source: 'policy' } });
+    expect(await client.take('free', 'k/1')).toMatchObject({ allowed: true, limit: 10, remaining: 9, limitsInForce: [{ capacity: 10 }] });
+    expect(await client.getLimits('free', 'k/1')).toMatchObject({ source: 'key' });
+    expect(await client.clearLimits('free', 'k/1')).toMatchObject({ source: 'policy', previous: { source: 'key' } });
+    expect((await client.take('free', 'k/1')).limit).toBe(2);
+  });
+
+  it('blocks and unblocks; a blocked take resolves allowed: false with reason blocked', async () => {
+    const { client } = setup();
+    expect(await client.block('free', 'abuser', { forMs: 60_000 })).toMatchObject({ blockedForMs: 60_000 });
+    expect(await client.take('free', 'abuser')).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect((await client.unblock('free', 'abuser')).blockedForMs).toBeUndefined();
+    expect(await client.take('free', 'abuser')).toMatchObject({ allowed: true });
+  });
+
+  it('a policy-wide change, read and cleared', async () => {
+    const { client } = setup();
+    expect(await client.setPolicyLimits('multi', { limits: { day: { capacity: 10, refill: '10/day' } } })).toMatchObject({ policy: 'multi', source: 'policy-wide', limits: [{ capacity: 5 }, { capacity: 10 }] });
+    expect(await client.getPolicyLimits('multi')).toMatchObject({ source: 'policy-wide' });
+    expect((await client.take('multi', 'anyone')).limits?.map((l) => l.limit)).toEqual([5, 10]);
+    expect(await client.clearPolicyLimits('multi')).toMatchObject({ source: 'policy', previous: { source: 'policy-wide' } });
+  });
+
+  it('a bad body is a PermitError 400 naming the field; a token without admin a ForbiddenError naming it', async () => {
+    const { client, fetchApp } = setup();
+    const err = await client.setLimits('free', 'k', { capacity: 0, refillPerSecond: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PermitError);
+    expect((err as PermitError).status).toBe(400);
+    expect((err as PermitError).problem?.field).toBe('capacity');
+    const taker = new PermitClient({ url: 'http://permits.test', token: 'client-permit-only-1', fetch: fetchApp });
+    const denied = await taker.block('free', 'k', { forMs: 1000 }).catch((e: unknown) => e);
+    expect(denied).toBeInstanceOf(ForbiddenError);
+    expect((denied as ForbiddenError).right).toBe('admin');
+  });
+
+  it('a change that got no answer is retried (it sets, it does not add)', async () => {
+    const answer = new Response(JSON.stringify({ policy: 'p', key: 'k', limits: [{ name: 'p', capacity: 5, refillPerSecond: 1 }], source: 'key' }), { status: 200, headers: { 'Content-Type': 'application/json' } });
+    const { f, calls } = scripted([new TypeError('fetch failed'), answer]);
+    const client = new PermitClient({ url: 'http://permits.test', token: 't', fetch: f });
+    expect(await client.setLimits('p', 'k', { capacity: 5, refillPerSecond: 1 })).toMatchObject({ source: 'key' });
+    expect(calls).toHaveLength(2);
+  });
+});
