@@ -23,9 +23,9 @@ export interface AppConfig {
   tokens: (string | PermitToken)[];
   /**
    * Limiter options beyond the policies (LIMITER_CIRCUIT_BREAKER, LIMITER_MAX_PENDING_STORE_CALLS,
-   * LIMITER_EXPECTED_NODES, LIMITER_IDEMPOTENCY_WINDOW_MS).
+   * LIMITER_EXPECTED_NODES, LIMITER_IDEMPOTENCY_WINDOW_MS, LIMITER_POLICY_REFRESH_MS).
    */
-  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number; expectedNodes?: number; idempotencyWindowMs?: number };
+  limiter: { circuitBreaker?: CircuitBreakerOptions | false; maxPendingStoreCalls?: number; expectedNodes?: number; idempotencyWindowMs?: number; policyRefreshMs?: number };
   gate?: {
     origin: string;
     policy: string;
@@ -226,6 +226,9 @@ export function loadConfig(env: EnvRecord): AppConfig {
   if (expectedNodes !== undefined) limiter.expectedNodes = expectedNodes;
   const idempotencyWindowMs = integer(env, 'LIMITER_IDEMPOTENCY_WINDOW_MS', 1000, 86_400_000);
   if (idempotencyWindowMs !== undefined) limiter.idempotencyWindowMs = idempotencyWindowMs;
+  // How old a reading of a policy-wide change of limits a decision may use (the propagation bound).
+  const policyRefreshMs = integer(env, 'LIMITER_POLICY_REFRESH_MS', 10, 3_600_000);
+  if (policyRefreshMs !== undefined) limiter.policyRefreshMs = policyRefreshMs;
   const stats = { topKeys: integer(env, 'LIMITER_TOP_KEYS', 0, MAX_TOP_KEYS) ?? DEFAULT_TOP_KEYS };
   return { store, policies, tokens, limiter, gate, stats };
 }
