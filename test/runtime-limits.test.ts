@@ -3,7 +3,7 @@
 // core over a Map, on a clock the test sets). Decisions are made under the numbers in force and say so;
 // each change is one audit event; bad input is an InvalidInputError naming the field.
 import { describe, expect, it } from 'vitest';
-import { createLimiter, InvalidInputError, StoreError, type AuditEvent, type LimiterOptions } from '../src/index.js';
+import { createLimiter, InvalidInputError, memoryStore, StoreError, type AuditEvent, type LimiterOptions } from '../src/index.js';
 import { rateLimitHeaders } from '../src/http/headers.js';
 import { recordStore, type RecordStore } from './support/record-store.js';
 
@@ -222,6 +222,21 @@ describe('a policy-wide change: read by each node at most every policyRefreshMs'
     expect((await b.limiter.take('api', 'k')).limit).toBe(2);
     expect(store.calls.override).toBe(reads + 1);
     expect((await b.limiter.take('api', 'k')).limit).toBe(7);
+  });
+
+  it('on an in-process store (memory) every limiter on it obeys a change at once, with no reading to age', async () => {
+    const store = memoryStore();
+    const a = createLimiter({ store, policies: { api: { capacity: 2, refillPerSecond: SLOW } } });
+    const b = createLimiter({ store, policies: { api: { capacity: 2, refillPerSecond: SLOW } } });
+    expect((await b.take('api', 'k')).limit).toBe(2);
+    await a.setPolicyLimits('api', { capacity: 9, refillPerSecond: SLOW });
+    expect(await b.take('api', 'k')).toMatchObject({ limit: 9, remaining: 7 });
+    // A limiter made after the change reads it on its first decision.
+    const c = createLimiter({ store, policies: { api: { capacity: 2, refillPerSecond: SLOW } } });
+    expect((await c.take('api', 'j')).limit).toBe(9);
+    await b.clearPolicyLimits('api');
+    expect((await a.take('api', 'k')).limit).toBe(2);
+    expect((await c.take('api', 'j')).limit).toBe(2);
   });
 
   it('policyRefreshMs is validated', () => {

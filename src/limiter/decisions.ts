@@ -45,8 +45,6 @@ function argsOf(entry: PolicyEntry, cost: Costs, maxWaitMs: number): StepArgs {
 
 export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
   const { store, entries, monotonicMs, onDecision, denied, leases, policyWide, getEntry, storeCall, failed, decided, emit } = w;
-  /** Half of policyRefreshMs: a take with a reading of the policy-wide change younger than this needs no look at it. */
-  const halfMs = policyWide?.halfMs ?? Infinity;
   /**
    * Takes that no hook or deny cache needs to see: take()'s hot path may answer them, and without a
    * lease they are one synchronous store step when the store has stepSync (read on every decision, as a
@@ -88,7 +86,7 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
     }
     // The policy-wide change this node sees may be too old to decide with (./policy-wide.ts): then the
     // decision waits for the next reading (once: it decides after that whatever the reading's age).
-    const wait = policyWide?.refresh(entry, monotonicMs());
+    const wait = policyWide === undefined || policyWide.fresh(entry) ? undefined : policyWide.refresh(entry, monotonicMs());
     if (wait !== undefined) return wait.then(() => decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey));
     return decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey);
   }
@@ -164,8 +162,8 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
       // one goes the long way, which names the error).
       if (plainTakes && (cost === undefined || cost === 1) && (maxWaitMs === undefined || maxWaitMs === 0) && idempotencyKey === undefined) {
         const entry = typeof name === 'string' ? entries.get(name) : undefined;
-        // A reading of the policy-wide change past half its age goes the long way, which refreshes it.
-        if (entry !== undefined && !entry.policy.lease && isShortKey(key) && (halfMs === Infinity || monotonicMs() - entry.wide.readAtMs < halfMs)) {
+        // A reading of the policy-wide change that is not fresh goes the long way, which refreshes it.
+        if (entry !== undefined && !entry.policy.lease && isShortKey(key) && (policyWide === undefined || policyWide.fresh(entry))) {
           const { policy } = entry;
           if (!store.stepSync) return plainTake(entry, entry.keyPrefix + key);
           // One limit, and a store that can take on it without a result object: the decision from numbers,
@@ -206,7 +204,7 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
       const { policy, keyPrefix } = entry;
       assertKey(key);
       const started = monotonicMs();
-      await policyWide?.refresh(entry, started);
+      if (policyWide !== undefined && !policyWide.fresh(entry)) await policyWide.refresh(entry, started);
       const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change), true);
       if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
       return decision;

@@ -15,6 +15,8 @@ export interface PolicyWideState {
   /** The record as read (undefined: none), and the store clock's reading then. */
   record: OverrideRecord | undefined;
   atUs: number;
+  /** An in-process store: the count of policy-wide changes on it when the record held was read (0: none yet, none read). */
+  seen: number;
 }
 
 export interface PolicyEntry {
@@ -44,6 +46,6 @@ export function newEntry(policy: ResolvedPolicy, prefix: string): PolicyEntry {
     base: baseNumbers(policy),
     policyKey: `${prefix}${policy.name}*`,
     change: undefined,
-    wide: { readAtMs: -Infinity, inFlight: undefined, record: undefined, atUs: 0 },
+    wide: { readAtMs: -Infinity, inFlight: undefined, record: undefined, atUs: 0, seen: 0 },
   };
 }

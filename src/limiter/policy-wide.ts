@@ -1,39 +1,50 @@
 // A policy-wide change of limits (limiter.setPolicyLimits) as this node sees it. The change is one
 // override record under the policy's reserved storage key `{prefix}{policy}*` (no caller's key can name
-// it: policy names hold neither ':' nor '*'); this node reads it at most every refreshMs per policy and
-// sends what it read with every step (StepArgs.policy), and the store installs it on the key in the same
-// atomic step, or clears a key's installed copy once the change is gone. Per-key records win.
+// it: policy names hold neither ':' nor '*'); this node sends what it read with every step
+// (StepArgs.policy), and the store installs it on the key in the same atomic step, or clears a key's
+// installed copy once the change is gone. Per-key records win.
 //
-// The bound: a decision never uses a reading older than refreshMs. A reading starts in the background
-// once the one held is half that old (never more than one in flight per policy); a decision that finds
-// the one held older than refreshMs waits for the next. So a change made through any node is obeyed by
-// every node's decisions within refreshMs plus one store round trip (a reading's age is counted from
-// when its call started).
+// A remote store (Redis, MongoDB, a Durable Object): a decision never uses a reading older than
+// refreshMs. A reading starts in the background once the one held is half that old (never more than
+// one in flight per policy); a decision that finds the one held older than refreshMs waits for the
+// next. So a change made through any node is obeyed by every node's decisions within refreshMs plus one
+// store round trip (a reading's age is counted from when its call started).
+//
+// An in-process store (memory): only this process can change it, so every limiter on the store object
+// is told of a change at once (a count of changes per store, compared on each decision), and reads the
+// record again then; no clock is read and no reading ages.
 import { stepArgs } from '../core/gcra.js';
 import type { OverrideRecord, PolicyOverride } from '../core/override-types.js';
+import type { Store } from '../store.js';
 import type { PolicyEntry } from './entry.js';
 
 export interface PolicyWide {
+  /** Whether the entry's reading may decide now with no look at the store (the hot path asks this). */
+  fresh(entry: PolicyEntry): boolean;
   /**
    * Brings the entry's reading up to date for a decision at monotonic nowMs: nothing to wait for
-   * (undefined) when it is younger than refreshMs (past half that, a refresh starts in the background),
-   * else a promise of the next reading.
+   * (undefined) when it may decide with it (a remote store's past half of refreshMs: a refresh starts in
+   * the background), else a promise of the next reading.
    */
   refresh(entry: PolicyEntry, nowMs: number): Promise<void> | undefined;
-  /** This node read or changed the record itself (startedMs: when that call started): used at once. */
+  /** This node read the record (startedMs: when that call started): used at once. */
   set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number): void;
-  /** Half of refreshMs: a reading younger than this needs no refresh. */
-  readonly halfMs: number;
+  /** This node changed the record: used at once here, and by every limiter on an in-process store. */
+  changed(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number): void;
 }
 
 export interface PolicyWideOptions {
+  store: Store;
   refreshMs: number;
   monotonicMs: () => number;
   /** Reads the policy's record (Store.override with nothing to change), bounded by the policy's timeoutMs. */
   read(entry: PolicyEntry): Promise<{ record: OverrideRecord | undefined; atUs: number }>;
   /** The change in force has changed (another id, or none now): this node's leases and cached refusals of the policy go. */
-  changed(entry: PolicyEntry): void;
+  onChange(entry: PolicyEntry): void;
 }
+
+/** Policy-wide changes made through any limiter, per in-process store object. */
+const changesOf = new WeakMap<Store, { count: number }>();
 
 /** StepArgs.policy for a record read at atUs: its numbers and end while they are live, else none. */
 export function changeOf(record: OverrideRecord | undefined, atUs: number): PolicyOverride | undefined {
@@ -43,9 +54,15 @@ export function changeOf(record: OverrideRecord | undefined, atUs: number): Poli
 }
 
 export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
-  const { refreshMs, monotonicMs } = options;
+  const { refreshMs, monotonicMs, store } = options;
+  const half = refreshMs / 2;
+  let changes: { count: number } | undefined;
+  if (store.inProcess) {
+    changes = changesOf.get(store);
+    if (!changes) changesOf.set(store, (changes = { count: 0 }));
+  }
 
-  function set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number): void {
+  function set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number, seen = changes?.count ?? 0): void {
     const s = entry.wide;
     if (startedMs < s.readAtMs) return; // older than the reading held
     const firstRead = s.readAtMs === -Infinity;
@@ -53,26 +70,28 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     s.record = record;
     s.atUs = atUs;
     s.readAtMs = startedMs;
+    s.seen = seen;
     const change = changeOf(record, atUs);
     if ((before?.id ?? '') === (change?.id ?? '')) return;
     // Every step sends the change (StepArgs.policy); the common take's arguments are made once per change.
     entry.change = change;
     entry.takeOne = stepArgs(entry.policy, 1, 0, change);
-    if (!firstRead) options.changed(entry);
+    if (!firstRead) options.onChange(entry);
   }
 
   function read(entry: PolicyEntry): Promise<void> {
     const s = entry.wide;
     if (s.inFlight) return s.inFlight;
     const started = monotonicMs();
+    const seen = changes?.count ?? 0;
     s.inFlight = options
       .read(entry)
       .then(
-        ({ record, atUs }) => set(entry, record, atUs, started),
+        ({ record, atUs }) => set(entry, record, atUs, started, seen),
         () => {
           // The store did not answer: decisions keep the reading held (they follow the policy's fail mode
           // meanwhile anyway), and the next decision starts another reading but does not wait for it.
-          s.readAtMs = Math.max(s.readAtMs, started - refreshMs / 2);
+          s.readAtMs = Math.max(s.readAtMs, started - half);
         },
       )
       .finally(() => {
@@ -81,14 +100,27 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     return s.inFlight;
   }
 
+  if (changes) {
+    const c = changes;
+    return {
+      fresh: (entry) => entry.wide.seen === c.count,
+      refresh: (entry) => (entry.wide.seen === c.count ? undefined : read(entry)),
+      set,
+      changed(entry, record, atUs, startedMs) {
+        c.count++;
+        set(entry, record, atUs, startedMs, c.count);
+      },
+    };
+  }
   return {
-    halfMs: refreshMs / 2,
-    set,
+    fresh: (entry) => monotonicMs() - entry.wide.readAtMs < half,
     refresh(entry, nowMs) {
       const age = nowMs - entry.wide.readAtMs;
-      if (age < refreshMs / 2) return undefined;
+      if (age < half) return undefined;
       const next = read(entry);
       return age < refreshMs ? undefined : next;
     },
+    set,
+    changed: (entry, record, atUs, startedMs) => set(entry, record, atUs, startedMs),
   };
 }

@@ -108,7 +108,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       before = policyStateOf(policy, result.before, result.atUs);
       after = policyStateOf(policy, result.after, result.atUs);
       // This node obeys it at once (and drops its leases and cached refusals of the policy's keys).
-      w.policyWide?.set(entry, result.after, result.atUs, started);
+      w.policyWide?.changed(entry, result.after, result.atUs, started);
     } else {
       before = stateOf(entry, result.before, result.atUs);
       after = stateOf(entry, result.after, result.atUs);

@@ -92,11 +92,12 @@ export function wire(options: LimiterOptions): Wiring {
   const policyWide =
     typeof store.override === 'function'
       ? createPolicyWide({
+          store,
           refreshMs: settings.policyRefreshMs,
           monotonicMs,
           read: (entry) => withTimeout(store.override!(entry.policyKey, { base: entry.base }), entry.policy.timeoutMs, store.name).then((r) => ({ record: r.after, atUs: r.atUs })),
           // Leases and cached refusals of the policy were decided under the change before: they go.
-          changed: (entry) => {
+          onChange: (entry) => {
             leases?.releaseAll(entry.keyPrefix);
             denied?.clear(monotonicMs());
           },
