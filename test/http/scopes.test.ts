@@ -33,8 +33,11 @@ describe('the Node server', () => {
     expect(cells).toBeGreaterThan(70);
     // The administrative actions it allowed, counted by action and token name on the metrics port.
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    const counted = [...text.matchAll(/^edge_limiter_admin_actions_total\{action="(\w+)",token="([\w-]+)"\} (\d+)$/gm)].map((m) => `${m[1]} ${m[2]} ${m[3]}`);
-    expect(counted.sort()).toEqual(['adjust admin-api 1', 'adjust all 2', 'reset admin-api 1', 'reset all 2']);
+    const counted = [...text.matchAll(/^edge_limiter_admin_actions_total\{action="([\w-]+)",token="([\w-]+)"\} (\d+)$/gm)].map((m) => `${m[1]} ${m[2]} ${m[3]}`);
+    // Per allowed token and policy: a reset, an adjustment, a block and an unblock; limits set and cleared, policy-wide too.
+    expect(counted.sort()).toEqual(
+      ['adjust', 'reset', 'block', 'unblock', 'limits', 'policy-limits'].flatMap((a) => (a.includes('limits') ? [`${a} admin-api 2`, `${a} all 4`] : [`${a} admin-api 1`, `${a} all 2`])).sort(),
+    );
   });
 
   it('its log names tokens and holds no secret, nor any prefix of one', () => {
