@@ -2,6 +2,7 @@
 // Prometheus metrics on METRICS_PORT when set, and shuts down cleanly on SIGTERM/SIGINT.
 import { Hono } from 'hono';
 import { ConfigError } from '../src/errors.js';
+import { openApiJson } from '../src/http/openapi.js';
 import type { Limiter } from '../src/limiter.js';
 import { loadConfig, storeTimeoutMs } from './app/env.js';
 import { createNodeStore } from './app/store-node.js';
@@ -45,6 +46,7 @@ try {
   live = metrics ? createLivePage({ policies: Object.keys(config.policies) }) : undefined;
   ({ app, stats, limiter } = buildApp(config, store, {
     send: nodeSend,
+    openApiJson,
     ...(metrics ? { onDecision: composeOnDecision(metrics.onDecision, live?.onDecision), onAudit: metrics.onAudit } : {}),
   }));
 } catch (err) {

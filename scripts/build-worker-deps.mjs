@@ -1,5 +1,6 @@
 // The Worker's @upstash/redis, without the command methods it never calls: wrangler.toml runs this before
-// every bundle ([build]) and points `@upstash/redis/cloudflare` at its output ([alias]).
+// every bundle ([build]) and points `@upstash/redis/cloudflare` at its output ([alias]). It also writes
+// the Worker's static assets (the OpenAPI document; buildWorkerAssets below).
 //
 // Why: the package's Redis and Pipeline classes hold one instance field per Redis command (about 190
 // each), so no bundler can drop a command the Worker never sends, and the package has no narrower entry
@@ -82,6 +83,19 @@ export function buildWorkerDeps(outDir) {
   return out;
 }
 
+/**
+ * Writes the Worker's static assets into `outDir` (wrangler.toml's [assets]): the permit API's OpenAPI
+ * document at v1/openapi.json, with its Cache-Control in _headers. Served by the platform before the
+ * Worker runs, it is no part of the Worker's bundle (its builder was 8 KiB of the 60 KiB gzip budget).
+ */
+export function buildWorkerAssets(outDir) {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+  mkdirSync(join(outDir, 'v1'), { recursive: true });
+  writeFileSync(join(outDir, 'v1/openapi.json'), readFileSync(join(root, 'openapi.json')));
+  writeFileSync(join(outDir, '_headers'), '/v1/openapi.json\n  Cache-Control: public, max-age=300\n');
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   buildWorkerDeps(join(dirname(fileURLToPath(import.meta.url)), '../build/worker/upstash-redis'));
+  buildWorkerAssets(join(dirname(fileURLToPath(import.meta.url)), '../build/worker/assets'));
 }

@@ -85,6 +85,11 @@ export interface BuildOptions {
   send?: ForwardSend;
   /** Each administrative action, after its audit log line (the Node server counts them on its metrics port). */
   onAudit?: (event: AuditEvent) => void;
+  /**
+   * The OpenAPI document to serve at GET /v1/openapi.json: the Node and Lambda entries pass openApiJson;
+   * the Worker passes none, its platform serving the same file as a static asset (wrangler.toml [assets]).
+   */
+  openApiJson?: string;
 }
 
 /**
@@ -127,7 +132,7 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
   const limiter = buildLimiter(config, store, { ...options, onDecision: composeOnDecision(stats.onDecision, options.onDecision) });
   // The Host rules first (a middleware runs only for the routes added after it), then the permit API's
   // routes, with its refusals for a path none serves and for an unexpected error.
-  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log });
+  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log, ...(options.openApiJson === undefined ? {} : { openApiJson: options.openApiJson }) });
   const app = routerApp();
   app.use('*', hostRules);
   app.route('/', permits);

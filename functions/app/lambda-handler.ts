@@ -8,6 +8,7 @@
 import type { Context as LambdaContext } from 'aws-lambda';
 import type { Hono } from 'hono';
 import { ConfigError } from '../../src/errors.js';
+import { openApiJson } from '../../src/http/openapi.js';
 import { problemResponse } from '../../src/http/problem.js';
 import { buildApp } from './app.js';
 import { nodeSend } from './node-send.js';
@@ -36,7 +37,7 @@ export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppCon
       throw new ConfigError('LIMITER_STORE', `is "${config.store.kind}", but this bundle holds only the ${kinds.join(', ')} store; deploy the ${config.store.kind} bundle`);
     }
     const { store } = await createStore(config.store, { timeoutMs: storeTimeoutMs(config) });
-    return buildApp(config, store, { send: nodeSend }).app;
+    return buildApp(config, store, { send: nodeSend, openApiJson }).app;
   }
   return async function handler(event, context) {
     appPromise ??= init().catch((err) => {

@@ -34,6 +34,8 @@ export interface PermitAppOptions {
    * free-form adjust) go to the limiter's onAudit, with the token's name as their actor. @default console
    */
   log?: (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
+  /** The OpenAPI document served at GET /v1/openapi.json (absent: no such route). @default permitApp: this API's (src/http/openapi.ts) */
+  openApiJson?: string;
   /** Monotonic clock for the /healthz ping cache, in ms. @default performance.now */
   monotonicMs?: () => number;
 }
@@ -195,7 +197,7 @@ function decisionResponse(policy: ResolvedPolicy, key: string, decision: Decisio
 
 /** Builds the permit API as a Hono app; mount it or serve it as is. */
 export function permitApp(options: PermitAppOptions): Hono {
-  return addPermitRoutes(new Hono(), options);
+  return addPermitRoutes(new Hono(), { openApiJson, ...options });
 }
 
 /**
@@ -225,8 +227,12 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   app.all('/healthz', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
 
   // The API's description (src/http/openapi.ts): public, before the bearer check, and names no policy.
-  app.get('/v1/openapi.json', () => new Response(openApiJson, { headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=300' } }));
-  app.all('/v1/openapi.json', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
+  // The Worker serves it as a static asset instead (wrangler.toml [assets]), so its bundle holds no builder.
+  const doc = options.openApiJson;
+  if (doc !== undefined) {
+    app.get('/v1/openapi.json', () => new Response(doc, { headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=300' } }));
+    app.all('/v1/openapi.json', () => problemResponse('method-not-allowed', 'use GET', {}, { Allow: 'GET' }));
+  }
 
   app.use('/v1/*', async (c, next) => {
     if (!auth.configured) {

@@ -47,7 +47,7 @@ function store(): Store & { down: boolean } {
 }
 
 function app(s: Store, env: Record<string, string> = {}) {
-  return buildApp(loadConfig({ LIMITER_POLICIES: JSON.stringify(POLICIES), PERMIT_TOKENS: TOKEN, LIMITER_CIRCUIT_BREAKER: 'off', ...env }), s, { log: () => {} }).app;
+  return buildApp(loadConfig({ LIMITER_POLICIES: JSON.stringify(POLICIES), PERMIT_TOKENS: TOKEN, LIMITER_CIRCUIT_BREAKER: 'off', ...env }), s, { log: () => {}, openApiJson }).app;
 }
 
 const auth = { Authorization: `Bearer ${TOKEN}` };
