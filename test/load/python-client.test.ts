@@ -28,6 +28,8 @@ const POLICIES = {
   // The examples: three permits, then refusals; and a burst of two, then one every 100 ms.
   example: { capacity: 3, refillPerSecond: NO_REFILL },
   'example-paced': { capacity: 2, refillPerSecond: 10 },
+  // A policy-wide change of limits (runtime limits), set and cleared by the contract tests alone.
+  wide: { capacity: 5, refillPerSecond: 1 },
 };
 const DOWN_POLICIES = {
   closed: { capacity: 10, refillPerSecond: 1, onStoreError: 'deny' },

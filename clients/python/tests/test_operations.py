@@ -83,6 +83,34 @@ class Contract(unittest.TestCase):
         self.assertEqual(refused.rate_limit_headers["retry-after"], str(-(-refused.retry_after_ms // 1000)))
         self.assertEqual(refused.body["allowed"], False)
 
+    def test_runtime_limits_and_blocks(self) -> None:
+        key = self.key
+        set_ = self.client.set_limits("api", key, {"capacity": API_CAPACITY * 5, "refillPerSecond": 1}, expires_in_ms=60_000)
+        self.assertEqual((set_["source"], set_["limits"][0]["capacity"], set_["expiresInMs"], set_["previous"]["source"]), ("key", API_CAPACITY * 5, 60_000, "policy"))
+        d = self.client.take("api", key)
+        self.assertEqual((d.limit, d.remaining), (API_CAPACITY * 5, API_CAPACITY * 5 - 1))
+        self.assertEqual(d.body["limitsInForce"][0]["capacity"], API_CAPACITY * 5)
+        # The other server's next decision on the key obeys it too (the numbers are in the store).
+        self.assertEqual(self.make(URLS[1]).take("api", key).limit, API_CAPACITY * 5)
+        self.assertEqual(self.client.get_limits("api", key)["source"], "key")
+        cleared = self.client.clear_limits("api", key)
+        self.assertEqual((cleared["source"], cleared["previous"]["source"]), ("policy", "key"))
+        self.assertEqual(self.client.block("api", key, for_ms=60_000)["blockedForMs"], 60_000)
+        refused = self.client.take("api", key)
+        self.assertEqual((refused.allowed, refused.status, refused.reason), (False, 429, "blocked"))
+        self.assertEqual(refused.rate_limit_headers["x-ratelimit-reason"], "blocked")
+        self.assertNotIn("blockedForMs", self.client.unblock("api", key))
+        self.assertTrue(self.client.take("api", key).allowed)
+        # A bad body: the server's 400 names the field; a policy-wide change, set and cleared.
+        with self.assertRaises(InvalidRequestError) as caught:
+            self.client.set_limits("api", key, {"capacity": 0, "refillPerSecond": 1})
+        self.assertEqual(caught.exception.field, "capacity")
+        wide = self.client.set_policy_limits("wide", {"capacity": 3, "refillPerSecond": 1}, expires_in_ms=60_000)
+        self.assertEqual((wide["source"], wide["limits"][0]["capacity"]), ("policy-wide", 3))
+        self.assertEqual(self.client.get_policy_limits("wide")["source"], "policy-wide")
+        self.assertEqual(self.client.take("wide", key).limit, 3)
+        self.assertEqual(self.client.clear_policy_limits("wide")["source"], "policy")
+
     def test_the_two_servers_share_the_bucket(self) -> None:
         other = self.make(URLS[1])
         self.client.take("api", self.key, cost=3)

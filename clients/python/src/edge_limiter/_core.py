@@ -8,7 +8,7 @@ import math
 import ssl
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 from urllib.parse import quote, urlsplit
 
 from . import _validate as v
@@ -102,6 +102,8 @@ class Request:
     max_wait_ms: Optional[int] = None
     #: Applied at most once without an Idempotency-Key (a settlement, by its charge): retried like one that has it.
     once: bool = False
+    #: A runtime-limits route: answered 200 with the limits (a JSON object with `limits` and `source`).
+    limits: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ class Options:
         key: Optional[str] = None,
         max_wait_ms: Optional[int] = None,
         once: bool = False,
+        limits: bool = False,
     ) -> Request:
         headers = {
             "Host": self.origin.authority,
@@ -152,7 +155,7 @@ class Options:
             headers["Content-Length"] = "0"
         if idempotency_key is not None:
             headers["Idempotency-Key"] = v.idempotency_header(idempotency_key)
-        return Request(method, self.origin.path + path, headers, data, idempotency_key, policy, key, max_wait_ms, once)
+        return Request(method, self.origin.path + path, headers, data, idempotency_key, policy, key, max_wait_ms, once, limits)
 
     def idempotency_key(self, given: Optional[str]) -> Optional[str]:
         """The key a call sends: its own (checked as the server would), else a fresh UUID, unless idempotency is off."""
@@ -189,6 +192,27 @@ class Options:
         return self.request(method, f"/v1/buckets/{p}/{k}", policy=policy, key=key)
 
 
+    def limits_request(self, method: str, policy: str, key: Optional[str], body: Optional[Dict[str, Any]] = None, route: str = "limits") -> Request:
+        """A runtime-limits route: ``/v1/<route>/<policy>[/<key>]``. A change sets, it does not add: a
+        request that got no answer is retried like a read."""
+        policy = v.check_policy(policy)
+        path = f"/v1/{route}/{quote(policy, safe=_URI_COMPONENT_SAFE)}"
+        if key is not None:
+            key = v.check_key(key)
+            path += f"/{quote(key, safe=_URI_COMPONENT_SAFE)}"
+        return self.request(method, path, body, policy=policy, key=key, once=True, limits=True)
+
+
+def limits_body(limits: Mapping[str, Any], expires_in_ms: Optional[int]) -> Dict[str, Any]:
+    """The body of a PUT of limits: the limits as a policy writes them, and when they end (the server checks both)."""
+    if not isinstance(limits, Mapping):
+        raise TypeError(f"limits must be a mapping such as {{'capacity': 100, 'refill': '100/minute'}}, got {type(limits).__name__}")
+    body = dict(limits)
+    if expires_in_ms is not None:
+        body["expiresInMs"] = expires_in_ms
+    return body
+
+
 def acquire_wait_ms(timeout_ms: int) -> int:
     """The reservation an acquire asks for: its timeout, at most the server's longest wait (what is not a
     number is left for the check of maxWaitMs to refuse)."""
@@ -196,14 +220,24 @@ def acquire_wait_ms(timeout_ms: int) -> int:
     return min(timeout_ms, v.MAX_PERMIT_WAIT_MS) if v.is_number(timeout_ms) else timeout_ms
 
 
-def outcome(request: Request, status: int, headers: Mapping[str, str], body: bytes) -> Optional[Decision]:
-    """An answer as the call's result: a Decision (200/429), None (a reset's 204), or the typed error."""
+#: What one call answers: a Decision, the limits of a runtime-limits route, or None (a reset).
+Outcome = Union[Decision, Dict[str, Any], None]
+
+
+def outcome(request: Request, status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+    """An answer as the call's result: a Decision (200/429), None (a reset's 204), the limits (a
+    runtime-limits route's 200: the JSON object), or the typed error."""
     parsed: Any = None
     try:
         parsed = json.loads(body.decode("utf-8")) if body else None
     except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested too deep to read
         parsed = None
-    if request.method == "DELETE":
+    if request.limits:
+        if status == 200 and isinstance(parsed, dict) and isinstance(parsed.get("limits"), list) and isinstance(parsed.get("source"), str):
+            return parsed
+        if 200 <= status < 300:
+            raise MalformedAnswerError(status, "the body is not the limits (a JSON object with `limits` and `source`)")
+    elif request.method == "DELETE":
         if status == 204:
             return None
         if 200 <= status < 300:
@@ -291,6 +325,11 @@ def decision_of(request: Request, status: int, headers: Mapping[str, str], body:
             }
             for i, l in enumerate(limits)
         ]
+    if body.get("limitsInForce") is not None:
+        in_force = body["limitsInForce"]
+        if not isinstance(in_force, list) or not all(isinstance(l, dict) for l in in_force):
+            raise bad(f"`limitsInForce` is not a list of objects: {_shown(in_force)}")
+        out["limitsInForce"] = in_force
     if body.get("refusedBy") is not None:
         refused: Any = body["refusedBy"]
         if not isinstance(refused, list) or not all(isinstance(n, str) for n in refused):

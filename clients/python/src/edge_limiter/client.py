@@ -10,7 +10,7 @@ import ssl
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core, _http
 from .errors import MalformedAnswerError, PermitError
@@ -100,6 +100,46 @@ class PermitClient:
         """Refills the bucket (``DELETE /v1/buckets/<policy>/<key>``)."""
         self._call(self._options.bucket("DELETE", policy, key))
 
+
+    # Runtime limits and blocks (the token needs the `admin` right). Each answers the key's (or the
+    # policy's) limits as the server sends them: {"limits": [{"name", "capacity", "refillPerSecond"}],
+    # "source": "policy" | "key" | "policy-wide", "expiresInMs"?, "blockedForMs"?, "previous"?}.
+
+    def set_limits(self, policy: str, key: str, limits: Mapping[str, Any], *, expires_in_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Sets the key's own numbers (``PUT /v1/limits/<policy>/<key>``), written as the policy's are
+        (``{"capacity": 100, "refill": "100/minute"}``, or ``{"limits": {"day": {...}}}``), until
+        ``expires_in_ms`` (None: until cleared). Every node's next decision on the key uses them."""
+        return self._limits(self._options.limits_request("PUT", policy, key, _core.limits_body(limits, expires_in_ms)))
+
+    def get_limits(self, policy: str, key: str) -> Dict[str, Any]:
+        """The key's limits in force, where they come from, and its block (``GET /v1/limits/<policy>/<key>``)."""
+        return self._limits(self._options.limits_request("GET", policy, key))
+
+    def clear_limits(self, policy: str, key: str) -> Dict[str, Any]:
+        """Drops the key's own numbers (``DELETE /v1/limits/<policy>/<key>``)."""
+        return self._limits(self._options.limits_request("DELETE", policy, key))
+
+    def block(self, policy: str, key: str, *, for_ms: int) -> Dict[str, Any]:
+        """Refuses every take on the key for ``for_ms``, on every node (``PUT /v1/blocks/<policy>/<key>``)."""
+        return self._limits(self._options.limits_request("PUT", policy, key, {"forMs": for_ms}, route="blocks"))
+
+    def unblock(self, policy: str, key: str) -> Dict[str, Any]:
+        """Ends the key's block (``DELETE /v1/blocks/<policy>/<key>``)."""
+        return self._limits(self._options.limits_request("DELETE", policy, key, route="blocks"))
+
+    def set_policy_limits(self, policy: str, limits: Mapping[str, Any], *, expires_in_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Changes the numbers of every key of the policy without its own (``PUT /v1/limits/<policy>``),
+        obeyed by every node within its policy refresh (1 s by default)."""
+        return self._limits(self._options.limits_request("PUT", policy, None, _core.limits_body(limits, expires_in_ms)))
+
+    def get_policy_limits(self, policy: str) -> Dict[str, Any]:
+        """The policy-wide change in force, if any (``GET /v1/limits/<policy>``)."""
+        return self._limits(self._options.limits_request("GET", policy, None))
+
+    def clear_policy_limits(self, policy: str) -> Dict[str, Any]:
+        """Ends the policy-wide change (``DELETE /v1/limits/<policy>``)."""
+        return self._limits(self._options.limits_request("DELETE", policy, None))
+
     def settle(
         self, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000, on_settle_error: "Optional[Callable[[Settlement], None]]" = None
     ) -> "AbstractContextManager[Settlement]":
@@ -128,10 +168,15 @@ class PermitClient:
 
     def _decision(self, request: _core.Request) -> Decision:
         result = self._call(request)
-        assert result is not None
+        assert isinstance(result, Decision)
         return result
 
-    def _call(self, request: _core.Request) -> Optional[Decision]:
+    def _limits(self, request: _core.Request) -> Dict[str, Any]:
+        result = self._call(request)
+        assert isinstance(result, dict)
+        return result
+
+    def _call(self, request: _core.Request) -> _core.Outcome:
         attempt = 0
         while True:
             try:
@@ -143,7 +188,7 @@ class PermitClient:
             time.sleep(delay)
             attempt += 1
 
-    def _attempt(self, request: _core.Request) -> Optional[Decision]:
+    def _attempt(self, request: _core.Request) -> _core.Outcome:
         context = self._context()  # built before the attempt's clock starts: once per client
         timeout_ms = self._options.timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000

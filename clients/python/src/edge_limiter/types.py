@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, TypedDict
 Cost = Union[int, Mapping[str, int]]
 
 #: Why a decision was not made by the bucket itself (absent when it was).
-Reason = Literal["store_error", "deny_cache", "lease", "local"]
+Reason = Literal["store_error", "deny_cache", "lease", "local", "blocked"]
 
 #: The response headers a decision carries for its caller to pass on (lower-case names).
 RATE_LIMIT_HEADERS = ("ratelimit", "ratelimit-policy", "retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-reason")
@@ -46,6 +46,8 @@ class DecisionBody(_DecisionBodyRequired, total=False):
     charge: str
     limits: List[LimitBody]
     refusedBy: List[str]
+    #: The key's numbers were changed at runtime: each limit's ``{"name", "capacity", "refillPerSecond"}`` in force.
+    limitsInForce: List[Dict[str, Any]]
 
 
 @dataclass(frozen=True)
