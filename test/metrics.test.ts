@@ -41,6 +41,8 @@ describe('metrics', () => {
     const reserved = await limiter.take('q', 'a', { maxWaitMs: 5000 }); // a take answered with a wait: a reservation
     expect(reserved.waitMs).toBeGreaterThan(0);
     await limiter.take('q', 'c', { maxWaitMs: 5000 }); // a take that allowed a wait but needed none: a take
+    await limiter.take('q', 'charged', { idempotencyKey: 'job' }); // a take, allowed
+    await limiter.settle('q', 'charged', { charge: 'job', cost: 0 }); // a settlement: applied, never an admission
     failing = true;
     for (let i = 0; i < 4; i++) await limiter.take('q', 'b'); // 2 store errors, then 2 with the circuit open
     const text = await metrics.registry.metrics();
@@ -51,12 +53,14 @@ describe('metrics', () => {
     expect(d('p', 'peek', 'read')).toBe(1);
     expect(d('p', 'peek', 'denied')).toBeUndefined();
     expect(d('q', 'acquire', 'allowed')).toBe(2);
-    expect(d('q', 'take', 'allowed')).toBe(1);
+    expect(d('q', 'take', 'allowed')).toBe(2);
+    expect(d('q', 'settle', 'applied')).toBe(1);
+    expect(d('q', 'settle', 'allowed')).toBeUndefined();
     expect(d('q', 'take', 'store_error')).toBe(4);
-    // Store calls: 3 + 1 + peek 1 + acquire 1 + 2 takes with maxWaitMs + 2 failed = 10 (not the 2
-    // deny-cache or the 2 circuit-open answers).
-    expect(sample(text, 'edge_limiter_store_duration_seconds_count{store="flaky"}')).toBe(10);
-    expect(sample(text, 'edge_limiter_store_duration_seconds_bucket{le="+Inf",store="flaky"}')).toBe(10);
+    // Store calls: 3 + 1 + peek 1 + acquire 1 + 2 takes with maxWaitMs + a keyed take and its settlement
+    // 2 + 2 failed = 12 (not the 2 deny-cache or the 2 circuit-open answers).
+    expect(sample(text, 'edge_limiter_store_duration_seconds_count{store="flaky"}')).toBe(12);
+    expect(sample(text, 'edge_limiter_store_duration_seconds_bucket{le="+Inf",store="flaky"}')).toBe(12);
     expect(text).toContain('# TYPE edge_limiter_store_duration_seconds histogram');
   });
 

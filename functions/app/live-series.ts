@@ -123,7 +123,7 @@ export function createLiveSeries(options: LiveSeriesOptions): LiveSeries {
         hist[i * BUCKETS + bucketOf(e.durationMs)]!++;
         histCount[i]!++;
       }
-      if (e.op === 'peek' || e.op === 'adjust') return;
+      if (e.op === 'peek' || e.op === 'adjust' || e.op === 'settle') return;
       const p = policyIndex.get(e.policy);
       const o = outcomeIndex.get(decision.reason ?? (decision.allowed ? 'allowed' : 'denied'));
       if (p === undefined || o === undefined) return;

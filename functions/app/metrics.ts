@@ -33,8 +33,8 @@ function outcomeOf(e: DecisionEvent): string {
   const { decision } = e;
   if (decision.reason) return decision.reason;
   if (e.op === 'peek') return 'read';
-  // An adjustment the store applied (one it did not apply carries reason store_error).
-  if (e.op === 'adjust') return 'applied';
+  // An adjustment or a settlement the store applied (one it did not apply carries reason store_error).
+  if (e.op === 'adjust' || e.op === 'settle') return 'applied';
   return decision.allowed ? 'allowed' : 'denied';
 }
 
