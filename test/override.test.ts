@@ -2,7 +2,7 @@
 // the carry of spent tokens, the expiry split, blocks and the policy-wide install. The BigInt model's
 // property tests (test/override-model.test.ts) cover every sequence; these name the rules one by one.
 import { describe, expect, it } from 'vitest';
-import { adjustArgs, grantArgs, refundArgs, step, stepArgs, toDecision, type StepArgs } from '../src/core/gcra.js';
+import { adjustArgs, grantArgs, refundArgs, settleArgs, settledArgs, step, stepArgs, toDecision, type StepArgs } from '../src/core/gcra.js';
 import { applyOverride, baseNumbers, debtsAt, keepUntilUs, numbersOf, policyUnder, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
 import { resolvePolicy, type PolicyConfig } from '../src/core/policy.js';
 import { convertUnits } from '../src/core/units.js';
@@ -123,19 +123,56 @@ describe('blocks', () => {
   const p = policy({ capacity: 5, refillPerSecond: 1 });
   const base = baseNumbers(p);
 
-  it('a blocked key is refused whatever its bucket holds, and nothing is written', () => {
+  it('a blocked key refuses every take whatever its bucket holds (a take, a peek, a reservation, a lease grant), and nothing is written', () => {
     const set = applyOverride(undefined, undefined, T0, { base, blockForMs: 2000 });
     expect(set.after).toEqual({ blockedUntilUs: T0 + 2_000_000 });
     const rec = set.writeRecord!;
-    for (const args of [stepArgs(p, 1, 0), stepArgs(p, 0, 0), adjustArgs(p, -1), grantArgs(p, 3), refundArgs(p, 5)]) {
+    for (const args of [stepArgs(p, 1, 0), stepArgs(p, 0, 0), stepArgs(p, 1, 60_000), grantArgs(p, 3)]) {
       const r = stepWithRecord(undefined, T0 + 1_999_999, args, rec);
       expect(r).toEqual({ allowed: false, debtUnits: [0], atUs: T0 + 1_999_999, blockedUntilUs: T0 + 2_000_000 });
+      // Without StepArgs.base (a record of a block alone) too.
+      const { base: _b, ...bare } = args;
+      expect(stepWithRecord(undefined, T0 + 1_999_999, bare, rec)).toEqual(r);
     }
     // At its end the block is over: allowed, and the ended record dropped on the write.
     const after = stepWithRecord(undefined, T0 + 2_000_000, stepArgs(p, 1, 0), rec);
     expect(after.allowed).toBe(true);
     expect(after.blockedUntilUs).toBeUndefined();
     expect(after.writeRecord).toBeNull();
+  });
+
+  it('a charge, a refund and a settlement during a block are applied, as without it, and say the key is blocked', () => {
+    const rec: OverrideRecord = { blockedUntilUs: T0 + 60_000_000 };
+    const now = T0 + 1_000_000;
+    const state = { debtUnits: [2_000_000], atUs: now };
+    // A charge beyond the estimate: the work was done, so it is paid for (debt 2 + 4 tokens, up to the wait's cap).
+    const charged = stepWithRecord(state, now, adjustArgs(p, 4), rec);
+    expect(charged).toEqual({ allowed: true, debtUnits: [6_000_000], atUs: now, write: { debtUnits: [6_000_000], atUs: now }, blockedUntilUs: T0 + 60_000_000 });
+    // A refund and a lease's late refund give back, never below full.
+    expect(stepWithRecord(state, now, adjustArgs(p, -1), rec)).toMatchObject({ allowed: true, debtUnits: [1_000_000], blockedUntilUs: T0 + 60_000_000 });
+    expect(stepWithRecord(state, now, refundArgs(p, 5_000_000, now - 500_000), rec)).toMatchObject({ debtUnits: [0], write: null, blockedUntilUs: T0 + 60_000_000 });
+    // A settlement (its charge took 1 token; actual 3): 2 more charged.
+    expect(stepWithRecord(state, now, settledArgs(settleArgs(p, 3, 'c'), [1_000_000]), rec)).toMatchObject({ debtUnits: [4_000_000], blockedUntilUs: T0 + 60_000_000 });
+    // Without StepArgs.base (a record of a block alone): the same.
+    const { base: _b, ...bare } = adjustArgs(p, 4);
+    expect(stepWithRecord(state, now, bare, rec)).toEqual(charged);
+    // The record is left as it is: nothing to write but the bucket.
+    expect(charged.writeRecord).toBeUndefined();
+  });
+
+  it('during a block, an adjustment runs under the numbers in force: a key\'s own, or a policy-wide change it installs', () => {
+    const third = numbers({ capacity: 3, refillPerSecond: 1 / 3 });
+    const until = T0 + 60_000_000;
+    const own = stepWithRecord(undefined, T0, adjustArgs(p, 2), { limits: third, blockedUntilUs: until });
+    expect(own).toMatchObject({ allowed: true, debtUnits: [2 * third[0]!.tokenUnits], limits: third, blockedUntilUs: until });
+    expect(own.writeRecord).toBeUndefined();
+    // A policy-wide change is installed by the adjustment (a take would have written nothing), the block kept.
+    const change = { id: 'c1', limits: third };
+    const installed = stepWithRecord({ debtUnits: [1_000_000], atUs: T0 }, T0, { ...adjustArgs(p, 1), policy: change }, { blockedUntilUs: until });
+    expect(installed).toMatchObject({ debtUnits: [2 * third[0]!.tokenUnits], limits: third, blockedUntilUs: until });
+    expect(installed.writeRecord).toEqual({ limits: third, policyId: 'c1', blockedUntilUs: until });
+    const refused = stepWithRecord({ debtUnits: [1_000_000], atUs: T0 }, T0, { ...stepArgs(p, 1, 0), policy: change }, { blockedUntilUs: until });
+    expect(refused).toEqual({ allowed: false, debtUnits: [third[0]!.tokenUnits], atUs: T0, blockedUntilUs: until, limits: third });
   });
 
   it('unblock keeps the numbers; a block keeps the numbers', () => {

@@ -92,8 +92,9 @@ export function liveRecord(record: OverrideRecord | undefined, nowUs: number): O
   if (record === undefined) return undefined;
   const numbers = numbersLive(record, nowUs);
   const block = blockLive(record, nowUs);
-  if (numbers && (block || record.blockedUntilUs === undefined)) return record;
   if (!numbers && !block) return undefined;
+  // Nothing has ended: the record itself (a step then leaves it unwritten).
+  if ((numbers || record.limits === undefined) && (block || record.blockedUntilUs === undefined)) return record;
   const out: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = {};
   if (numbers) {
     out.limits = record.limits;
@@ -156,11 +157,14 @@ function recordForStep(record: OverrideRecord | undefined, args: StepArgs): Over
 /**
  * One step at nowUs on a bucket stored as `state` beside the override record `record` (undefined:
  * none): `step` under the numbers in force, with what to write. With no record and no policy-wide
- * change it is `step` itself. A live block refuses and writes nothing; otherwise the policy-wide change
+ * change it is `step` itself. A live block refuses a take (a peek, a reservation, a lease grant) and
+ * writes nothing; an adjustment (a charge, a refund, a settlement) is applied as without the block, so
+ * that work done is paid for and accounting never freezes, and reports the block too. The policy-wide change
  * (StepArgs.policy) is installed, replaced or cleared on a key without a record of its own, carrying the
  * bucket; the step runs under the numbers then in force (StepArgs.base converted: costs rounded against
  * the caller, the wait's cap and the refill the record's); a write drops a record with nothing live.
- * The result carries `limits` when the numbers were the record's, `blockedUntilUs` when blocked.
+ * The result carries `limits` when the numbers were the record's, `blockedUntilUs` when blocked (a
+ * take refused, or an adjustment applied on a blocked key).
  */
 export function stepWithRecord(state: BucketState | undefined, nowUs: number, args: StepArgs, record: OverrideRecord | undefined): StepResult & OverrideWrites {
   if (record === undefined && args.policy === undefined) return step(state, nowUs, args);
@@ -170,6 +174,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
       throw new Error('[edge-limiter] a step on a key with override numbers needs StepArgs.base (the numbers its limits were multiplied out from)');
     }
     if (!blockLive(record, nowUs)) return step(state, nowUs, args);
+    if (args.adjust) return { ...step(state, nowUs, args), blockedUntilUs: record!.blockedUntilUs! };
     return { allowed: false, debtUnits: args.limits.map((l, i) => debtAt(state, i, nowUs, l.refillUnitsPerUs)), atUs: nowUs, blockedUntilUs: record!.blockedUntilUs! };
   }
   const base = stepBaseNumbers(args.limits, args.base);
@@ -178,13 +183,15 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), to);
   const now: BucketState = { debtUnits: debts, atUs: nowUs };
   const inForce = to === base ? undefined : to.slice();
-  if (blockLive(next, nowUs)) {
+  const blocked = blockLive(next, nowUs);
+  if (blocked && !args.adjust) {
     const refused: StepResult & OverrideWrites = { allowed: false, debtUnits: debts, atUs: nowUs, blockedUntilUs: next!.blockedUntilUs! };
     if (inForce) refused.limits = inForce;
     return refused;
   }
   const r: StepResult & OverrideWrites = step(state === undefined ? undefined : now, nowUs, to === base ? args : argsUnder(args, base, to, nowUs));
   if (inForce) r.limits = inForce;
+  if (blocked) r.blockedUntilUs = next!.blockedUntilUs!;
   if (next !== record) {
     // The record changed (installed, replaced, cleared, or what had ended dropped): the bucket is
     // rewritten at now in the numbers now in force, whatever the step did.

@@ -113,7 +113,11 @@ export interface StepResult {
    * changed (debtUnits then says nothing: a store may leave it empty).
    */
   conflict?: boolean;
-  /** The key is blocked until this store clock reading (whole µs): refused, nothing written. */
+  /**
+   * The key is blocked until this store clock reading (whole µs). A take (a peek, a reservation, a lease
+   * grant) is then refused and nothing written; an adjustment (StepArgs.adjust: a charge, a refund, a
+   * settlement) is applied as without the block, and its result says the key is blocked all the same.
+   */
   blockedUntilUs?: number;
   /** Present when the numbers in force were a record's: each limit's, and debtUnits are in their units. */
   limits?: OverrideLimit[];
@@ -136,7 +140,7 @@ export interface OpRecord {
   chargedUnits?: number[];
   /** The step ran under a key's override record: its numbers (StepResult.limits), so that a repeat is read in them. */
   limits?: OverrideLimit[];
-  /** The step was refused by a block (StepResult.blockedUntilUs). */
+  /** The key was blocked at the step (StepResult.blockedUntilUs): a take refused, an adjustment applied. */
   blockedUntilUs?: number;
 }
 

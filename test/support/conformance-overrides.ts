@@ -6,7 +6,7 @@
 // each timing assertion brackets the store's elapsed time between client-side readings around the calls.
 // A store without override() skips them, saying so.
 import { expect, it, type TestContext } from 'vitest';
-import { stepArgs, toDecision, type Costs } from '../../src/core/gcra.js';
+import { adjustArgs, grantArgs, refundArgs, settleArgs, SETTLE_OP, stepArgs, toDecision, toPeekDecision, type Costs, type StepArgs } from '../../src/core/gcra.js';
 import { baseNumbers, policyUnder } from '../../src/core/override.js';
 import { resolvePolicy, type PolicyConfig, type ResolvedPolicy } from '../../src/core/policy.js';
 import type { OverrideLimit, Store } from '../../src/store.js';
@@ -196,6 +196,60 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect((await take(store, 'ten', k, 1)).r.blockedUntilUs).toBe(short.after!.blockedUntilUs);
     await sleep(1050 + res);
     expect((await take(store, 'ten', k, 1)).d).toMatchObject({ allowed: true, remaining: 5 });
+  });
+
+  it('overrides: a charge and a refund during a block are applied; a take is refused', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    const p = policies.ten;
+    const sk = storageKey('ten', k);
+    /** An adjustment (a charge, a refund, a settlement) and the bucket it leaves, as a peek reads it. */
+    const adjusted = async (args: StepArgs) => {
+      const r = await store.step(sk, args);
+      return { r, d: toPeekDecision(r.limits ? policyUnder(p, r.limits) : p, r) };
+    };
+    // A charge of 2 (an id names it), then the block.
+    const ttlMs = 60_000;
+    expect((await store.step(sk, { ...stepArgs(p, 2, 0), op: { id: 'charge', ttlMs, fingerprint: 'take|2' } })).allowed).toBe(true);
+    const { after } = await block(store, 'ten', k, 60_000);
+    const until = after!.blockedUntilUs!;
+    // Every take is refused and takes nothing: a take, a reservation, a lease grant.
+    for (const args of [stepArgs(p, 1, 0), stepArgs(p, 1, 60_000), grantArgs(p, 3)]) {
+      const r = await store.step(sk, args);
+      expect(r.allowed).toBe(false);
+      expect(r.tokens ?? 0).toBe(0);
+      expect(r.blockedUntilUs).toBe(until);
+    }
+    // A charge beyond the estimate (work done while blocked) is paid: 8 left, 4 more charged, 4 left.
+    const charged = await adjusted(adjustArgs(p, 4));
+    expect(charged.r.blockedUntilUs).toBe(until);
+    expect(charged.d.remaining).toBe(4);
+    // A refund, and a lease's refund, give back.
+    expect((await adjusted(adjustArgs(p, -1))).d.remaining).toBe(5);
+    const refunded = await adjusted(refundArgs(p, p.tokenUnits));
+    expect(refunded.r.blockedUntilUs).toBe(until);
+    expect(refunded.d.remaining).toBe(6);
+    // A settlement of the charge of 2 at an actual 5: 3 more.
+    const settled = await adjusted({ ...settleArgs(p, 5, 'charge'), op: { id: SETTLE_OP + 'charge', ttlMs, fingerprint: 'settle|5' } });
+    expect(settled.r.unknownCharge).toBeUndefined();
+    expect(settled.r.blockedUntilUs).toBe(until);
+    expect(settled.d.remaining).toBe(3);
+    expect((await take(store, 'ten', k, 1)).r).toMatchObject({ allowed: false, blockedUntilUs: until });
+    // Unblocked, the bucket holds what the adjustments left.
+    await block(store, 'ten', k, null);
+    expect((await take(store, 'ten', k, 0)).d).toMatchObject({ allowed: true, remaining: 3 });
+    // Under a key's own numbers and a block: the charge runs under them (converted), the block kept.
+    const k2 = suite.key();
+    const five = numbers({ capacity: 5, refillPerSecond: SLOW });
+    await set(store, 'ten', k2, five);
+    const own = await block(store, 'ten', k2, 60_000);
+    expect(own.after).toEqual({ limits: five, blockedUntilUs: own.atUs + 60_000_000 });
+    const r = await store.step(storageKey('ten', k2), adjustArgs(p, 2));
+    expect(r).toMatchObject({ limits: five, blockedUntilUs: own.after!.blockedUntilUs });
+    expect(toPeekDecision(policyUnder(p, five), r)).toMatchObject({ limit: 5, remaining: 3 });
+    expect((await take(store, 'ten', k2, 1)).r).toMatchObject({ allowed: false, blockedUntilUs: own.after!.blockedUntilUs });
+    await block(store, 'ten', k2, null);
+    expect((await take(store, 'ten', k2, 0)).d).toMatchObject({ limit: 5, remaining: 3 });
   });
 
   it('overrides: a record outlives the bucket key’s expiry, and reset keeps it', async (ctx) => {

@@ -15,7 +15,8 @@ import { gapUsArb, rateArb } from './exact-bucket.js';
 //   tokens; rounded up), then at most the new capacity;
 // - numbers that end at untilUs: the debt decays under them to untilUs, is carried to the base there,
 //   and decays under the base after;
-// - a live block refuses every step and changes nothing;
+// - a live block refuses every take (a peek, a reservation, a lease grant) and changes nothing; an
+//   adjustment (a charge, a refund, a settlement) is applied as without it, and says the key is blocked;
 // - under other numbers a cost of n tokens is n of their tokens, a wait's cap their capacity plus the
 //   wait at their rate, and a late refund gives back the lesser of what is left of it at either rate.
 
@@ -194,8 +195,8 @@ export class OverrideModel {
   }
   adjust(t: number, costs: number[], change?: PolicyChange): ModelStep {
     this.advance(t);
-    const undo = this.seePolicy(change);
-    if (this.blocked(this.at)) return this.refuse(undo);
+    // Applied during a block too: work done is paid for, and what a lease did not use goes back.
+    this.seePolicy(change);
     const n = this.current();
     this.debts = this.debts.map((d, i) => {
       const c = BigInt(costs[i]!) * n[i]!.token;
@@ -223,8 +224,8 @@ export class OverrideModel {
    */
   refund(t: number, tokens: number, sinceUs: number | undefined, change?: PolicyChange): ModelStep {
     this.advance(t);
-    const undo = this.seePolicy(change);
-    if (this.blocked(this.at)) return this.refuse(undo);
+    // Applied during a block too: work done is paid for, and what a lease did not use goes back.
+    this.seePolicy(change);
     const b = this.base[0]!;
     const n = this.current()[0]!;
     const left = (x: Numbers) => pos(BigInt(tokens) * x.token - (sinceUs === undefined ? 0n : pos(BigInt(t - sinceUs)) * x.rate));
