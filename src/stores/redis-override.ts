@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v1
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v2
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -101,4 +101,4 @@ return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br) or 0}
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '4cf9556131425eaf35b478fe5967883e27079f88';
+export const OVERRIDE_SCRIPT_SHA = '4b3c9e1f9fc9c329b4e0b9dc7d819f87b3adac9b';

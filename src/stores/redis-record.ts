@@ -180,8 +180,8 @@ end
   `local function live_record(r, now)
   if not r then return nil end
   local nl, bk = live(r, now), r.bl and r.bl > now
-  if nl and (bk or not r.bl) then return r end
   if not nl and not bk then return nil end
+  if (nl or not r.l) and (bk or not r.bl) then return r end
   local o = {}
   if nl then o.l, o.u, o.id = r.l, r.u, r.id end
   if bk then o.bl = r.bl end
@@ -254,7 +254,8 @@ end
 end
 ` +
   // core/override.ts stepWithRecord on the key holding v, at now: a step of kind ('t' a take, 'g' a
-  // grant of tokenUnits x, 'a' an adjustment refunding since x) of the n limits at A[j ..], with the
+  // grant of tokenUnits x, 'a' an adjustment refunding since x: applied during a block too, which
+  // refuses the others) of the n limits at A[j ..], with the
   // base B ({maxWaitMs, t1, c1, ...}; nil: not sent) and the policy-wide change P ({l, u, id}; nil).
   // Returns the verdict, the tokens of a grant, and the key's value after. A step that needs the base
   // and was not sent one returns nil (the script refuses it, as core throws).
@@ -293,7 +294,7 @@ end
     local tt, tc = numbers_at(nxt, now, i, bt, bc, br)
     d[i] = carry(d[i], ft, fc, tt, tc)
   end
-  if nxt and nxt.bl and nxt.bl > now then
+  if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end
     return 0, nil, v
   end
