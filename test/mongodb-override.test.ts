@@ -294,19 +294,23 @@ describe('mongodb store override records: the document, the calls, the expiry (m
     expect(await store.step('k', stepArgs(policy, 1, 0))).toMatchObject({ allowed: true, debtUnits: [10 * u], limits: plan });
   });
 
-  it('a block refuses whatever the bucket holds and writes nothing; unblock lets the bucket decide again', async () => {
+  it('a block refuses every take whatever the bucket holds and writes nothing; an adjustment is applied; unblock lets the bucket decide again', async () => {
     const { store, doc } = fixture();
     const t = now * 1000;
     expect(await store.override!('k', { base, blockForMs: 60_000 })).toEqual({ atUs: t, after: { blockedUntilUs: t + 60_000_000 } });
     const bytes = sameDoc(doc());
-    for (const args of [stepArgs(policy, 1, 0), stepArgs(policy, 0, 0), adjustArgs(policy, 1), grantArgs(policy, 3)]) {
+    for (const args of [stepArgs(policy, 1, 0), stepArgs(policy, 0, 0), stepArgs(policy, 1, 60_000), grantArgs(policy, 3)]) {
       now += 10;
       expect(await store.step('k', args)).toEqual({ allowed: false, debtUnits: [0], atUs: now * 1000, blockedUntilUs: t + 60_000_000 });
       expect(sameDoc(doc())).toBe(bytes);
     }
     expect((doc()!.expiresAt as Date).getTime()).toBe(t / 1000 + 60_000);
+    // A charge during the block is paid (the work was done), and says the key is blocked; the record stays.
+    expect(await store.step('k', adjustArgs(policy, 1))).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000, blockedUntilUs: t + 60_000_000 });
+    expect(doc()).toMatchObject({ debt: [u], atUs: now * 1000, ov: { blockedUntilUs: t + 60_000_000 } });
+    expect((doc()!.expiresAt as Date).getTime()).toBe(t / 1000 + 60_000);
     expect(await store.override!('k', { base, blockForMs: null })).toEqual({ atUs: now * 1000, before: { blockedUntilUs: t + 60_000_000 } });
-    expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000 });
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [2 * u], atUs: now * 1000 });
   });
 
   it('numbers with no end keep the document past its bucket (no expiresAt); with an end, until it; reset forgets the bucket and keeps the record', async () => {
@@ -387,6 +391,9 @@ describe('mongodb store override records: the document, the calls, the expiry (m
     const { base: _b, ...bare } = stepArgs(policy, 1, 0);
     await store.override!('k', { base, blockForMs: 1000 });
     expect(await store.step('k', bare)).toMatchObject({ allowed: false, blockedUntilUs: now * 1000 + 1_000_000 });
+    // An adjustment is applied all the same (refilled by the take below, 1 s later).
+    const { base: _a, ...bareAdjust } = adjustArgs(policy, 1);
+    expect(await store.step('k', bareAdjust)).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000, blockedUntilUs: now * 1000 + 1_000_000 });
     now += 1000;
     expect(await store.step('k', bare)).toMatchObject({ allowed: true, debtUnits: [u] });
     await store.override!('k', { base, limits: plan });

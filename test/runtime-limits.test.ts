@@ -142,6 +142,24 @@ describe('block and unblock', () => {
     expect(audits[0]).toMatchObject({ actor: 'ops', before: { source: 'policy' }, after: { blockedForMs: 30_000 } });
   });
 
+  it('refuses takes only: a settlement beyond its estimate, a charge and a refund made during it are applied (reason blocked, as a peek answers)', async () => {
+    // The memory store: it keeps the charge's record a settlement needs (the record store here does not).
+    const limiter = createLimiter({ store: memoryStore(), policies: { big: { capacity: 100, refillPerSecond: SLOW } } });
+    expect(await limiter.take('big', 'k', { cost: 2, idempotencyKey: 'work-1' })).toMatchObject({ allowed: true, remaining: 98 });
+    await limiter.block('big', 'k', { forMs: 30_000 });
+    // The work took 10, not 2: the 8 more are paid although the key is blocked.
+    const settled = await limiter.settle('big', 'k', { charge: 'work-1', cost: 10 });
+    expect(settled).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(settled.retryAfterMs).toBeGreaterThan(25_000);
+    expect(settled.retryAfterMs).toBeLessThanOrEqual(30_000);
+    expect(await limiter.adjust('big', 'k', 5)).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await limiter.adjust('big', 'k', -3)).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await limiter.peek('big', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
+    expect(await limiter.take('big', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
+    await limiter.unblock('big', 'k');
+    expect(await limiter.peek('big', 'k')).toMatchObject({ allowed: true, remaining: 100 - 10 - 5 + 3 });
+  });
+
   it('ends on the store\'s clock by itself', async () => {
     const store = recordStore();
     const { limiter } = limiterOn(store);
@@ -283,13 +301,17 @@ describe('the deny cache and leases after a change (two nodes on one store)', ()
     a.clock.ms = 2000;
     expect(await a.limiter.take('hot', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
     expect(await a.limiter.take('hot', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
-    // Through this node: at once (the store refuses the blocked key's refund: those tokens stay spent).
+    // Through this node: at once, and the lease's 9 unused tokens go back (a block refuses takes, not refunds).
     await a.limiter.take('hot', 'j');
     await a.limiter.take('hot', 'j');
     expect(a.limiter.stats().leases.tokens).toBe(9);
     await a.limiter.block('hot', 'j', { forMs: 60_000 });
     expect(a.limiter.stats().leases.tokens).toBe(0);
     expect(await a.limiter.take('hot', 'j')).toMatchObject({ allowed: false, reason: 'blocked' });
+    await new Promise((r) => setTimeout(r, 10));
+    await b.limiter.unblock('hot', 'j');
+    // 1 taken alone, then a grant of 10 of which 1 was used: 2 spent.
+    expect(await b.limiter.peek('hot', 'j')).toMatchObject({ allowed: true, remaining: 98 });
   });
 
   it('a lease: setLimits through this node gives its tokens back, carried into the new numbers', async () => {

@@ -296,7 +296,7 @@ export function inForceExpr(n: number): object {
 
 /**
  * Whether the stored record has numbers with no end (a document left unwritten but for an operation
- * id's record then keeps having no expiry; the record after the step is not written when it is blocked).
+ * id's record then keeps having no expiry; the record after a take refused by a block is not written).
  */
 export const neverExpr = { $and: [{ $isArray: ['$_sO.limits'] }, { $eq: [{ $ifNull: ['$_sO.untilUs', null] }, null] }] };
 

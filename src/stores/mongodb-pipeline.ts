@@ -75,7 +75,8 @@ const C = (i: number) => `_sC${i}`;
  * Without `plan`, a document that holds an override record (`ov`) is left byte-identical, as a denial
  * is, and the projection returns `ov`, so the caller sends the step again with the plan: a key with no
  * record pays one test for records, no more. With `plan` (mongodb-override.ts recordPlan) it is
- * core/override.ts `stepWithRecord`: a live block refuses and writes nothing; a policy-wide change is
+ * core/override.ts `stepWithRecord`: a live block refuses a take and writes nothing (an adjustment or a
+ * settlement is applied, and reports the block); a policy-wide change is
  * installed, replaced or cleared; the step runs under the record's live numbers; the bucket is carried
  * and written with the record when the record changed; the expiry follows the record (mongodb-override.ts
  * expiryExpr); `last.limits` says which numbers were in force.
@@ -94,6 +95,10 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   const { refundSinceUs, settle } = args;
   if (settle !== undefined && (!op || typeof settle.chargeId !== 'string')) throw new StoreError('mongodb', 'a settlement needs its own op and a string chargeId');
   const tokenUnits = args.tokenUnits === undefined ? undefined : (plan?.tokenUnits ?? args.tokenUnits);
+  // A live block refuses takes (a peek, a reservation, a grant); an adjustment or a settlement is applied.
+  const blocked: object[] = plan && !args.adjust && !settle ? [{ $not: ['$_sBlk'] }] : [];
+  // An adjustment's result says the key is blocked (core's blockedUntilUs), as a refusal's does.
+  const blockedUntil = { $cond: ['$_sBlk', '$_sN.blockedUntilUs', '$$REMOVE'] };
   // Each limit's numbers in this step: the step's own, or (with a record plan) expressions of the record.
   const param = (i: number): LimitParams => plan?.limit(i) ?? { cost: limits[i]!.costUnits, limit: limits[i]!.limitUnits, refill: limits[i]!.refillUnitsPerUs };
   const opId = op && { $literal: op.id };
@@ -227,24 +232,24 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     // _sFull: no limit is in debt after the step. The bucket is then stored as no bucket at all (debt and
     // atUs removed), as core/gcra.ts step deletes it: a full bucket stays full even if the clock goes back.
     // With an op, a repeat is never allowed: _sOk false keeps every bucket field as it is.
-    // With a plan, a live block refuses (`_sBlk`).
+    // With a plan, a live block refuses a take (`_sBlk`), not an adjustment.
     // With a plan, a step whose every cost is 0 under the record (a late refund all refilled) is a peek,
     // as core step reads it: allowed, and the bucket not written (`_sZero`).
     {
       $set: {
-        _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [{ $not: ['$_sBlk'] }, { $or: [zero!, ok] }] : [ok])] },
+        _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [...blocked, { $or: [zero!, ok] }] : [ok])] },
         _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) },
       },
     },
     ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [zero!] }] } } }] : []),
   );
-  // With a plan: nothing is written on a repeat (`keep`), nor under a live block but an operation id's
-  // record (as a refusal's); the bucket is rewritten at now in the numbers now in force, and the record
+  // With a plan: nothing is written on a repeat (`keep`), nor by a take under a live block but an
+  // operation id's record (as a refusal's); the bucket is rewritten at now in the numbers now in force, and the record
   // with it, when the record changed (`_sW`), whatever the step did (core/override.ts stepWithRecord).
   const keep = '$_sRep';
   if (plan) {
     scratch.push('_sStep');
-    stages.push({ $set: { _sW: { $and: ['$_sChg', { $not: ['$_sBlk'] }, ...(op ? [{ $not: ['$_sRep'] }] : [])] } } });
+    stages.push({ $set: { _sW: { $and: ['$_sChg', ...blocked, ...(op ? [{ $not: ['$_sRep'] }] : [])] } } });
     scratch.push('_sW');
   }
   const inForce = plan ? inForceExpr(idx.length) : undefined;
@@ -260,7 +265,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
       // A block's refusal takes no tokens and says until when (core's result, which a repeat answers).
       ...(tokens ? { tokens: plan ? { $cond: ['$_sBlk', '$$REMOVE', tokens] } : tokens } : {}),
       ...(charged === undefined ? {} : { chargedUnits: charged }),
-      ...(inForce ? { limits: inForce, blockedUntilUs: { $cond: ['$_sBlk', '$_sN.blockedUntilUs', '$$REMOVE'] } } : {}),
+      ...(inForce ? { limits: inForce, blockedUntilUs: blockedUntil } : {}),
       atUs: '$_sNow',
       expiresAtUs: { $add: ['$_sNow', op.ttlUs] },
     };
@@ -306,7 +311,11 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
         ...(plan ? { ov: { $cond: ['$_sW', { $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'] } } : {}),
         expiresAt,
         last: {
-          $cond: ['$_sOk', { id: { $literal: callId }, debtUnits: afters, atUs: '$_sNow', ...(tokens ? { tokens } : {}), ...(inForce ? { limits: inForce } : {}) }, '$last'],
+          $cond: [
+            '$_sOk',
+            { id: { $literal: callId }, debtUnits: afters, atUs: '$_sNow', ...(tokens ? { tokens } : {}), ...(inForce ? { limits: inForce } : {}), ...(plan && args.adjust ? { blockedUntilUs: blockedUntil } : {}) },
+            '$last',
+          ],
         },
         ...(op
           ? {

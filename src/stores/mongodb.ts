@@ -214,12 +214,15 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
         if (rec) return repeatOf(rec, args);
         throw new Error(`unexpected findOneAndUpdate result ${JSON.stringify(doc)?.slice(0, 120)}`);
       }
-      const last = doc?.last as { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown; limits?: unknown } | undefined;
+      const last = doc?.last as { id?: unknown; debtUnits?: unknown; tokens?: unknown; atUs?: unknown; limits?: unknown; blockedUntilUs?: unknown } | undefined;
       if (last?.id === callId && Array.isArray(last.debtUnits) && last.debtUnits.length === n && last.debtUnits.every((u) => typeof u === 'number')) {
         const debtUnits = last.debtUnits as number[];
         const atUs = Number(last.atUs);
         const r: StepResult = withTokens ? { allowed: true, debtUnits, tokens: Number(last.tokens), atUs } : { allowed: true, debtUnits, atUs };
-        return Array.isArray(last.limits) ? { ...r, limits: last.limits as OverrideLimit[] } : r;
+        if (Array.isArray(last.limits)) r.limits = last.limits as OverrideLimit[];
+        // An adjustment applied on a blocked key says so.
+        if (typeof last.blockedUntilUs === 'number') r.blockedUntilUs = last.blockedUntilUs;
+        return r;
       }
       if (plan && doc && typeof doc.nowUs === 'number') {
         // Refused, by the bucket or a block: the document is as the update read it (or carried to now), so
