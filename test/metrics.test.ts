@@ -64,6 +64,23 @@ describe('metrics', () => {
     expect(text).toContain('# TYPE edge_limiter_store_duration_seconds histogram');
   });
 
+  it('a settlement and an adjustment on a blocked key are applied (outcome="applied"), its takes blocked', async () => {
+    const metrics = createMetrics({ store: 'memory', defaultMetrics: false });
+    const limiter = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision, policies: { p: { capacity: 10, refillPerSecond: 0.001 } } });
+    await limiter.take('p', 'k', { idempotencyKey: 'job' });
+    await limiter.block('p', 'k', { forMs: 60_000 });
+    expect((await limiter.settle('p', 'k', { charge: 'job', cost: 3 })).reason).toBe('blocked');
+    expect((await limiter.adjust('p', 'k', -1)).reason).toBe('blocked');
+    expect((await limiter.take('p', 'k')).reason).toBe('blocked');
+    const text = await metrics.registry.metrics();
+    const d = (op: string, outcome: string) => sample(text, `edge_limiter_decisions_total{policy="p",op="${op}",outcome="${outcome}"}`);
+    expect(d('settle', 'applied')).toBe(1);
+    expect(d('adjust', 'applied')).toBe(1);
+    expect(d('settle', 'blocked')).toBeUndefined();
+    expect(d('adjust', 'blocked')).toBeUndefined();
+    expect(d('take', 'blocked')).toBe(1);
+  });
+
   it('through the permit endpoint: a 200 with a wait is op="acquire", a read of an empty bucket is op="peek" outcome="read"', async () => {
     const metrics = createMetrics({ store: 'memory', defaultMetrics: false });
     const limiter = createLimiter({ store: memoryStore(), onDecision: metrics.onDecision, policies: { p: { capacity: 1, refillPerSecond: 1 } } });
@@ -130,6 +147,8 @@ describe('metrics', () => {
       await limiter.peek('p', 'a'); // peek, read
       await limiter.block('p', 'z', { forMs: 60_000 });
       await limiter.take('p', 'z'); // take, blocked
+      await limiter.adjust('p', 'z', -1); // adjust, applied (a block refuses takes only)
+      await limiter.settle('p', 'z', { charge: 'job', cost: 0 }); // settle, applied
       let leased = false;
       for (let i = 0; i < 20 && !leased; i++) leased = (await limiter.take('l', 'hot')).reason === 'lease'; // take, lease
       expect(leased).toBe(true);

@@ -31,10 +31,11 @@ function opOf(e: DecisionEvent): DecisionEvent['op'] {
  */
 function outcomeOf(e: DecisionEvent): string {
   const { decision } = e;
+  // An adjustment or a settlement the store applied (one it did not apply carries reason store_error),
+  // on a blocked key too: a block refuses takes, not these, though their decision says `blocked`.
+  if (e.op === 'adjust' || e.op === 'settle') return decision.reason === 'store_error' ? 'store_error' : 'applied';
   if (decision.reason) return decision.reason;
   if (e.op === 'peek') return 'read';
-  // An adjustment or a settlement the store applied (one it did not apply carries reason store_error).
-  if (e.op === 'adjust' || e.op === 'settle') return 'applied';
   return decision.allowed ? 'allowed' : 'denied';
 }
 
