@@ -7,26 +7,12 @@ import { assertIdempotencyKey, assertKey, resolveAdjustment, resolveSettlement, 
 import { StoreError } from '../errors.js';
 import type { Idempotent } from './idempotent.js';
 import type { AdjustOptions, AdminOptions, AuditEvent, SettleChargeOptions } from './types.js';
-import type { Wiring } from './wiring.js';
+import { withTimeout, type Wiring } from './wiring.js';
 
 export interface Adjustments {
   adjust(name: string, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
   settle(name: string, key: string, options: SettleChargeOptions): Promise<Decision>;
   reset(name: string, key: string, options?: AdminOptions): Promise<void>;
-}
-
-/** A reset is one store call too, bounded like a decision. */
-async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreError(store, `timed out after ${ms} ms`)), ms);
-  });
-  promise.catch(() => {});
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustments {
