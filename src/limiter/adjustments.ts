@@ -4,7 +4,6 @@
 import { adjustArgs, settleArgs, SETTLE_OP } from '../core/gcra.js';
 import type { Decision } from '../core/decision.js';
 import { assertIdempotencyKey, assertKey, resolveAdjustment, resolveSettlement, type Cost } from '../core/key.js';
-import { StoreError } from '../errors.js';
 import type { Idempotent } from './idempotent.js';
 import type { AdjustOptions, AdminOptions, AuditEvent, SettleChargeOptions } from './types.js';
 import { withTimeout, type Wiring } from './wiring.js';
