@@ -6,6 +6,7 @@ import { openApiJson } from '../src/http/openapi.js';
 import type { Limiter } from '../src/limiter.js';
 import { loadConfig, storeTimeoutMs } from './app/env.js';
 import { createNodeStore } from './app/store-node.js';
+import { assertNoHashedTwins } from './app/token-twins.js';
 import { buildApp } from './app/app.js';
 import { createMetrics, type Metrics } from './app/metrics.js';
 import { serveNode } from './app/node-http.js';
@@ -28,6 +29,7 @@ function portFrom(name: string, fallback?: number): number | undefined {
 let config;
 try {
   config = loadConfig(process.env);
+  assertNoHashedTwins(config.tokens);
 } catch (err) {
   fail(err);
 }

@@ -8,8 +8,8 @@
 //                                         would be (for tests that play many clients); otherwise every request
 //                                         is from 127.0.0.1, where wrangler dev listens (DEV_PEER_IP): Miniflare
 //                                         keeps a CF-Connecting-IP the client sent, so a client could choose its bucket
-// Environment: PORT (default 8787), PERMIT_TOKENS (default DEV_TOKENS: dev-token, permit only, and
-// dev-admin-token, every right).
+// Environment: PORT (default 8787), PERMIT_TOKENS (default DEV_TOKENS: dev-permit-token, permit only, and
+// dev-admin-secret, every right).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -37,8 +37,8 @@ const wrangler = join(dirname(require.resolve('wrangler/package.json')), 'bin/wr
 let port = process.env.PORT ?? '8787';
 /** Least privilege by default: the printed token may take permits and nothing else. */
 const DEV_TOKENS = [
-  { name: 'dev-permit', secret: 'dev-token', policies: '*', rights: ['permit'] },
-  { name: 'dev-admin', secret: 'dev-admin-token', policies: '*', rights: ['permit', 'settle', 'admin', 'stats'] },
+  { name: 'dev-permit', secret: 'dev-permit-token', policies: '*', rights: ['permit'] },
+  { name: 'dev-admin', secret: 'dev-admin-secret', policies: '*', rights: ['permit', 'settle', 'admin', 'stats'] },
 ];
 const tokens = process.env.PERMIT_TOKENS || JSON.stringify(DEV_TOKENS);
 
@@ -106,7 +106,7 @@ child.stdout.on('data', (chunk) => {
     console.log(
       `\nedge-limiter is up on ${storeLabel}. Try, with a token that may only take permits:\n\n` +
         `curl -i -X POST http://127.0.0.1:${port}/v1/permits -H ${quote}Authorization: Bearer ${curl.token}${quote} -H 'Content-Type: application/json' -d '${body}'\n` +
-        (process.env.PERMIT_TOKENS ? '' : `\nResets, free-form adjustments and /v1/stats need the admin or stats right: dev-admin-token has every right (docs/security.md).\n`),
+        (process.env.PERMIT_TOKENS ? '' : `\nResets, free-form adjustments and /v1/stats need the admin or stats right: dev-admin-secret has every right (docs/security.md).\n`),
     );
   }
 });

@@ -132,7 +132,7 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
   const limiter = buildLimiter(config, store, { ...options, onDecision: composeOnDecision(stats.onDecision, options.onDecision) });
   // The Host rules first (a middleware runs only for the routes added after it), then the permit API's
   // routes, with its refusals for a path none serves and for an unexpected error.
-  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, log, ...(options.openApiJson === undefined ? {} : { openApiJson: options.openApiJson }) });
+  const permits = addPermitRoutes(routerApp(), { limiter, tokens: config.tokens, tokensField: 'PERMIT_TOKENS', log, ...(options.openApiJson === undefined ? {} : { openApiJson: options.openApiJson }) });
   const app = routerApp();
   app.use('*', hostRules);
   app.route('/', permits);

@@ -13,6 +13,7 @@ import { problemResponse } from '../../src/http/problem.js';
 import { buildApp } from './app.js';
 import { nodeSend } from './node-send.js';
 import { loadConfig, storeTimeoutMs, type AppConfig } from './env.js';
+import { assertNoHashedTwins } from './token-twins.js';
 import { eventKind, eventMethod, toRequest, type LambdaHttpEvent } from './lambda-request.js';
 import { toResult, type LambdaResult } from './lambda-result.js';
 import type { NodeStore, StoreClientOptions } from './node-stores/types.js';
@@ -33,6 +34,7 @@ export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppCon
   let appPromise: Promise<Hono> | undefined;
   async function init(): Promise<Hono> {
     const config = loadConfig(process.env);
+    assertNoHashedTwins(config.tokens);
     if (kinds && !kinds.includes(config.store.kind)) {
       throw new ConfigError('LIMITER_STORE', `is "${config.store.kind}", but this bundle holds only the ${kinds.join(', ')} store; deploy the ${config.store.kind} bundle`);
     }

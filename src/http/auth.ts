@@ -44,7 +44,7 @@ export type Route = keyof typeof ROUTE_RIGHTS;
 export interface PermitToken {
   /** Appears in logs, audit lines and 403 details; the secret never does. Letters, digits, `.`, `_`, `-`, at most 64. */
   name: string;
-  /** The token as sent (at least 16 characters), or its SHA-256 as `sha256:<64 hex digits>`, so a configuration dump holds no usable token. */
+  /** The token as sent (in PERMIT_TOKENS' JSON form at least 16 characters, checked at start), or its SHA-256 as `sha256:<64 hex digits>`, so a configuration dump holds no usable token. */
   secret: string;
   /** The policies it may name, or `'*'` for all. */
   policies: readonly string[] | '*';
@@ -72,6 +72,8 @@ function same32(a: Uint8Array, b: Uint8Array): number {
   return ((diff - 1) >>> 8) & 1;
 }
 
+/** The fewest characters of a scoped token's plain secret in PERMIT_TOKENS' JSON form. */
+export const MIN_SECRET = 16;
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const HASHED = /^sha256:[0-9a-f]{64}$/;
 
@@ -84,33 +86,37 @@ export interface CheckedToken {
 /**
  * The tokens as grants, checked when the app is made. A token that is not valid, or a name or secret used
  * twice, is a ConfigError naming `<field>[i].<part>`; no message holds a secret. `policies`: the
- * configured policy names, when known, so that a misspelt one is refused too.
+ * configured policy names, when known, so that a misspelt one is refused too. `minSecret`: the fewest
+ * characters a plain secret of a scoped token may have (0: any).
  */
-export function checkTokens(tokens: readonly (string | PermitToken)[], field = 'tokens', policies?: readonly string[]): CheckedToken[] {
+export function checkTokens(tokens: readonly (string | PermitToken)[], field = 'tokens', policies?: readonly string[], minSecret = 0): CheckedToken[] {
   const names = new Set<string>();
   const secrets = new Set<string>();
   return tokens.map((t, i) => {
     const at = `${field}[${i}]`;
     const token = typeof t === 'string' ? { name: `token-${i + 1}`, secret: t, policies: '*' as const, rights: RIGHTS } : t;
     if (typeof token !== 'object' || token === null || Array.isArray(token)) throw new ConfigError(at, 'must be an object with name, secret, policies and rights');
-    for (const k of Object.keys(token)) if (!['name', 'secret', 'policies', 'rights'].includes(k)) throw new ConfigError(`${at}.${k.slice(0, 32)}`, 'is not a field of a token (name, secret, policies, rights)');
+    // No message echoes what was configured (a field's name or a value may be a misplaced secret): positions only.
+    const unknown = Object.keys(token).findIndex((k) => !['name', 'secret', 'policies', 'rights'].includes(k));
+    if (unknown >= 0) throw new ConfigError(at, `has an unknown field (its field ${unknown + 1}): a token has only name, secret, policies and rights`);
     const { name, secret, policies: scope, rights } = token;
     if (typeof name !== 'string' || !NAME.test(name)) throw new ConfigError(`${at}.name`, 'must be 1 to 64 letters, digits, ".", "_" or "-"');
-    if (names.has(name)) throw new ConfigError(`${at}.name`, `is the name of an earlier token: ${name}`);
+    if (names.has(name)) throw new ConfigError(`${at}.name`, `is the name of ${field}[${[...names].indexOf(name)}]`);
     names.add(name);
     if (typeof secret !== 'string' || secret === '' || /\s/.test(secret) || (secret.startsWith('sha256:') && !HASHED.test(secret))) {
       throw new ConfigError(`${at}.secret`, 'must be the token (no whitespace) or "sha256:" and its SHA-256 in 64 lower-case hex digits');
     }
+    if (minSecret && typeof t !== 'string' && !HASHED.test(secret) && secret.length < minSecret) throw new ConfigError(`${at}.secret`, `must be at least ${minSecret} characters (or "sha256:" and its SHA-256)`);
     if (secrets.has(secret)) throw new ConfigError(`${at}.secret`, 'is the secret of an earlier token');
     secrets.add(secret);
     if (scope !== '*') {
       if (!Array.isArray(scope) || scope.length === 0) throw new ConfigError(`${at}.policies`, 'must be "*" or a non-empty array of policy names');
       for (const [j, p] of scope.entries()) {
-        if (typeof p !== 'string' || p === '' || (policies && !policies.includes(p))) throw new ConfigError(`${at}.policies[${j}]`, `names no configured policy: ${JSON.stringify(String(p).slice(0, 64))}`);
+        if (typeof p !== 'string' || p === '' || (policies && !policies.includes(p))) throw new ConfigError(`${at}.policies[${j}]`, `must name a configured policy${policies ? ` (${policies.join(', ')})` : ''}`);
       }
     }
     if (!Array.isArray(rights) || rights.length === 0) throw new ConfigError(`${at}.rights`, `must be a non-empty array of ${RIGHTS.join(', ')}`);
-    for (const [j, r] of rights.entries()) if (!RIGHTS.includes(r)) throw new ConfigError(`${at}.rights[${j}]`, `must be one of ${RIGHTS.join(', ')}, got ${JSON.stringify(String(r).slice(0, 32))}`);
+    for (const [j, r] of rights.entries()) if (!RIGHTS.includes(r)) throw new ConfigError(`${at}.rights[${j}]`, `must be one of ${RIGHTS.join(', ')}`);
     return { grant: { name, policies: scope === '*' ? '*' : new Set(scope), rights: new Set(rights) }, secret };
   });
 }
@@ -140,7 +146,7 @@ export function parsePermitTokens(raw: unknown, policies?: readonly string[]): (
   // In the JSON form every token is scoped and named: a bare string there is a mistake, not a token of every right.
   const bare = typeof raw !== 'string' || raw.trim().startsWith('[') ? tokens.findIndex((t) => typeof t !== 'object') : -1;
   if (bare >= 0) throw new ConfigError(`PERMIT_TOKENS[${bare}]`, 'must be an object with name, secret, policies and rights');
-  checkTokens(tokens as (string | PermitToken)[], 'PERMIT_TOKENS', policies);
+  checkTokens(tokens as (string | PermitToken)[], 'PERMIT_TOKENS', policies, MIN_SECRET);
   return tokens as (string | PermitToken)[];
 }
 
@@ -152,15 +158,16 @@ export interface TokenChecker {
 
 /**
  * Checks bearer tokens against checked ones (plain secrets are hashed once, at the first check). A plain
- * secret equal to another token's hashed one makes every check reject with a ConfigError.
+ * secret equal to another token's hashed one makes every check reject with a ConfigError naming
+ * `<field>[i].secret` (the Node and Lambda entries refuse it at start: functions/app/token-twins.ts).
  */
-export function tokenChecker(tokens: readonly CheckedToken[]): TokenChecker {
+export function tokenChecker(tokens: readonly CheckedToken[], field = 'tokens'): TokenChecker {
   let digests: Promise<Uint8Array[]> | undefined;
   const digestAll = async () => {
     const all = await Promise.all(tokens.map((t) => (HASHED.test(t.secret) ? Uint8Array.from(t.secret.slice(7).match(/../g)!, (h) => parseInt(h, 16)) : digest(t.secret))));
     const hex = all.map((d) => d.join());
     const twice = hex.findIndex((h, i) => hex.indexOf(h) !== i);
-    if (twice >= 0) throw new ConfigError(`tokens[${twice}].secret`, 'is the secret of an earlier token (one plain, one hashed)');
+    if (twice >= 0) throw new ConfigError(`${field}[${twice}].secret`, 'is the secret of an earlier token (one plain, one hashed)');
     return all;
   };
   return {

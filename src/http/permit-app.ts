@@ -29,6 +29,8 @@ export interface PermitAppOptions {
    * says why, once). Invalid ones throw a ConfigError here.
    */
   tokens: readonly (string | PermitToken)[];
+  /** What configuration errors in `tokens` are named after, as `<tokensField>[i].secret`. @default 'tokens' */
+  tokensField?: string;
   /**
    * Structured log sink. Never receives secrets: tokens are named. Administrative actions (reset,
    * free-form adjust) go to the limiter's onAudit, with the token's name as their actor. @default console
@@ -207,7 +209,8 @@ export function permitApp(options: PermitAppOptions): Hono {
 export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   const { limiter } = options;
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
-  const auth = tokenChecker(checkTokens(options.tokens.filter((t) => t !== ''), 'tokens', [...limiter.policies.keys()]));
+  const field = options.tokensField ?? 'tokens';
+  const auth = tokenChecker(checkTokens(options.tokens.filter((t) => t !== ''), field, [...limiter.policies.keys()]), field);
   let warnedNoTokens = false;
 
   // /healthz: the store's ping (one shared ping in flight, remembered for HEALTH_CACHE_MS from its
@@ -243,9 +246,12 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
       return problemResponse('unauthorized', 'no bearer tokens are configured on this server (PERMIT_TOKENS)', {}, { 'WWW-Authenticate': 'Bearer' });
     }
     // A plain secret equal to another token's hashed one shows only once plain ones are hashed: every
-    // request then answers 500 naming the token, as any other invalid configuration would on a Worker.
+    // request then answers a bare 500 (the caller may not be authenticated), and the log names the token.
     const grant = await auth.check(c.req.header('authorization')).catch((err: Error) => err);
-    if (grant instanceof Error) return problemResponse('server-misconfigured', grant.message.replace('[edge-limiter] ', ''));
+    if (grant instanceof Error) {
+      log('error', { msg: 'invalid configuration', error: grant.message });
+      return problemResponse('server-misconfigured', 'the bearer tokens are misconfigured: the server log says how');
+    }
     if (!grant) return problemResponse('unauthorized', 'send Authorization: Bearer <token> with a configured token', {}, { 'WWW-Authenticate': 'Bearer' });
     setGrant(c, grant);
     await next();

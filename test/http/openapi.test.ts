@@ -23,7 +23,7 @@ import { checked, recorder } from '../support/openapi-contract.js';
 import { switchableStore } from '../support/switchable-store.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const TOKEN = 'openapi-token';
+const TOKEN = 'openapi-token-0001';
 const doc = openApiDocument as unknown as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>>; components: { schemas: Record<string, { properties?: Record<string, { properties?: object }> }> } };
 const POLICIES = {
   api: { capacity: 2, refillPerSecond: 0.001 },
@@ -117,9 +117,9 @@ describe('the OpenAPI document', () => {
     // TOKEN has every right; NARROW may only take permits of multi (each 403 below).
     const tokens = [
       { name: 'all', secret: TOKEN, policies: '*', rights: ['permit', 'settle', 'admin', 'stats'] },
-      { name: 'narrow', secret: 'narrow-token-1', policies: ['multi'], rights: ['permit'] },
+      { name: 'narrow', secret: 'narrow-token-0001', policies: ['multi'], rights: ['permit'] },
     ];
-    const narrow = { Authorization: 'Bearer narrow-token-1' };
+    const narrow = { Authorization: 'Bearer narrow-token-0001' };
     const a = checked(app(s, { LIMITER_TOP_KEYS: '5', PERMIT_TOKENS: JSON.stringify(tokens) }), rec);
     const send = (path: string, init?: RequestInit) => a.request(path, init);
     const expectStatus = async (status: number, path: string, init?: RequestInit) => {

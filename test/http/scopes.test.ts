@@ -81,8 +81,8 @@ describe('the Worker in workerd', () => {
       expect((await send({ method: 'POST', path: '/v1/adjustments', authorization: as(token), body: { policy: 'default', key: 'user-1', cost: -1 } })).body).toMatchObject({ status: 403, right: 'admin' });
       expect((await send({ method: 'GET', path: '/v1/stats', authorization: as(token) })).body).toMatchObject({ status: 403, right: 'stats' });
       // The admin token it names beside the line may.
-      expect(plain.output()).toContain('dev-admin-token has every right');
-      expect((await send({ method: 'DELETE', path: '/v1/buckets/default/user-1', authorization: as('dev-admin-token') })).status).toBe(204);
+      expect(plain.output()).toContain('dev-admin-secret has every right');
+      expect((await send({ method: 'DELETE', path: '/v1/buckets/default/user-1', authorization: as('dev-admin-secret') })).status).toBe(204);
     } finally {
       await plain.stop();
     }

@@ -11,6 +11,7 @@ import { permitApp } from '../../src/http/permit-app.js';
 import type { AuditEvent } from '../../src/limiter.js';
 import { buildApp } from '../../functions/app/app.js';
 import { switchableStore } from '../support/switchable-store.js';
+import { assertNoHashedTwins } from '../../functions/app/token-twins.js';
 import { ConfigError, createLimiter, memoryStore } from '../../src/index.js';
 
 const sha = (s: string) => `sha256:${createHash('sha256').update(s).digest('hex')}`;
@@ -67,7 +68,14 @@ describe('PERMIT_TOKENS', () => {
       [[token({ secret: `sha256:${SECRET}` })], 'PERMIT_TOKENS[0].secret'],
       [[token({ secret: `${SECRET} x` })], 'PERMIT_TOKENS[0].secret'],
       [[token({ secret: 42 })], 'PERMIT_TOKENS[0].secret'],
-      [[token({ token: SECRET })], 'PERMIT_TOKENS[0].token'],
+      [[token({ token: SECRET })], 'PERMIT_TOKENS[0]'],
+      // A secret put in the wrong place (a field's name, a right, a policy) is never echoed (F3).
+      [[token({ [SECRET]: true })], 'PERMIT_TOKENS[0]'],
+      [[token({ rights: ['permit', SECRET] })], 'PERMIT_TOKENS[0].rights[1]'],
+      [[token({ policies: ['api', SECRET] })], 'PERMIT_TOKENS[0].policies[1]'],
+      // A scoped token's plain secret has at least 16 characters (F2b); its name is never echoed either.
+      [[token({ secret: 'Zq9-fifteen-chr' })], 'PERMIT_TOKENS[0].secret'],
+      [[token({ name: 'Zq9-very-secret' }), token({ name: 'Zq9-very-secret', secret: 'another-secret-3' })], 'PERMIT_TOKENS[1].name'],
       [['just-a-string-in-json'], 'PERMIT_TOKENS[0]'],
       [[null], 'PERMIT_TOKENS[0]'],
       ['dup-token-value,dup-token-value', 'PERMIT_TOKENS[1].secret'],
@@ -76,6 +84,7 @@ describe('PERMIT_TOKENS', () => {
       const err = configError(tokens);
       expect(err.field, JSON.stringify(tokens)).toBe(field);
       expect(err.message).not.toContain(SECRET.slice(0, 6));
+      expect(err.message).not.toContain('Zq9');
       expect(err.message).not.toContain('dup-to');
     }
   });
@@ -83,16 +92,38 @@ describe('PERMIT_TOKENS', () => {
   it('a plain secret equal to another token\'s hashed one is refused at the first check', async () => {
     const checker = tokenChecker(checkTokens([token(), token({ name: 'svc-b', secret: sha(SECRET) })]));
     await expect(checker.check(`Bearer ${SECRET}`)).rejects.toThrow(ConfigError);
-    // The app answers 500 server-misconfigured naming the token, never the secret, and charges nothing.
-    const limiter = createLimiter({ store: memoryStore(), policies: { api: { capacity: 5, refillPerSecond: 0.001 } } });
-    const app = permitApp({ limiter, tokens: [token(), token({ name: 'svc-b', secret: sha(SECRET) })], log: () => {} });
-    const res = await app.request('/v1/permits', { method: 'POST', headers: { Authorization: `Bearer ${SECRET}`, 'Content-Type': 'application/json' }, body: '{"policy":"api","key":"k"}' });
+    // The app answers a bare 500 server-misconfigured (the caller may be anyone), its log names the token
+    // as PERMIT_TOKENS[1] (never the secret), and nothing is charged.
+    const lines: Record<string, unknown>[] = [];
+    const store = memoryStore();
+    const tokens = JSON.stringify([token(), token({ name: 'svc-b', secret: sha(SECRET) })]);
+    const { app } = buildApp(loadConfig({ LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: tokens }), store, { log: (_level, line) => void lines.push(line) });
+    const res = await app.request('/v1/permits', { method: 'POST', headers: { Authorization: 'Bearer anyone-at-all-000', 'Content-Type': 'application/json' }, body: '{"policy":"api","key":"k"}' });
     expect(res.status).toBe(500);
     const text = await res.text();
     expect(text).toContain('server-misconfigured');
-    expect(text).toContain('tokens[1].secret');
+    expect(text).not.toContain('tokens[');
     expect(text).not.toContain(SECRET.slice(0, 6));
-    expect((await limiter.peek('api', 'k')).remaining).toBe(5);
+    const logged = JSON.stringify(lines);
+    expect(logged).toContain('PERMIT_TOKENS[1].secret');
+    expect(logged).not.toContain(SECRET.slice(0, 6));
+    expect((await createLimiter({ store, policies: { api: { capacity: 5, refillPerSecond: 0.001 } } }).peek('api', 'k')).remaining).toBe(5);
+  });
+
+  it('the Node and Lambda entries refuse a plain secret equal to another token\'s hashed one at start, naming PERMIT_TOKENS[i].secret', async () => {
+    const tokens = [token(), token({ name: 'svc-b', secret: sha(SECRET) })];
+    expect(() => assertNoHashedTwins(tokens)).toThrow(/PERMIT_TOKENS\[1\]\.secret/);
+    expect(() => assertNoHashedTwins(['alpha-token', sha('alpha-token')])).toThrow(/PERMIT_TOKENS\[1\]\.secret/);
+    expect(() => assertNoHashedTwins([token(), token({ name: 'svc-b', secret: sha('another-secret-9') })])).not.toThrow();
+    for (const file of ['functions/node.ts', 'functions/app/lambda-handler.ts']) expect(readFileSync(file, 'utf8')).toMatch(/loadConfig\(process\.env\);\n\s*assertNoHashedTwins\(config\.tokens\);/);
+  });
+
+  it('a short plain secret is refused in the JSON form only; the comma form and npm run dev\'s tokens are accepted', () => {
+    expect(configError([token({ secret: 'short-secret' })]).field).toBe('PERMIT_TOKENS[0].secret');
+    expect(loadConfig({ LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: JSON.stringify([token({ secret: 'x'.repeat(16) })]) }).tokens).toHaveLength(1);
+    expect(loadConfig({ LIMITER_POLICIES: POLICIES, PERMIT_TOKENS: 'short,tok' }).tokens).toEqual(['short', 'tok']);
+    const dev = readFileSync('scripts/dev.mjs', 'utf8');
+    for (const [, secret] of dev.matchAll(/secret: '([^']+)'/g)) expect(secret!.length).toBeGreaterThanOrEqual(16);
   });
 
   it('permitApp refuses invalid tokens when it is made', () => {
@@ -105,7 +136,7 @@ describe('the deployed app\'s audit and refusal lines', () => {
   it('an administrative action writes one audit line naming the token, policy, key, what it left and when; a failed one says so; a 403 a warning; no secret anywhere', async () => {
     const lines: Record<string, unknown>[] = [];
     const audits: AuditEvent[] = [];
-    const tokens = JSON.stringify([token({ name: 'ops', rights: ['admin', 'permit'] }), token({ name: 'svc', secret: 'svc-secret-0001' })]);
+    const tokens = JSON.stringify([token({ name: 'ops', rights: ['admin', 'permit'] }), token({ name: 'svc', secret: 'svc-secret-00001' })]);
     const store = switchableStore();
     const { app } = buildApp(loadConfig({ LIMITER_POLICIES: JSON.stringify({ api: { capacity: 5, refillPerSecond: 0.001 } }), PERMIT_TOKENS: tokens, LIMITER_CIRCUIT_BREAKER: 'off' }), store, {
       log: (_level, line) => void lines.push(line),
@@ -117,7 +148,7 @@ describe('the deployed app\'s audit and refusal lines', () => {
     const before = Date.now();
     expect((await send('POST', '/v1/adjustments', SECRET, { policy: 'api', key: 'k', cost: -1 })).status).toBe(200);
     expect((await send('DELETE', '/v1/buckets/api/k', SECRET)).status).toBe(204);
-    expect((await send('DELETE', '/v1/buckets/api/k', 'svc-secret-0001')).status).toBe(403);
+    expect((await send('DELETE', '/v1/buckets/api/k', 'svc-secret-00001')).status).toBe(403);
     store.down = true;
     expect((await send('POST', '/v1/adjustments', SECRET, { policy: 'api', key: 'k', cost: -1 })).status).toBe(503);
     const audit = lines.filter((l) => l.msg === 'audit');

@@ -5,7 +5,7 @@ endpoint, then ``asyncio.sleep`` until it is due (no polling, the event loop nev
 processes sharing one upstream API stay under its limit together. A request that cannot get a permit
 within its wait raises AcquireTimeoutError and is not sent. The demo serves its own upstream:
 
-    EDGE_LIMITER_URL=http://127.0.0.1:8787 PERMIT_TOKEN=dev-token python3 examples/aiohttp_session.py
+    EDGE_LIMITER_URL=http://127.0.0.1:8787 PERMIT_TOKEN=dev-permit-token python3 examples/aiohttp_session.py
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ async def main() -> None:
     base = f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     account = f"upstream-{uuid.uuid4().hex[:8]}"  # one bucket for the upstream account
-    async with AsyncPermitClient(os.environ.get("EDGE_LIMITER_URL", "http://127.0.0.1:8787"), os.environ.get("PERMIT_TOKEN", "dev-token")) as permits:
+    async with AsyncPermitClient(os.environ.get("EDGE_LIMITER_URL", "http://127.0.0.1:8787"), os.environ.get("PERMIT_TOKEN", "dev-permit-token")) as permits:
         trace = permit_per_request(permits, POLICY, key=lambda url: account, timeout_ms=10_000)
         async with aiohttp.ClientSession(trace_configs=[trace]) as session:
             started = time.monotonic()

@@ -4,7 +4,7 @@ Every worker of every host asks the same permit endpoint, so together they stay 
 limit. A refused task is not failed: it is retried when the server says tokens exist again. The demo
 runs eagerly (``task_always_eager``, an in-memory broker), so it needs no broker:
 
-    EDGE_LIMITER_URL=http://127.0.0.1:8787 PERMIT_TOKEN=dev-token python3 examples/celery_task.py
+    EDGE_LIMITER_URL=http://127.0.0.1:8787 PERMIT_TOKEN=dev-permit-token python3 examples/celery_task.py
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from edge_limiter import PermitClient
 app = Celery("partner", broker="memory://", backend="cache+memory://")
 app.conf.update(task_always_eager=True, task_eager_propagates=True)
 
-permits = PermitClient(os.environ.get("EDGE_LIMITER_URL", "http://127.0.0.1:8787"), os.environ.get("PERMIT_TOKEN", "dev-token"))
+permits = PermitClient(os.environ.get("EDGE_LIMITER_URL", "http://127.0.0.1:8787"), os.environ.get("PERMIT_TOKEN", "dev-permit-token"))
 POLICY = os.environ.get("EDGE_LIMITER_POLICY", "default")
 
 

@@ -4,7 +4,7 @@ with the permit server's own rate-limit headers (RateLimit, RateLimit-Policy, Re
 Serve it with ``uvicorn examples.fastapi_dependency:app``; run as a script it calls itself through
 FastAPI's TestClient until it is refused:
 
-    EDGE_LIMITER_URL=http://127.0.0.1:8787 PERMIT_TOKEN=dev-token python3 examples/fastapi_dependency.py
+    EDGE_LIMITER_URL=http://127.0.0.1:8787 PERMIT_TOKEN=dev-permit-token python3 examples/fastapi_dependency.py
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException
 from edge_limiter import AsyncPermitClient, Decision
 
 POLICY = os.environ.get("EDGE_LIMITER_POLICY", "default")
-permits = AsyncPermitClient(os.environ.get("EDGE_LIMITER_URL", "http://127.0.0.1:8787"), os.environ.get("PERMIT_TOKEN", "dev-token"))
+permits = AsyncPermitClient(os.environ.get("EDGE_LIMITER_URL", "http://127.0.0.1:8787"), os.environ.get("PERMIT_TOKEN", "dev-permit-token"))
 
 
 async def permit(x_api_key: str = Header()) -> Decision:
