@@ -8,6 +8,7 @@ import { MAX_OPS_PER_BUCKET, mongoStore, stepPipeline, type MongoCollectionLike,
 import { adjustArgs, chargedUnitsOf, fullAfterMs, grantArgs, repeatOf, settleArgs, settledArgs, SETTLE_OP, step, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
+import { peekPipeline } from '../src/stores/mongodb-pipeline.js';
 import { storeConformance } from './support/conformance.js';
 import { checkGrantsAgainstModel, checkMultiAgainstModel, checkTakesAgainstModel, gapUsArb, leaseOpsArb, multiLimitsArb, multiOpsArb as exactMultiOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
 
@@ -31,8 +32,11 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     const limiter = createLimiter({ store: mongoStore({ collection }), policies, prefix: 'm:' });
     const d = await limiter.take('p', 'new-user', { cost: 2 });
     expect(d).toMatchObject({ allowed: true, remaining: 1 });
-    expect(collection.calls).toHaveLength(1);
-    const [filter, update, options] = collection.calls[0]!.args as [object, object[], Record<string, unknown>];
+    // Before it, this node's policy-wide reading (SPEC-31 §5): one aggregate of the policy's reserved
+    // document `m:p*`, made once per policyRefreshMs per policy, not per decision (the next take below).
+    expect(collection.calls.map((c) => c.method)).toEqual(['aggregate', 'findOneAndUpdate']);
+    expect(collection.calls[0]!.args[0]).toEqual(peekPipeline('m:p*'));
+    const [filter, update, options] = collection.calls[1]!.args as [object, object[], Record<string, unknown>];
     expect(filter).toEqual({ _id: 'm:p:new-user' });
     const callId = (collection.docs[0]!.last as { id: string }).id;
     expect(update).toEqual(stepPipeline(stepArgs(limiter.policy('p')!, 2, 0), callId));
@@ -45,6 +49,9 @@ describe('mongodb store operations (evaluated by mingo)', () => {
     expect(Number.isInteger(doc.atUs)).toBe(true);
     expect(doc.expiresAt).toBeInstanceOf(Date);
     expect((doc.expiresAt as Date).getTime()).toBe(Math.ceil((doc.atUs as number) / 1000) + 2000);
+    // The next decision is its findOneAndUpdate alone: the reading is fresh.
+    await limiter.take('p', 'new-user');
+    expect(collection.calls.map((c) => c.method)).toEqual(['aggregate', 'findOneAndUpdate', 'findOneAndUpdate']);
   });
 
   it('refill, deny and reserve each evaluate correctly in the pipeline', async () => {

@@ -95,21 +95,25 @@ describe("the Worker's cut @upstash/redis", () => {
       [true, 3, undefined],
     ]);
     expect(ours.sent).toEqual(theirs.sent);
-    // Each command through auto-pipelining (/pipeline), the five takes of one tick in one request (the
-    // store batches them), each NOSCRIPT followed by EVAL, then DEL and PING.
-    expect(ours.sent.map((s) => `${s.url} ${(JSON.parse(s.body) as string[][]).map((c) => c[0]).join(',')}`)).toMatchInlineSnapshot(`
-      [
-        "/pipeline evalsha",
-        "/pipeline eval",
-        "/pipeline evalsha",
-        "/pipeline eval",
-        "/pipeline evalsha",
-        "/pipeline eval",
-        "/pipeline del",
-        "/pipeline ping",
-        "/pipeline evalsha",
-      ]
-    `);
+    // Each command through auto-pipelining (/pipeline): first this node's policy-wide reading (the
+    // override script on `el:p*`, SPEC-31 §5: the first decision waits for it; none again within
+    // policyRefreshMs), then the first take, the five takes of one tick in one request (the store batches
+    // them), the take after SCRIPT FLUSH, reset (the override script: it keeps a key's record), each
+    // NOSCRIPT followed by EVAL, then PING and the peek.
+    expect(ours.sent.map((s) => `${s.url} ${(JSON.parse(s.body) as string[][]).map((c) => `${c[0]} ${c[0] === 'evalsha' ? `${c[3]}` : ''}`.trim()).join(',')}`)).toEqual([
+      '/pipeline evalsha el:p*',
+      '/pipeline eval',
+      '/pipeline evalsha el:p:a',
+      '/pipeline eval',
+      '/pipeline evalsha el:p:a',
+      '/pipeline eval',
+      '/pipeline evalsha el:p:b',
+      '/pipeline eval',
+      '/pipeline evalsha el:p:a',
+      '/pipeline eval',
+      '/pipeline ping',
+      '/pipeline evalsha el:p:a',
+    ]);
   });
 
   it('stops the build, writing nothing, when a class is not of the shape it knows or lacks a kept member', () => {
