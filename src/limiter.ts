@@ -42,8 +42,8 @@ export type {
 export function createLimiter<P extends string>(options: LimiterOptions<P>): Limiter<P> {
   const w = wire(options);
   const idempotent = createIdempotent(w);
-  const { take, acquire, peek } = createDecisions(w, idempotent);
-  const { adjust, settle, reset } = createAdjustments(w, idempotent);
+  const { take, acquire, peek, peekQuietly } = createDecisions(w, idempotent);
+  const { adjust, settle, reset } = createAdjustments(w, idempotent, peekQuietly);
   const runtime = createRuntimeLimits(w);
   const { store, policies, caller, leases, fallback } = w;
   return {

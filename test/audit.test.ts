@@ -6,9 +6,10 @@ import { createLimiter, memoryStore, StoreError, type AuditEvent, type Store } f
 const policies = { api: { capacity: 5, refill: '1/hour' } } as const;
 
 describe('onAudit', () => {
-  it('hears every reset and free-form adjustment, with actor, cost and the bucket after, and nothing else', async () => {
+  it('hears every reset and free-form adjustment, with actor, cost and the bucket before and after, and nothing else', async () => {
     const events: AuditEvent[] = [];
-    const limiter = createLimiter({ store: memoryStore(), policies, onAudit: (e) => events.push(e) });
+    let peeks = 0;
+    const limiter = createLimiter({ store: memoryStore(), policies, onAudit: (e) => events.push(e), onDecision: (e) => void (e.op === 'peek' && peeks++) });
     const before = Date.now();
     await limiter.take('api', 'u1', { cost: 3 });
     await limiter.peek('api', 'u1');
@@ -17,11 +18,13 @@ describe('onAudit', () => {
     await limiter.adjust('api', 'u1', 2, { idempotencyKey: 'adj-1', actor: 'ops-team' });
     await limiter.reset('api', 'u1', { actor: 'admin' });
     expect(events.map(({ atMs, ...rest }) => rest)).toEqual([
-      { action: 'adjust', policy: 'api', key: 'u1', actor: 'ops-team', after: { cost: -1, remaining: 3 } },
-      { action: 'adjust', policy: 'api', key: 'u1', after: { cost: 2, remaining: 1 } },
-      { action: 'adjust', policy: 'api', key: 'u1', actor: 'ops-team', after: { cost: 2, remaining: 1, repeated: true } },
-      { action: 'reset', policy: 'api', key: 'u1', actor: 'admin', after: { remaining: 5 } },
+      { action: 'adjust', policy: 'api', key: 'u1', actor: 'ops-team', before: { remaining: 2 }, after: { cost: -1, remaining: 3 } },
+      { action: 'adjust', policy: 'api', key: 'u1', before: { remaining: 3 }, after: { cost: 2, remaining: 1 } },
+      { action: 'adjust', policy: 'api', key: 'u1', actor: 'ops-team', before: { remaining: 1 }, after: { cost: 2, remaining: 1, repeated: true } },
+      { action: 'reset', policy: 'api', key: 'u1', actor: 'admin', before: { remaining: 1 }, after: { remaining: 5 } },
     ]);
+    // The peek that reads `before` is the audit's, not a decision: onDecision hears only the caller's one.
+    expect(peeks).toBe(1);
     for (const e of events) expect(e.atMs).toBeGreaterThanOrEqual(before);
     for (const e of events) expect(e.atMs).toBeLessThanOrEqual(Date.now());
   });
@@ -56,6 +59,8 @@ describe('onAudit', () => {
       ['adjust', undefined, 'failed'],
       ['reset', 'b', 'failed'],
     ]);
+    // With the store down, the peek before the action has no answer either: no `before`.
+    expect(events.map((e) => e.before)).toEqual([{ remaining: 5 }, { remaining: 3 }, undefined, undefined]);
     // Input refused before the store is no action: no event.
     await expect(limiter.adjust('api', '', 1)).rejects.toThrow();
     expect(events).toHaveLength(4);

@@ -14,7 +14,8 @@ export interface Adjustments {
   reset(name: string, key: string, options?: AdminOptions): Promise<void>;
 }
 
-export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustments {
+/** `peek`: reads a bucket without onDecision hearing of it, for an administrative action's `before`. */
+export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name: string, key: string) => Promise<Decision>): Adjustments {
   const { store, getEntry, monotonicMs, audit } = w;
   return {
     async adjust(name, key, cost, opts = {}) {
@@ -58,6 +59,10 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent): Adjustment
   async function audited<T>(action: AuditEvent['action'], policy: string, key: string, opts: AdminOptions, run: () => Promise<T>, after: (result: T) => unknown): Promise<T> {
     // Fields left undefined (no actor, a first adjustment's `repeated`) are absent from a JSON line.
     const event: AuditEvent = { action, policy, key, actor: opts.actor, atMs: 0 };
+    // `before` is a peek just before the action, not read in its store step: another caller's take in
+    // between shows in neither. A store that does not answer it leaves `before` absent.
+    const read = await peek(policy, key);
+    if (read.reason !== 'store_error') event.before = { remaining: read.remaining };
     try {
       const result = await run();
       event.after = after(result);

@@ -17,6 +17,8 @@ export interface Decisions {
   take(name: string, key: string, options?: TakeOptions): Promise<Decision>;
   acquire(name: string, key: string, options?: AcquireOptions): Promise<Decision>;
   peek(name: string, key: string): Promise<Decision>;
+  /** A peek no onDecision hears of: an administrative action's `before` (the audit's, not a caller's read). */
+  peekQuietly(name: string, key: string): Promise<Decision>;
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
@@ -199,15 +201,18 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
       if (decision.waitMs > 0) await sleep(decision.waitMs, opts.signal);
       return decision;
     },
-    async peek(name, key) {
-      const entry = getEntry(name);
-      const { policy, keyPrefix } = entry;
-      assertKey(key);
-      const started = monotonicMs();
-      if (policyWide !== undefined && !policyWide.fresh(entry)) await policyWide.refresh(entry, started);
-      const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change), true);
-      if (onDecision) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
-      return decision;
-    },
+    peek: (name, key) => read(name, key, true),
+    peekQuietly: (name, key) => read(name, key, false),
   };
+
+  async function read(name: string, key: string, heard: boolean): Promise<Decision> {
+    const entry = getEntry(name);
+    const { policy, keyPrefix } = entry;
+    assertKey(key);
+    const started = monotonicMs();
+    if (policyWide !== undefined && !policyWide.fresh(entry)) await policyWide.refresh(entry, started);
+    const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change), true);
+    if (onDecision && heard) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
+    return decision;
+  }
 }

@@ -44,7 +44,11 @@ export interface AuditEvent {
   key: string;
   /** Who did it, as the call's AdminOptions.actor named them (absent when the call named no one). */
   actor?: string;
-  /** The state before the action, where the action knows it (a runtime limit's old value); absent otherwise. */
+  /**
+   * The state before the action: a runtime limit's old value; for 'reset' and 'adjust', `{ remaining }`
+   * as a peek read it just before the action (not in the action's own store step: a take by another
+   * caller in between shows in neither), absent when the store did not answer that peek.
+   */
   before?: unknown;
   /**
    * What the action left or set: for 'adjust', `{ cost, remaining }` (the cost as given, and the bucket's

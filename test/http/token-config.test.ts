@@ -153,8 +153,8 @@ describe('the deployed app\'s audit and refusal lines', () => {
     expect((await send('POST', '/v1/adjustments', SECRET, { policy: 'api', key: 'k', cost: -1 })).status).toBe(503);
     const audit = lines.filter((l) => l.msg === 'audit');
     expect(audit).toEqual([
-      { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), after: { cost: -1, remaining: 3 } },
-      { msg: 'audit', action: 'reset', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), after: { remaining: 5 } },
+      { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), before: { remaining: 2 }, after: { cost: -1, remaining: 3 } },
+      { msg: 'audit', action: 'reset', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), before: { remaining: 3 }, after: { remaining: 5 } },
       { msg: 'audit', action: 'adjust', token: 'ops', policy: 'api', key: 'k', at: expect.any(String), error: expect.any(String) },
     ]);
     for (const l of audit) expect(Date.parse(l.at as string)).toBeGreaterThanOrEqual(before - 1000);
