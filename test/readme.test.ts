@@ -68,3 +68,25 @@ describe('code blocks of the README and docs/', () => {
     for (const n of named) expect(n).toBe(`${name}-${version}.tgz`);
   });
 });
+
+describe('what the README says of settle() and the settle right', () => {
+  const readme = text.get('README.md')!.replace(/\s+/g, ' ');
+  it('names what settle() does when its settlement fails, and its timeoutMs default as src/settle.ts has it', () => {
+    for (const said of ['still returns the work\'s result', '`onSettleError`', 'one `console.warn` line', 'does not retry on its own', '`retry()`']) expect(readme).toContain(said);
+    const ms = Number(/timeoutMs \?\? ([\d_]+)/.exec(readFileSync('src/settle.ts', 'utf8'))![1]!.replace(/_/g, ''));
+    expect(readme).toContain(`Its \`timeoutMs\` (${ms / 1000} s by default) bounds the wait for the permit`);
+  });
+
+  it('its Security section says a permit and settle token can admit without bound by settling at cost 0', () => {
+    const security = /## Security(.*?)## /.exec(readme)![1]!;
+    expect(security).toMatch(/both `permit` and `settle` can admit any number of requests by settling each take at cost 0/);
+    expect(security).toContain('at most the capacity is in flight');
+  });
+
+  it("docs/several-limits.md's Settlement section describes the bounded form first, and free-form adjust as the admin path", () => {
+    const section = /## Settlement\n([\s\S]*?)\n## /.exec(text.get('docs/several-limits.md')!)![1]!.replace(/\s+/g, ' ');
+    expect(section).toContain('limiter.settle(policy, key, { charge, cost })');
+    expect(section).toContain('PermitClient.settle');
+    expect(section).toMatch(/Free-form.*the administrative path/);
+  });
+});
