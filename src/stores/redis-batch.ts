@@ -3,12 +3,12 @@
 import { MAX_LIMITS } from '../core/policy.js';
 import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
 import { RECORD } from './redis-record.js';
-import { batchBase, recordTake } from './redis-record-take.js';
+import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v12
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v13
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -70,7 +70,7 @@ ${SHARED}
   // core/override.ts in Lua (RECORD), made only when a key of this call needs it: its closures cost a
   // call of usual keys Redis time for nothing.
   `local record_step, record_list
-local ebase = {}
+local ebase, rtails = {}, {}
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
 ` +
@@ -115,7 +115,7 @@ for i = 1, #KEYS do
           ? `
     elseif e > 0 then
       local j, hit = b + 1, false
-      ${indent(recordTake(batchBase, 'epid[e]'), '      ')}
+      ${indent(recordTake(batchBase, 'epid[e]', batchParse), '      ')}
       if hit then
         out[m + 1] = allowed
         out[m + 2] = -1
@@ -166,4 +166,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '3e40819c3c3e267f8b373825200ed54eb9352efb';
+export const GCRA_BATCH_SCRIPT_SHA = '73660632367caa5b7996117f3586ba4eb3d33684';

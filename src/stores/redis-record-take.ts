@@ -29,8 +29,7 @@ export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*'
  * written with rsave's expiry: none for a key's own numbers, the bucket's full time (at least 1 s) for
  * a policy-wide change's.
  */
-export const recordTake = (base: string, policyId: string) => `local rd, rat, rt, rc, rr, rid = string.match(v or '', '^(%d+):(%d+)|(%d+),(%d+),(%d+)|||(.*)$')
-if not rt then rt, rc, rr, rid = string.match(v or '', '^|(%d+),(%d+),(%d+)|||(.*)$') end
+export const recordTake = (base: string, policyId: string, parse: RecordParse = singleParse) => `${parse.lua}
 if rt and rid ~= '' and rid ~= (${policyId}) then rt = nil end
 local bw, bu, bc
 if rt then
@@ -66,9 +65,9 @@ if bu and cost >= 0 then
     allowed, after = 1, v
     if cc > 0 and a > lim then allowed = 0
     elseif cc ~= 0 then
-      local f = '%d:%d|%s,%s,%s|||%s'
-      if not (now % 1 == 0 and now > 0 and now < 1e18 and a % 1 == 0 and a < 1e18) then f = '%.0f:%.0f|%s,%s,%s|||%s' end
-      after = string.format(f, a, now, rt, rc, rr, rid)
+      local f = '%d:%d${parse.tail}'
+      if not (now % 1 == 0 and now > 0 and now < 1e18 and a % 1 == 0 and a < 1e18) then f = '%.0f:%.0f${parse.tail}' end
+      after = string.format(f, a, now, ${parse.args})
       if rid == '' then redis.call('SET', key, after)
       else
         local ms = math.max(1000, math.ceil(a / (r * 1000)))
@@ -78,6 +77,50 @@ if bu and cost >= 0 then
     end
   end
 end`;
+
+/**
+ * How recordTake reads the value: `lua` sets rd, rat (the debt and atUs, nil with no bucket) and rt, rc,
+ * rr, rid (the record's numbers and id as digit strings; rt nil for any other value); the value written
+ * is string.format('%d:%d' .. tail, debt, now, args), the record after atUs as it was read.
+ */
+export interface RecordParse {
+  lua: string;
+  tail: string;
+  args: string;
+}
+
+/** recordTake's parse for the single-key script: one match of the whole value. */
+export const singleParse: RecordParse = {
+  lua: `local rd, rat, rt, rc, rr, rid = string.match(v or '', '^(%d+):(%d+)|(%d+),(%d+),(%d+)|||(.*)$')
+if not rt then rt, rc, rr, rid = string.match(v or '', '^|(%d+),(%d+),(%d+)|||(.*)$') end`,
+  tail: '|%s,%s,%s|||%s',
+  args: 'rt, rc, rr, rid',
+};
+
+/**
+ * recordTake's parse for the batch script, the same locals as singleParse's: the value is split at
+ * atUs, and the record after it parsed once per call for each distinct tail (rtails, by tail: its
+ * fields, or false), so a call of many keys with the same numbers matches each value against one
+ * short pattern and builds no string but the captures. The split is the same match: the atUs digits
+ * are followed by '|' in both.
+ */
+export const batchParse: RecordParse = {
+  lua: `local rd, rat, rtail, rt, rc, rr, rid
+if v then
+  rd, rat, rtail = string.match(v, '^(%d+):(%d+)(|.*)$')
+  if not rd then rtail = v end
+  local f = rtails[rtail]
+  if f == nil then
+    f = false
+    local t, c, r, id = string.match(rtail, '^|(%d+),(%d+),(%d+)|||(.*)$')
+    if t then f = {t, c, r, id} end
+    rtails[rtail] = f
+  end
+  if f then rt, rc, rr, rid = f[1], f[2], f[3], f[4] else rd, rat = nil, nil end
+end`,
+  tail: '%s',
+  args: 'rtail',
+};
 
 /** recordTake's base for the single-key script: ARGV[4], read as numbers. */
 export const singleBase = `bw, bu, bc = string.match(A[4], '^(%d+),(%d+),(%d+)$')
