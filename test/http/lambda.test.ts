@@ -1,5 +1,6 @@
 // The Lambda entry driven by real event shapes: API Gateway REST (v1), HTTP API (v2), Function URL, ALB.
 import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -85,6 +86,14 @@ describe('Lambda entry', () => {
     vi.spyOn(console, 'error').mockImplementation(() => {});
     const handler = await loadHandler({ ...ENV, LIMITER_POLICIES: '{"api":{"capacity":-1,"refillPerSecond":1}}' });
     await expect(handler(fixture('apigw-v1'), context)).rejects.toThrow(/LIMITER_POLICIES\.api\.capacity/);
+  });
+
+  it('fails its start naming PERMIT_TOKENS[1].secret when a plain secret is another token\'s sha256: form, never echoing it', async () => {
+    const errors = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const hashed = `sha256:${createHash('sha256').update('lambda-token').digest('hex')}`;
+    const handler = await loadHandler({ ...ENV, PERMIT_TOKENS: `lambda-token,${hashed}` });
+    await expect(handler(fixture('apigw-v1'), context)).rejects.toThrow(/PERMIT_TOKENS\[1\]\.secret/);
+    expect(JSON.stringify(errors.mock.calls)).not.toContain('lambda-tok');
   });
 
   it('gateway mode: a body reaches the origin; one over GATE_MAX_BODY_BYTES gets 413 problem+json, with or without a Content-Length', async () => {
