@@ -60,9 +60,12 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name
     // Fields left undefined (no actor, a first adjustment's `repeated`) are absent from a JSON line.
     const event: AuditEvent = { action, policy, key, actor: opts.actor, atMs: 0 };
     // `before` is a peek just before the action, not read in its store step: another caller's take in
-    // between shows in neither. A store that does not answer it leaves `before` absent.
-    const read = await peek(policy, key);
-    if (read.reason !== 'store_error') event.before = { remaining: read.remaining };
+    // between shows in neither. A store that does not answer it leaves `before` absent. No hook, no
+    // peek: an action costs one store call, as it did before the hook.
+    if (w.auditing) {
+      const read = await peek(policy, key);
+      if (read.reason !== 'store_error') event.before = { remaining: read.remaining };
+    }
     try {
       const result = await run();
       event.after = after(result);

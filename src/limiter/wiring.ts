@@ -61,6 +61,8 @@ export interface Wiring {
   emit(event: DecisionEvent): void;
   /** Calls the onAudit hook, if any; what it throws is ignored. */
   audit(event: AuditEvent): void;
+  /** Whether an onAudit hook is set: an administrative action reads its `before` only then. */
+  readonly auditing: boolean;
 }
 
 export function wire(options: LimiterOptions): Wiring {
@@ -159,7 +161,7 @@ export function wire(options: LimiterOptions): Wiring {
   const emit = (event: DecisionEvent) => quietly(onDecision, event);
   const audit = (event: AuditEvent) => quietly(options.onAudit, event);
 
-  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, policyWide, blocks, inForce, caller, getEntry, storeCall, failed, decided, emit, audit };
+  return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, policyWide, blocks, inForce, caller, getEntry, storeCall, failed, decided, emit, audit, auditing: options.onAudit !== undefined };
 }
 
 /** A bounded store call that is not a step (a reset, a runtime change, a policy-wide reading): it rejects with StoreError after ms. */
