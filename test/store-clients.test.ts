@@ -11,19 +11,26 @@ const policies = { p: { capacity: 5, refillPerSecond: 1, timeoutMs: 150 } };
 
 describe('store clients stop work the limiter gave up on', () => {
   it('node-redis: each command carries the call\'s abort signal, aborted at the timeout', async () => {
-    const seen: (AbortSignal | undefined)[] = [];
+    const seen: { key: string | undefined; signal: AbortSignal | undefined }[] = [];
     const client = {
-      sendCommand: (_args: string[], options?: { abortSignal?: AbortSignal }) => {
-        seen.push(options?.abortSignal);
+      sendCommand: (args: string[], options?: { abortSignal?: AbortSignal }) => {
+        // EVALSHA sha numkeys key ...
+        seen.push({ key: args[3], signal: options?.abortSignal });
         return new Promise(() => {});
       },
     };
     const limiter = createLimiter({ store: redisStore({ client }), circuitBreaker: false, policies });
     expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'store_error' });
-    expect(seen).toHaveLength(1);
-    expect(seen[0]).toBeInstanceOf(AbortSignal);
-    expect(seen[0]!.aborted).toBe(true);
-    expect(String(seen[0]!.reason)).toMatch(/timed out after 150 ms/);
+    // The first decision's two commands: the policy-wide reading (Store.override on the policy's reserved
+    // key `{prefix}p*`, awaited before a node's first decision) and then the decision's own step. Each is
+    // a command the limiter gave up on: each must carry its own signal, aborted at its timeout.
+    expect(seen.map((c) => c.key)).toEqual([expect.stringMatching(/p\*$/), expect.stringMatching(/:k$/)]);
+    for (const { signal } of seen) {
+      expect(signal).toBeInstanceOf(AbortSignal);
+      expect(signal!.aborted).toBe(true);
+      expect(String(signal!.reason)).toMatch(/timed out after 150 ms/);
+    }
+    expect(seen[0]!.signal).not.toBe(seen[1]!.signal);
   });
 
   describe('the entries\' Upstash client', () => {

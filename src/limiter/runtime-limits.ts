@@ -44,14 +44,8 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
   /** One Store.override call on `storageKey`, bounded by the policy's timeoutMs. */
   function override(entry: PolicyEntry, storageKey: string, args: Omit<OverrideArgs, 'base'>): Promise<OverrideResult> {
     if (typeof store.override !== 'function') return Promise.reject(new StoreError(store.name, 'this store keeps no runtime limits (it has no Store.override)'));
-    let call: Promise<OverrideResult>;
-    try {
-      call = Promise.resolve(store.override(storageKey, { base: entry.base, ...args }));
-    } catch (error) {
-      call = Promise.reject(error);
-    }
-    // A store's own error is a StoreError here, as a decision's is: the HTTP layers answer it 503.
-    return withTimeout(call, entry.policy.timeoutMs, store.name).catch((error: unknown) => {
+    const override = store.override.bind(store);
+    return withTimeout((o) => override(storageKey, { base: entry.base, ...args }, o), entry.policy.timeoutMs, store.name).catch((error: unknown) => {
       throw error instanceof StoreError ? error : new StoreError(store.name, 'the store did not answer: the change may not have been applied', { cause: error });
     });
   }

@@ -6,7 +6,7 @@ import type { Costs } from '../core/gcra.js';
 import type { BucketDecision, Decision, StoreErrorDecision } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { ConfigError, StoreError, UnknownPolicyError } from '../errors.js';
-import type { StepArgs, StepResult, Store } from '../store.js';
+import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { createBreaker } from './breaker.js';
 import { createDenyCache, type DenyCache } from './deny-cache.js';
 import { createLeases, type Leases } from './lease.js';
@@ -97,7 +97,7 @@ export function wire(options: LimiterOptions): Wiring {
           store,
           refreshMs: settings.policyRefreshMs,
           monotonicMs,
-          read: (entry) => withTimeout(store.override!(entry.policyKey, { base: entry.base }), entry.policy.timeoutMs, store.name).then((r) => ({ record: r.after, atUs: r.atUs })),
+          read: (entry) => withTimeout((o) => store.override!(entry.policyKey, { base: entry.base }, o), entry.policy.timeoutMs, store.name).then((r) => ({ record: r.after, atUs: r.atUs })),
           // Leases and cached refusals of the policy were decided under the change before: they go.
           onChange: (entry) => {
             leases?.releaseAll(entry.keyPrefix);
@@ -164,12 +164,40 @@ export function wire(options: LimiterOptions): Wiring {
   return { store, policies, entries, idempotencyWindowMs, monotonicMs, onDecision, denied, leases, fallback, policyWide, blocks, inForce, caller, getEntry, storeCall, failed, decided, emit, audit, auditing: options.onAudit !== undefined };
 }
 
-/** A bounded store call that is not a step (a reset, a runtime change, a policy-wide reading): it rejects with StoreError after ms. */
-export async function withTimeout<T>(promise: Promise<T>, ms: number, store: string): Promise<T> {
+/**
+ * A bounded store call that is not a step (a reset, a runtime change, a policy-wide reading): it rejects
+ * with StoreError after ms. Given a function, the call gets StepOptions as a step does: a signal aborted
+ * at the timeout (made only if the store reads it), so a store cancels the I/O the limiter gave up on.
+ */
+export async function withTimeout<T>(call: Promise<T> | ((options: StepOptions) => Promise<T>), ms: number, store: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let controller: AbortController | undefined;
+  let reason: StoreError | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreError(store, `timed out after ${ms} ms`)), ms);
+    timer = setTimeout(() => {
+      reason = new StoreError(store, `timed out after ${ms} ms`);
+      controller?.abort(reason);
+      reject(reason);
+    }, ms);
   });
+  let promise: Promise<T>;
+  if (typeof call === 'function') {
+    const options: StepOptions = {
+      timeoutMs: ms,
+      get signal(): AbortSignal {
+        if (!controller) {
+          controller = new AbortController();
+          if (reason) controller.abort(reason);
+        }
+        return controller.signal;
+      },
+    };
+    try {
+      promise = Promise.resolve(call(options));
+    } catch (error) {
+      promise = Promise.reject(error);
+    }
+  } else promise = call;
   promise.catch(() => {});
   try {
     return await Promise.race([promise, timeout]);

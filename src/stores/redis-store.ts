@@ -281,7 +281,11 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     step: closeClient ? step : stepNow,
     // Forgets the bucket and keeps the key's override record (a key without one is deleted).
     reset: (key: string): Promise<void> => resetOf(run, key, sentNow(), clientClock),
-    override: (key: string, args: OverrideArgs): Promise<OverrideResult> => overrideOf(run, key, args, sentNow(), clientClock),
+    // The limiter's signal (StepOptions) goes with the script call, as a step's does.
+    override: (key: string, args: OverrideArgs, options?: StepOptions): Promise<OverrideResult> => {
+      const signal = abortable ? options?.signal : undefined;
+      return overrideOf((script, sha, keys, argv) => run(script, sha, keys, argv, signal), key, args, sentNow(), clientClock);
+    },
     async ping(): Promise<void> {
       try {
         await client.ping();
