@@ -42,7 +42,7 @@ export type {
 export function createLimiter<P extends string>(options: LimiterOptions<P>): Limiter<P> {
   const w = wire(options);
   const idempotent = createIdempotent(w);
-  const { take, acquire, peek, peekQuietly } = createDecisions(w, idempotent);
+  const { take, acquire, peek, peekQuietly, drain } = createDecisions(w, idempotent);
   const { adjust, settle, reset } = createAdjustments(w, idempotent, peekQuietly);
   const runtime = createRuntimeLimits(w);
   const { store, policies, caller, leases, fallback } = w;
@@ -58,6 +58,7 @@ export function createLimiter<P extends string>(options: LimiterOptions<P>): Lim
       localKeys: fallback?.size() ?? 0,
     }),
     close: async () => {
+      await drain();
       await leases?.close();
       await store.close?.();
     },

@@ -19,6 +19,8 @@ export interface Decisions {
   peek(name: string, key: string): Promise<Decision>;
   /** A peek no onDecision hears of: an administrative action's `before` (the audit's, not a caller's read). */
   peekQuietly(name: string, key: string): Promise<Decision>;
+  /** Resolves once every decision that was waiting for a policy-wide reading has been decided (close() waits for them). */
+  drain(): Promise<void>;
 }
 
 const DEFAULT_ACQUIRE_TIMEOUT_MS = 30_000;
@@ -89,7 +91,7 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
     // The policy-wide change this node sees may be too old to decide with (./policy-wide.ts): then the
     // decision waits for the next reading (once: it decides after that whatever the reading's age).
     const wait = policyWide === undefined || policyWide.fresh(entry) ? undefined : policyWide.refresh(entry, monotonicMs());
-    if (wait !== undefined) return wait.then(() => decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey));
+    if (wait !== undefined) return held(wait.then(() => decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey)));
     return decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey);
   }
 
@@ -155,7 +157,25 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
     return decision;
   }
 
+  /**
+   * Decisions (and reads) waiting for a policy-wide reading before their store step: a close() made
+   * meanwhile lets them decide before it closes the store (a redisStore with closeClient would refuse
+   * them otherwise). Only these are held: a decision with a fresh reading is a store call already.
+   */
+  const waiting = new Set<Promise<unknown>>();
+  function held<T>(p: Promise<T>): Promise<T> {
+    waiting.add(p);
+    const done = () => {
+      waiting.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  }
+
   return {
+    drain: async () => {
+      await Promise.allSettled([...waiting]);
+    },
     take(name, key, opts = NO_OPTIONS) {
       // Each option is read once (a getter sees one read, as on the long way).
       const { cost, maxWaitMs, idempotencyKey } = opts;
@@ -207,10 +227,18 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
 
   async function read(name: string, key: string, heard: boolean): Promise<Decision> {
     const entry = getEntry(name);
-    const { policy, keyPrefix } = entry;
     assertKey(key);
     const started = monotonicMs();
-    if (policyWide !== undefined && !policyWide.fresh(entry)) await policyWide.refresh(entry, started);
+    if (policyWide !== undefined && !policyWide.fresh(entry)) {
+      const wait = policyWide.refresh(entry, started);
+      // Held like a decision's: close() must not close the store between the reading and this step.
+      if (wait !== undefined) return held(wait.then(() => readNow(name, key, entry, started, heard)));
+    }
+    return readNow(name, key, entry, started, heard);
+  }
+
+  async function readNow(name: string, key: string, entry: PolicyEntry, started: number, heard: boolean): Promise<Decision> {
+    const { policy, keyPrefix } = entry;
     const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change), true);
     if (onDecision && heard) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
     return decision;
