@@ -59,10 +59,14 @@ describe('npm run build:lambda', () => {
   });
 
   it('each bundle stays within its size budget (what a cold start loads and parses)', () => {
-    // Measured at this commit, minified: memory 103.8 KiB, upstash 200.0, redis 313.5, mongodb 917.9.
-    // The budgets leave room to grow, but not for a second HTTP client: undici alone, bundled, is
-    // 518 KiB (Node's own fetch and node:http cost a bundle nothing).
-    const budgetKiB = { memory: 160, upstash: 256, redis: 384, mongodb: 992 };
+    // Measured minified: memory 103.8 KiB, upstash 200.0, redis 313.5, mongodb 917.9 before runtime
+    // limits, scoped tokens and bounded settlements (issues 31 and 32); 144.4, 263.3, 376.9 and 973.6
+    // with them, when the budgets were raised by 32 to 64 KiB each. The Lambda bundles carry the whole
+    // @upstash/redis client (the Worker's is cut to four commands, scripts/build-worker-deps.mjs; the
+    // same cut took 64,990 bytes off the Worker's minified bundle). The budgets leave room to grow, but not for
+    // a second HTTP client: undici alone, bundled, is 518 KiB (Node's own fetch and node:http cost a
+    // bundle nothing).
+    const budgetKiB = { memory: 192, upstash: 320, redis: 448, mongodb: 1056 };
     const sizes = JSON.parse(readFileSync(`${root}/build/lambda/sizes.json`, 'utf8')) as Record<string, { bundleBytes: number }>;
     for (const [kind, kib] of Object.entries(budgetKiB)) expect(sizes[kind]!.bundleBytes / 1024, kind).toBeLessThanOrEqual(kib);
   });
