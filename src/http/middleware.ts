@@ -8,7 +8,7 @@ import type { Cost } from '../core/key.js';
 import type { Limiter } from '../limiter.js';
 import { rateLimitHeaders, refusingLimits, withHeaders } from './headers.js';
 import { problemResponse } from './problem.js';
-import { waitUntilOf } from './wait-until.js';
+import { decisionWaitUntil } from './wait-until.js';
 
 type MaybePromise<T> = T | Promise<T>;
 
@@ -66,7 +66,7 @@ export function rateLimit<E extends Env = Env>(options: RateLimitOptions<E>): Mi
     const cost = typeof options.cost === 'function' ? await options.cost(c) : options.cost ?? 1;
     let decision: Decision;
     try {
-      decision = await limiter.take(policyName, k, { cost, maxWaitMs, waitUntil: policy.lease ? waitUntilOf(c) : undefined });
+      decision = await limiter.take(policyName, k, { cost, maxWaitMs, waitUntil: decisionWaitUntil(c, policy.lease !== undefined) });
     } catch (err) {
       if (err instanceof InvalidInputError) return problemResponse('invalid-request', err.message.replace('[edge-limiter] ', ''));
       throw err;

@@ -13,7 +13,7 @@ import { addLimitsRoutes } from './limits-routes.js';
 import { rateLimitHeaders, refusingLimits } from './headers.js';
 import { openApiJson } from './openapi.js';
 import { problemResponse } from './problem.js';
-import { waitUntilOf } from './wait-until.js';
+import { decisionWaitUntil } from './wait-until.js';
 
 export { MAX_PERMIT_WAIT_MS };
 const HEALTH_TIMEOUT_MS = 1000;
@@ -271,7 +271,7 @@ export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
       decision = await limiter.take(p.policy.name, p.key, {
         cost: p.cost,
         maxWaitMs: p.maxWaitMs,
-        waitUntil: p.policy.lease ? waitUntilOf(c) : undefined,
+        waitUntil: decisionWaitUntil(c, p.policy.lease !== undefined),
         ...(id.key === undefined ? {} : { idempotencyKey: id.key }),
       });
     } catch (err) {

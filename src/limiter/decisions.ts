@@ -90,7 +90,7 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
     }
     // The policy-wide change this node sees may be too old to decide with (./policy-wide.ts): then the
     // decision waits for the next reading (once: it decides after that whatever the reading's age).
-    const wait = policyWide === undefined || policyWide.fresh(entry) ? undefined : policyWide.refresh(entry, monotonicMs());
+    const wait = policyWide === undefined || policyWide.fresh(entry) ? undefined : policyWide.refresh(entry, monotonicMs(), waitUntil);
     if (wait !== undefined) return held(wait.then(() => decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey)));
     return decideNow(op, name, key, entry, cost, maxWaitMs, waitUntil, idempotencyKey);
   }

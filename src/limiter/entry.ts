@@ -10,8 +10,9 @@ import type { StepArgs } from '../store.js';
 export interface PolicyWideState {
   /** Monotonic ms when the call that read the record held started (-Infinity: never read). */
   readAtMs: number;
-  /** The read in flight, if any. */
+  /** The read in flight, if any, and the monotonic ms when it started. */
   inFlight: Promise<void> | undefined;
+  inFlightAtMs: number;
   /** The record as read (undefined: none), and the store clock's reading then. */
   record: OverrideRecord | undefined;
   atUs: number;
@@ -46,6 +47,6 @@ export function newEntry(policy: ResolvedPolicy, prefix: string): PolicyEntry {
     base: baseNumbers(policy),
     policyKey: `${prefix}${policy.name}*`,
     change: undefined,
-    wide: { readAtMs: -Infinity, inFlight: undefined, record: undefined, atUs: 0, seen: 0 },
+    wide: { readAtMs: -Infinity, inFlight: undefined, inFlightAtMs: 0, record: undefined, atUs: 0, seen: 0 },
   };
 }

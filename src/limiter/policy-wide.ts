@@ -10,6 +10,12 @@
 // next. So a change made through any node is obeyed by every node's decisions within refreshMs plus one
 // store round trip (a reading's age is counted from when its call started).
 //
+// A reading in flight is shared by every decision of the policy, whichever request started it. On a
+// Worker, a request's I/O and timers are cancelled when it ends, unless handed to ctx.waitUntil: so a
+// background reading goes to the deciding request's waitUntil, and no decision waits for a reading
+// longer than the policy's timeoutMs (plus READ_GRACE_MS): past that it is taken for lost (it never
+// settles), the next decision starts another, and the waiting ones decide with the reading held.
+//
 // An in-process store (memory): only this process can change it, so every limiter on the store object
 // is told of a change at once (a count of changes per store, compared on each decision), and reads the
 // record again then; no clock is read and no reading ages.
@@ -18,15 +24,19 @@ import type { OverrideRecord, PolicyOverride } from '../core/override-types.js';
 import type { Store } from '../store.js';
 import type { PolicyEntry } from './entry.js';
 
+/** How much longer than the policy's timeoutMs a reading in flight is waited for before it is taken for lost. */
+export const READ_GRACE_MS = 50;
+
 export interface PolicyWide {
   /** Whether the entry's reading may decide now with no look at the store (the hot path asks this). */
   fresh(entry: PolicyEntry): boolean;
   /**
    * Brings the entry's reading up to date for a decision at monotonic nowMs: nothing to wait for
    * (undefined) when it may decide with it (a remote store's past half of refreshMs: a refresh starts in
-   * the background), else a promise of the next reading.
+   * the background, handed to `waitUntil` when given), else a promise of the next reading, which
+   * resolves by the policy's timeoutMs + READ_GRACE_MS whatever becomes of the reading.
    */
-  refresh(entry: PolicyEntry, nowMs: number): Promise<void> | undefined;
+  refresh(entry: PolicyEntry, nowMs: number, waitUntil?: (promise: Promise<unknown>) => void): Promise<void> | undefined;
   /** This node read the record (startedMs: when that call started): used at once. */
   set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number): void;
   /** This node changed the record: used at once here, and by every limiter on an in-process store. */
@@ -79,12 +89,13 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     if (!firstRead) options.onChange(entry);
   }
 
-  function read(entry: PolicyEntry): Promise<void> {
+  function read(entry: PolicyEntry, waitUntil?: (promise: Promise<unknown>) => void): Promise<void> {
     const s = entry.wide;
-    if (s.inFlight) return s.inFlight;
     const started = monotonicMs();
+    // A reading in flight longer than the policy's timeout will not settle (its request was cancelled).
+    if (s.inFlight && started - s.inFlightAtMs <= entry.policy.timeoutMs + READ_GRACE_MS) return s.inFlight;
     const seen = changes?.count ?? 0;
-    s.inFlight = options
+    const reading: Promise<void> = options
       .read(entry)
       .then(
         ({ record, atUs }) => set(entry, record, atUs, started, seen),
@@ -95,16 +106,35 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
         },
       )
       .finally(() => {
-        s.inFlight = undefined;
+        if (s.inFlight === reading) s.inFlight = undefined;
       });
-    return s.inFlight;
+    s.inFlight = reading;
+    s.inFlightAtMs = started;
+    if (waitUntil) {
+      try {
+        waitUntil(reading);
+      } catch {
+        // A runtime that refuses: the reading runs as far as it can, and is replaced if lost.
+      }
+    }
+    return reading;
+  }
+
+  /** The reading, or the policy's timeoutMs + READ_GRACE_MS from now, whichever comes first (a timer of the waiting request's own). */
+  function bounded(entry: PolicyEntry, reading: Promise<void>): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const lost = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, entry.policy.timeoutMs + READ_GRACE_MS);
+      (timer as { unref?: () => void }).unref?.();
+    });
+    return Promise.race([reading, lost]).finally(() => clearTimeout(timer));
   }
 
   if (changes) {
     const c = changes;
     return {
       fresh: (entry) => entry.wide.seen === c.count,
-      refresh: (entry) => (entry.wide.seen === c.count ? undefined : read(entry)),
+      refresh: (entry, _nowMs, waitUntil) => (entry.wide.seen === c.count ? undefined : read(entry, waitUntil)),
       set,
       changed(entry, record, atUs, startedMs) {
         c.count++;
@@ -114,11 +144,11 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
   }
   return {
     fresh: (entry) => monotonicMs() - entry.wide.readAtMs < half,
-    refresh(entry, nowMs) {
+    refresh(entry, nowMs, waitUntil) {
       const age = nowMs - entry.wide.readAtMs;
       if (age < half) return undefined;
-      const next = read(entry);
-      return age < refreshMs ? undefined : next;
+      const next = read(entry, waitUntil);
+      return age < refreshMs ? undefined : bounded(entry, next);
     },
     set,
     changed: (entry, record, atUs, startedMs) => set(entry, record, atUs, startedMs),

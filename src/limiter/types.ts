@@ -167,10 +167,12 @@ export interface TakeOptions {
    */
   idempotencyKey?: string;
   /**
-   * Where background store calls of token leases (refills, refunds) are handed to the runtime: on
-   * Workers pass `ctx.waitUntil.bind(ctx)` (the middleware and permit endpoint do), so they finish after
-   * the response; a grant whose expiry will give tokens back also keeps its request until then. Not
-   * needed on Node (an unref'd timer gives aged grants back).
+   * Where background store calls are handed to the runtime: token leases' refills and refunds, and a
+   * reading of the policy-wide change started in the background. On Workers pass
+   * `ctx.waitUntil.bind(ctx)` (the middleware and permit endpoint do), so they finish after the
+   * response (a Worker cancels a request's I/O when it ends otherwise); a grant whose expiry will give
+   * tokens back also keeps its request until then. Not needed on Node (an unref'd timer gives aged
+   * grants back).
    */
   waitUntil?: WaitUntil;
 }
