@@ -110,12 +110,13 @@ function applyWrites(s: { state?: BucketState; record?: OverrideRecord }, r: { w
 /**
  * The expiry the scripts set (ms; null: none) for a value written at nowUs: none while a key's own
  * record has numbers without an end; else at least 1 s, the bucket's full time under the expiry split,
- * a key's own record's untilUs, and the block's end.
+ * a key's own record's untilUs, and the block's end. `pinned`: the override script set numbers with a
+ * policy-wide change's id (setPolicyLimits on the policy's own key), kept as a key's own are.
  */
-function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number): number | null {
+function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean): number | null {
   if (!record) return Math.max(1000, ...(state?.debtUnits ?? []).map((d, i) => (d > 0 ? Math.ceil(d / (base[i]!.refillUnitsPerUs * 1000)) : 0)));
-  const live = numbersLive(record, nowUs);
-  if (live && record.policyId === undefined && record.untilUs === undefined) return null;
+  const own = numbersLive(record, nowUs) && (pinned || record.policyId === undefined);
+  if (own && record.untilUs === undefined) return null;
   const at = numbersAt(record, nowUs, base);
   let ms = 0;
   state?.debtUnits.forEach((a, i) => {
@@ -128,16 +129,16 @@ function expiryOf(state: BucketState | undefined, record: OverrideRecord | undef
     }
     ms = Math.max(ms, x);
   });
-  if (live && record.policyId === undefined) ms = Math.max(ms, (record.untilUs! - nowUs) / 1000);
+  if (own) ms = Math.max(ms, (record.untilUs! - nowUs) / 1000);
   if (record.blockedUntilUs !== undefined) ms = Math.max(ms, (record.blockedUntilUs - nowUs) / 1000);
   return Math.max(1000, Math.ceil(ms));
 }
 
-async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean) {
+async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean, pinned = false) {
   const [stored, pttl] = await Promise.all([io.get(key), io.pttl(key)]);
   expect({ ...what, stored }).toEqual({ ...what, stored: valueText(s.state, s.record) });
   if (!written || stored === null) return;
-  const px = expiryOf(s.state, s.record, base, nowUs);
+  const px = expiryOf(s.state, s.record, base, nowUs, pinned);
   if (px === null) expect({ ...what, pttl }).toEqual({ ...what, pttl: -1 });
   else {
     expect(pttl).toBeLessThanOrEqual(px);
@@ -194,7 +195,8 @@ describe('override records in the scripts against core/override.ts (fake clock, 
                 const { write: _w, writeRecord: _r, ...result } = want;
                 expect({ ...what, got }).toEqual({ ...what, got: result });
                 s = applyWrites(s, want);
-                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined);
+                const pinned = op.limits !== undefined && op.limits !== null && op.policyId !== undefined;
+                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined, pinned);
               } else {
                 await store.reset(key);
                 s = { record: s.record };

@@ -9,11 +9,12 @@
 // the bucket over in the same step. No tag is stored, so a key with no record keeps today's format.
 //
 // Carrying a debt d from numbers F to T: convertUnits(d, F.tokenUnits, T.tokenUnits, 'up') (exact, or
-// rounded against the caller), then at most T.capacityUnits: tokens spent stay spent up to the new
-// capacity (90 spent of 100 moved to 50 leaves 0, refilling at the new rate); a debt beyond the old
-// capacity (a reservation) is not carried past the new one. A bucket in the record's numbers read at or
-// after untilUs decays under the record's refill to untilUs, is carried to the base there, and decays
-// under the base refill from untilUs: so an expiry is exact in both directions.
+// rounded against the caller), whole: tokens spent stay spent, whatever the new capacity (90 spent of
+// 100 moved to 50 leaves 0, and the next token comes once the debt has refilled below 50 at the new
+// rate). No change of numbers, nor a change and its revert, nor two nodes that disagree about a
+// policy-wide change for a while, can give back what was spent. A bucket in the record's numbers read at
+// or after untilUs decays under the record's refill to untilUs, is carried to the base there, and
+// decays under the base refill from untilUs: so an expiry is exact in both directions.
 import { debtAt, decayed, refundUnitsAt, step, type BucketState, type LimitStep, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
@@ -53,11 +54,9 @@ export function numbersAt(record: OverrideRecord | undefined, tUs: number, base:
   return r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
 }
 
-/** Carries one debt (already decayed to the moment of the change) from numbers `from` to `to`. */
+/** Carries one debt (already decayed to the moment of the change) from numbers `from` to `to`, whole (in `to`'s units, rounded up). */
 export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit): number {
-  if (from.tokenUnits === to.tokenUnits && from.capacityUnits === to.capacityUnits) return debtUnits;
-  const d = convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
-  return d < to.capacityUnits ? d : to.capacityUnits;
+  return convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
 }
 
 /**

@@ -48,7 +48,7 @@ export function limitsOpenApi(p: OpenApiParts) {
         ...p.needs('PUT /v1/limits/{policy}/{key}'),
         summary: "Set a key's own numbers (until expiresInMs, or until cleared)",
         description:
-          'Stored beside the bucket and read in the same atomic step by every decision on the key, on every node: the next decision anywhere uses them. Tokens spent stay spent: the bucket\'s debt is carried to the new numbers (rounded against the caller), at most the new capacity. ' +
+          'Stored beside the bucket and read in the same atomic step by every decision on the key, on every node: the next decision anywhere uses them. Tokens spent stay spent: the bucket\'s whole debt is carried to the new numbers (rounded against the caller), whatever the new capacity. ' +
           'The body is written as the policy\'s limits are: `capacity` and `refillPerSecond` (or `refill`) for a policy of one limit; `limits` naming some or all limits of a policy with several. Wins over a policy-wide change.',
         requestBody: body('LimitsRequest'),
         responses: { ...changed('KeyLimits', 'Set: the key\'s limits now, and `previous`.'), '400': bad('The body is not valid JSON, or a field is invalid'), ...common },

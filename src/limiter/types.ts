@@ -243,7 +243,7 @@ export interface Limiter<P extends string = string> {
    * bucket. `limits` is written as the policy's limits are (`{ capacity, refillPerSecond }`, or for a
    * policy with several `{ limits: { day: { capacity, refill } } }`, naming some or all; the others keep
    * the policy's numbers); an InvalidInputError names a bad field. Tokens spent stay spent: the bucket's
-   * debt is carried over (rounded against the caller), at most the new capacity. Wins over a
+   * whole debt is carried over (rounded against the caller), whatever the new capacity. Wins over a
    * policy-wide change. Resolves with the key's limits after; onAudit hears of it ('limits').
    */
   setLimits(policy: P, key: string, limits: LimitsInput, options?: SetLimitsOptions): Promise<KeyLimits>;

@@ -66,23 +66,9 @@ function storedDebt(i: number): object {
   return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
 }
 
-/**
- * carryDebt(d, from, to): unchanged between numbers of the same token and capacity, else converted up
- * and at most the new capacity. `from` and `to` are expressions of limit objects.
- */
+/** carryDebt(d, from, to): converted whole to the new token's units, rounded up. `from` and `to` are expressions of limit objects. */
 function carryExpr(d: Expr, from: Expr, to: Expr): object {
-  return {
-    $let: {
-      vars: { d, f: from, t: to },
-      in: {
-        $cond: [
-          { $and: [{ $eq: ['$$f.tokenUnits', '$$t.tokenUnits'] }, { $eq: ['$$f.capacityUnits', '$$t.capacityUnits'] }] },
-          '$$d',
-          { $min: [convertExpr('$$d', '$$f.tokenUnits', '$$t.tokenUnits', 'up'), '$$t.capacityUnits'] },
-        ],
-      },
-    },
-  };
+  return { $let: { vars: { d, f: from, t: to }, in: convertExpr('$$d', '$$f.tokenUnits', '$$t.tokenUnits', 'up') } };
 }
 
 /** core/override.ts liveRecord of the record expression `r` (an object or null) at NOW: what has ended dropped, null when nothing is left. */

@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v2
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v3
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -92,13 +92,12 @@ local w = nil
 if k > 1 then
   w = debts_at(s, k, n, rec, now, bt, bc, br)
   for i = 1, n do
-    local ft, fc = numbers_at(rec, now, i, bt, bc, br)
-    local tt, tc = numbers_at(after, now, i, bt, bc, br)
-    w[i] = carry(w[i], ft, fc, tt, tc)
+    w[i] = conv(w[i], numbers_at(rec, now, i, bt, bc, br), numbers_at(after, now, i, bt, bc, br), true)
   end
 end
-return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br) or 0}
+-- Numbers with an id are the policy-wide change itself (setPolicyLimits, on the policy's key): pinned.
+return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, lim ~= nil and A[7] ~= '') or 0}
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '4b3c9e1f9fc9c329b4e0b9dc7d819f87b3adac9b';
+export const OVERRIDE_SCRIPT_SHA = '322ceca020a2e0612ac505acd7fb3fc21b66c10d';

@@ -74,8 +74,8 @@ export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]
 /**
  * Lua (after redis-lua.ts SHARED): reading a record, and core/override.ts in Lua. `rstep` is
  * stepWithRecord and `rsave` writes a bucket and its record with their expiry. The functions follow
- * core's, name for name where they can: numbers_at is numbersAt (per limit), debts_at debtsAt, carry
- * carryDebt, conv convertUnits; integers below 2^53 in doubles, and the same operations in the same
+ * core's, name for name where they can: numbers_at is numbersAt (per limit), debts_at debtsAt, conv
+ * convertUnits (carryDebt is conv rounding up); integers below 2^53 in doubles, and the same operations in the same
  * order, so the script and the client (which redoes the step with core) reach the same numbers.
  */
 export const RECORD = `local MAXL = 4503599627370496
@@ -110,12 +110,6 @@ local function back(c, r, since, now)
   u = u - math.max(0, now - since) * r
   if u > 0 then return u end
   return 0
-end
-local function carry(d, ft, fc, tt, tc)
-  if ft == tt and fc == tc then return d end
-  d = conv(d, ft, tt, true)
-  if d < tc then return d end
-  return tc
 end
 ` +
   // Numbers joined by ',': count of them (0: any), each below 2^53 (and above 0 from index `pos` on,
@@ -165,9 +159,9 @@ end
     if k > 1 then
       local x = 0
       if i < k then x = s[i] + 0 end
-      local ft, fc, fr, rec = numbers_at(r, at, i, bt, bc, br)
+      local ft, _, fr, rec = numbers_at(r, at, i, bt, bc, br)
       if rec and r.u and now >= r.u then
-        d[i] = dec(carry(dec(x, at, r.u, fr), ft, fc, bt[i], bc[i]), r.u, now, br[i])
+        d[i] = dec(conv(dec(x, at, r.u, fr), ft, bt[i], true), r.u, now, br[i])
       else
         d[i] = dec(x, at, now, fr)
       end
@@ -201,9 +195,11 @@ end
   // the base bt, bc, br; nil: full) and the record r (nil: none) as the key's value, and returns it
   // (false: no key). The expiry keeps the key while the record lives and until the bucket is full
   // under the expiry split: none while a key's own record has numbers without an end; else at least
-  // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A record of a
-  // policy-wide change without a block may go when the bucket is full: the next step installs it again.
-  `local function rsave(key, v, w, n, now, r, bt, bc, br)
+  // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
+  // of a policy-wide change without a block may go when the bucket is full: the next step installs it
+  // again. \`pin\`: the record is the policy-wide change itself (setPolicyLimits on the policy's key),
+  // kept as a key's own is.
+  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin)
   local keep = false
   if w then
     for i = 1, n do
@@ -222,10 +218,10 @@ end
       f[i] = w[i]
       local a = w[i]
       if a > 0 then
-        local t, c, rate, rec = numbers_at(r, now, i, bt, bc, br)
+        local t, _, rate, rec = numbers_at(r, now, i, bt, bc, br)
         local x = a / (rate * 1000)
         if rec and r.u and a - (r.u - now) * rate > 0 then
-          x = (r.u - now) / 1000 + carry(a - (r.u - now) * rate, t, c, bt[i], bc[i]) / (br[i] * 1000)
+          x = (r.u - now) / 1000 + conv(a - (r.u - now) * rate, t, bt[i], true) / (br[i] * 1000)
         end
         if x > ms then ms = x end
       end
@@ -240,11 +236,12 @@ end
   end
   if r then
     value = value .. '|' .. rtext(r)
-    if live(r, now) and not r.id and not r.u then
+    local own = live(r, now) and (pin or not r.id)
+    if own and not r.u then
       redis.call('SET', key, value)
       return value
     end
-    if live(r, now) and not r.id and (r.u - now) / 1000 > ms then ms = (r.u - now) / 1000 end
+    if own and (r.u - now) / 1000 > ms then ms = (r.u - now) / 1000 end
     if r.bl and (r.bl - now) / 1000 > ms then ms = (r.bl - now) / 1000 end
   end
   ms = math.max(1000, ceil(ms))
@@ -290,9 +287,7 @@ end
   end
   local d = debts_at(s, k, n, rec, now, bt, bc, br)
   for i = 1, n do
-    local ft, fc = numbers_at(rec, now, i, bt, bc, br)
-    local tt, tc = numbers_at(nxt, now, i, bt, bc, br)
-    d[i] = carry(d[i], ft, fc, tt, tc)
+    d[i] = conv(d[i], numbers_at(rec, now, i, bt, bc, br), numbers_at(nxt, now, i, bt, bc, br), true)
   end
   if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end

@@ -21,7 +21,7 @@ import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v16
+export const GCRA_SCRIPT = `-- edge-limiter gcra v17
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -253,6 +253,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'cc9983433668dfaa3493b26960e75f884a11fe58';
+export const GCRA_SCRIPT_SHA = '1cb4d7107eb1794d79f0143e23bee6f81142c5c3';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
