@@ -11,8 +11,9 @@ import { gapUsArb, rateArb } from './exact-bucket.js';
 // for a rate of p / q per second, as the README's Exactness section states), tracks which numbers the
 // bucket is in with a flag rather than src's invariant, and decays step by step rather than from a
 // stored reading. The rules it states are docs/exactness.md's:
-// - a change of numbers carries each debt: converted (exact when one scale divides the other, else whole
-//   tokens; rounded up), then at most the new capacity;
+// - a change of numbers carries each debt whole: converted (exact when one scale divides the other, else
+//   whole tokens; rounded up; at most MAX_LIMIT_UNITS), never cut to the new capacity, so that no change,
+//   nor a change and its revert, gives back what was spent;
 // - numbers that end at untilUs: the debt decays under them to untilUs, is carried to the base there,
 //   and decays under the base after;
 // - a live block refuses every take (a peek, a reservation, a lease grant) and changes nothing; an
@@ -61,10 +62,9 @@ function convert(x: bigint, from: bigint, to: bigint, up: boolean): bigint {
   return y > MAX ? MAX : y;
 }
 
-/** One debt carried from numbers f to t. */
+/** One debt carried from numbers f to t: whole, in t's units (rounded up). */
 function carry(d: bigint, f: Numbers, t: Numbers): bigint {
-  if (f.token === t.token && f.cap === t.cap) return d;
-  return min(convert(d, f.token, t.token, true), t.cap);
+  return convert(d, f.token, t.token, true);
 }
 
 interface ModelRecord {
