@@ -64,7 +64,7 @@ export function overrideConformance(suite: OverrideSuite): void {
     store.override!(storageKey(name, k), { base: baseNumbers(policies[name]), limits, ...(forMs === undefined ? {} : { forMs }) });
   const block = (store: Store, name: Name, k: string, forMs: number | null) => store.override!(storageKey(name, k), { base: baseNumbers(policies[name]), blockForMs: forMs });
 
-  it('overrides: lowering capacity mid-debt keeps the tokens spent (90 of 100 moved to 50: none left); raising it keeps the debt and adds the headroom; clearing goes back', async (ctx) => {
+  it('overrides: lowering capacity mid-debt keeps the tokens spent (90 of 100 moved to 50: none left); raising it keeps the whole debt (90, not 50) and adds the headroom; clearing goes back', async (ctx) => {
     const store = await storeFor(ctx);
     const k = suite.key();
     expect((await take(store, 'hundred', k, 90)).d).toMatchObject({ allowed: true, remaining: 10 });
@@ -73,15 +73,19 @@ export function overrideConformance(suite: OverrideSuite): void {
     const refused = await take(store, 'hundred', k);
     expect(refused.r.limits).toEqual(fifty);
     expect(refused.d).toMatchObject({ allowed: false, limit: 50, remaining: 0 });
+    // Raised: the 90 spent under 50 are still spent (cutting them to 50 gave 40 back), so 910 left.
     const thousand = numbers({ capacity: 1000, refillPerSecond: SLOW });
     await set(store, 'hundred', k, thousand);
-    expect((await take(store, 'hundred', k, 0)).d).toMatchObject({ limit: 1000, remaining: 950 });
-    expect((await take(store, 'hundred', k, 100)).d).toMatchObject({ allowed: true, limit: 1000, remaining: 850 });
-    // Back to the policy's numbers: 150 spent of 100, a debt of 100 (the capacity).
+    expect((await take(store, 'hundred', k, 0)).d).toMatchObject({ limit: 1000, remaining: 910 });
+    expect((await take(store, 'hundred', k, 100)).d).toMatchObject({ allowed: true, limit: 1000, remaining: 810 });
+    // Back to the policy's numbers: 190 spent of 100, carried whole: none left.
     expect((await set(store, 'hundred', k, null)).after).toBeUndefined();
     const back = await take(store, 'hundred', k, 0);
     expect(back.r.limits).toBeUndefined();
     expect(back.d).toMatchObject({ limit: 100, remaining: 0 });
+    // And raised again: the trip through the lower numbers gave nothing back.
+    await set(store, 'hundred', k, thousand);
+    expect((await take(store, 'hundred', k, 0)).d).toMatchObject({ limit: 1000, remaining: 810 });
   });
 
   it('overrides: changing the rate mid-debt refills at the new rate from the change, and a slower one keeps the debt, rounded against the caller', async (ctx) => {
