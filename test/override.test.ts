@@ -41,17 +41,21 @@ describe('carrying a bucket to new numbers (applyOverride)', () => {
   const tokenUnits = base[0]!.tokenUnits;
   const spent = (tokens: number) => ({ debtUnits: [tokens * tokenUnits], atUs: T0 });
 
-  it('90 spent of 100 moved to a capacity of 50 has 0 left and refills at the new rate from there', () => {
+  it('90 spent of 100 moved to a capacity of 50 has 0 left, and the next token comes once the debt has refilled below 50 at the new rate', () => {
     const half = numbers({ capacity: 50, refillPerSecond: 2 });
     const r = applyOverride(spent(90), undefined, T0, { base, limits: half });
     expect(r.after).toEqual({ limits: half });
     expect(r.writeRecord).toEqual({ limits: half });
-    expect(r.write).toEqual({ debtUnits: [half[0]!.capacityUnits], atUs: T0 });
-    // One second later the new rate (2/s) has refilled 2 tokens.
+    // The whole debt, in the new numbers' units (not cut to their capacity of 50).
+    expect(r.write).toEqual({ debtUnits: [90 * half[0]!.tokenUnits], atUs: T0 });
     const p = policyUnder(policy({ capacity: 100, refillPerSecond: 1 }), half);
-    const peek = stepWithRecord(r.write!, T0 + 1_000_000, stepArgs(policy({ capacity: 100, refillPerSecond: 1 }), 0, 0), r.writeRecord!);
-    expect(peek.limits).toEqual(half);
-    expect(toDecision(p, 1, peek).remaining).toBe(2);
+    const peekAt = (us: number) => stepWithRecord(r.write!, T0 + us, stepArgs(policy({ capacity: 100, refillPerSecond: 1 }), 0, 0), r.writeRecord!);
+    // One second later the new rate (2/s) has refilled 2 tokens: 88 spent, still none left.
+    expect(peekAt(1_000_000).limits).toEqual(half);
+    expect(toDecision(p, 1, peekAt(1_000_000)).remaining).toBe(0);
+    // 41 tokens at 2/s (20.5 s) bring the debt to 49: the first token, not a µs before.
+    expect(toDecision(p, 1, peekAt(20_499_999)).remaining).toBe(0);
+    expect(toDecision(p, 1, peekAt(20_500_000)).remaining).toBe(1);
   });
 
   it('moved up, the debt is kept and the headroom gained', () => {
@@ -234,8 +238,8 @@ describe('steps under a record', () => {
     const wide = numbers({ capacity: 2, refillPerSecond: 1 });
     const change = { id: 'c1', limits: wide };
     const first = stepWithRecord({ debtUnits: [4_000_000], atUs: T0 }, T0, stepArgs(p, 1, 0, change), undefined);
-    // 4 spent of 5 moved to capacity 2: 2 spent, and the take of 1 is refused.
-    expect(first).toMatchObject({ allowed: false, debtUnits: [2_000_000], limits: wide, writeRecord: { limits: wide, policyId: 'c1' }, write: { debtUnits: [2_000_000], atUs: T0 } });
+    // 4 spent of 5 moved to capacity 2: the 4 stay spent (none left), and the take of 1 is refused.
+    expect(first).toMatchObject({ allowed: false, debtUnits: [4_000_000], limits: wide, writeRecord: { limits: wide, policyId: 'c1' }, write: { debtUnits: [4_000_000], atUs: T0 } });
     const own = numbers({ capacity: 50, refillPerSecond: 1 });
     expect(stepWithRecord(undefined, T0, stepArgs(p, 1, 0, change), { limits: own })).toMatchObject({ allowed: true, limits: own });
     // A blocked key is refused with nothing written; once the block is over the change is installed.
@@ -243,8 +247,9 @@ describe('steps under a record', () => {
     expect(blocked).toEqual({ allowed: false, debtUnits: [0], atUs: T0, blockedUntilUs: T0 + 5, limits: wide });
     expect(stepWithRecord(undefined, T0 + 5, stepArgs(p, 1, 0, change), { blockedUntilUs: T0 + 5 }).writeRecord).toEqual({ limits: wide, policyId: 'c1' });
     expect(applyOverride(undefined, { limits: wide, policyId: 'c1' }, T0, { base: baseNumbers(p), blockForMs: 1 }).after).toEqual({ limits: wide, policyId: 'c1', blockedUntilUs: T0 + 1000 });
+    // Cleared a µs later: the 4 (less a µs of refill) carried back to capacity 5, so 1 is admitted, and only 1.
     const cleared = stepWithRecord(first.write!, T0 + 1, stepArgs(p, 1, 0), first.writeRecord!);
-    expect(cleared).toMatchObject({ allowed: true, writeRecord: null });
+    expect(cleared).toMatchObject({ allowed: true, writeRecord: null, debtUnits: [4_999_999] });
     expect(cleared.limits).toBeUndefined();
   });
 });
