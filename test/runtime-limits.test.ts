@@ -3,7 +3,7 @@
 // core over a Map, on a clock the test sets). Decisions are made under the numbers in force and say so;
 // each change is one audit event; bad input is an InvalidInputError naming the field.
 import { describe, expect, it } from 'vitest';
-import { createLimiter, InvalidInputError, memoryStore, StoreError, type AuditEvent, type LimiterOptions } from '../src/index.js';
+import { createLimiter, InvalidInputError, memoryStore, StoreError, type AuditEvent, type Limiter, type LimiterOptions, type Store } from '../src/index.js';
 import { rateLimitHeaders } from '../src/http/headers.js';
 import { recordStore, type RecordStore } from './support/record-store.js';
 
@@ -55,7 +55,8 @@ describe('setLimits: a key\'s own numbers, in the same atomic step as its bucket
     const { limiter } = limiterOn(store);
     expect(await takes(limiter, 'big', 'k', 90)).toBe(90);
     await limiter.setLimits('big', 'k', { capacity: 50, refillPerSecond: SLOW });
-    expect(await limiter.take('big', 'k')).toMatchObject({ allowed: false, limit: 50, remaining: 0 });
+    // The 90 stay spent: the next token once 41 of them have refilled, at one an hour.
+    expect(await limiter.take('big', 'k')).toMatchObject({ allowed: false, limit: 50, remaining: 0, retryAfterMs: 41 * 3_600_000 });
     expect((await limiter.peek('big', 'k')).limit).toBe(50);
   });
 
@@ -67,8 +68,8 @@ describe('setLimits: a key\'s own numbers, in the same atomic step as its bucket
     expect(await limiter.getLimits('api', 'k')).toEqual({ policy: 'api', key: 'k', source: 'key', limits: [{ name: 'api', capacity: 10, refillPerSecond: expect.closeTo(10 / 3600, 12) }] });
     const cleared = await limiter.clearLimits('api', 'k');
     expect(cleared).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }], previous: { source: 'key' } });
-    // 4 spent, carried to a capacity of 2: empty.
-    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: false, limit: 2 });
+    // 4 spent, carried whole to a capacity of 2: empty, and the next token once 3 have refilled, at one an hour.
+    expect(await limiter.take('api', 'k')).toMatchObject({ allowed: false, limit: 2, retryAfterMs: 3 * 3_600_000 });
   });
 
   it('expires: after expiresInMs of the store\'s clock the policy\'s numbers decide again', async () => {
@@ -122,6 +123,71 @@ describe('setLimits: a key\'s own numbers, in the same atomic step as its bucket
     expect(store.calls.override).toBe(0);
     expect(audits).toEqual([]);
   });
+});
+
+describe('a change of numbers gives back nothing spent (the debt is carried whole, never cut to a lower capacity)', () => {
+  const stores: Record<string, () => { store: Store; advanceMs(ms: number): void }> = {
+    'the pure core (record store)': () => {
+      const store = recordStore();
+      return { store, advanceMs: (ms) => void (store.nowUs += ms * 1000) };
+    },
+    'the memory store': () => {
+      let nowMs = 1_000_000;
+      return { store: memoryStore({ nowMs: () => nowMs }), advanceMs: (ms) => void (nowMs += ms) };
+    },
+  };
+  const policies = { ten: { capacity: 10, refillPerSecond: SLOW }, big: { capacity: 100, refillPerSecond: SLOW } };
+  const count = async (l: Limiter<'ten' | 'big'>, policy: 'ten' | 'big', key: string, n: number) => {
+    let allowed = 0;
+    for (let i = 0; i < n; i++) if ((await l.take(policy, key)).allowed) allowed++;
+    return allowed;
+  };
+
+  for (const [name, make] of Object.entries(stores)) {
+    describe(name, () => {
+      it('lowered then cleared at the same instant: capacity 10 spent, set to 1 and cleared, admits nothing more', async () => {
+        const { store } = make();
+        const limiter = createLimiter({ store, policies });
+        expect(await count(limiter, 'ten', 'k', 10)).toBe(10);
+        await limiter.setLimits('ten', 'k', { capacity: 1, refillPerSecond: SLOW });
+        expect(await limiter.clearLimits('ten', 'k')).toMatchObject({ source: 'policy', limits: [{ capacity: 10 }] });
+        expect(await count(limiter, 'ten', 'k', 20)).toBe(0);
+        // Still 10 spent: the next token is an hour away, as before the change.
+        expect(await limiter.take('ten', 'k')).toMatchObject({ allowed: false, limit: 10, remaining: 0, retryAfterMs: 3_600_000 });
+      });
+
+      it('a temporary restriction (capacity 1 for 1 s) on a spent key ends with the key as spent as it was, less the refill', async () => {
+        const { store, advanceMs } = make();
+        const limiter = createLimiter({ store, policies });
+        expect(await count(limiter, 'ten', 'k', 10)).toBe(10);
+        await limiter.setLimits('ten', 'k', { capacity: 1, refillPerSecond: SLOW }, { expiresInMs: 1000 });
+        expect(await count(limiter, 'ten', 'k', 5)).toBe(0);
+        advanceMs(1000);
+        expect(await limiter.getLimits('ten', 'k')).toMatchObject({ source: 'policy', limits: [{ capacity: 10 }] });
+        expect(await count(limiter, 'ten', 'k', 20)).toBe(0);
+        // 1 s of refill at one an hour: the next token 3599 s away.
+        expect(await limiter.take('ten', 'k')).toMatchObject({ allowed: false, limit: 10, retryAfterMs: 3_599_000 });
+        advanceMs(3_598_999);
+        expect((await limiter.take('ten', 'k')).allowed).toBe(false);
+        advanceMs(1);
+        expect(await limiter.take('ten', 'k')).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+      });
+
+      it('90 spent of 100 moved to 50 (at 1/s): 0 left, and the next token exactly when the debt has refilled below 50 at the new rate', async () => {
+        const { store, advanceMs } = make();
+        const limiter = createLimiter({ store, policies });
+        expect(await count(limiter, 'big', 'k', 90)).toBe(90);
+        await limiter.setLimits('big', 'k', { capacity: 50, refillPerSecond: 1 });
+        // 90 spent, 50 the capacity: 41 tokens must refill first, at 1 a second.
+        expect(await limiter.take('big', 'k')).toMatchObject({ allowed: false, limit: 50, remaining: 0, retryAfterMs: 41_000 });
+        advanceMs(40_999);
+        expect(await limiter.take('big', 'k')).toMatchObject({ allowed: false, limit: 50, remaining: 0, retryAfterMs: 1 });
+        advanceMs(1);
+        expect(await limiter.take('big', 'k')).toMatchObject({ allowed: true, limit: 50, remaining: 0 });
+        expect((await limiter.take('big', 'k')).allowed).toBe(false);
+      });
+    });
+  }
 });
 
 describe('block and unblock', () => {
