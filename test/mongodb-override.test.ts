@@ -212,9 +212,28 @@ describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on
           await checkAgainstCore(specs, sets, ends, ops);
         },
       ),
-      { numRuns: Number(process.env.RUNS ?? 300) },
+      { numRuns: Number(process.env.RUNS ?? 300), ...(process.env.SEED ? { seed: Number(process.env.SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
     );
   }, 180_000);
+});
+
+describe('mongodb store override records: cases the property test found', () => {
+  it('a grant refused by a live block charged nothing: its settlement applies the whole actual cost (the pipeline recorded the grant\'s tokens as charged, so the settlement applied 0)', async () => {
+    const one = { tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: 1 };
+    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10, backMs: 0, numbers: 0, forMs: undefined, policy: 0 };
+    const charge = { id: 'c' as const, ttlMs: 500 as const, fingerprint: 'f' as const };
+    await checkAgainstCore(
+      [{ capacity: 1, p: 1, q: 1 }],
+      [[one], [one], [{ tokenUnits: 100, capacityUnits: 100, refillUnitsPerUs: 1 }]],
+      [undefined, undefined],
+      [
+        { ...op, kind: 'block', op: undefined },
+        { ...op, kind: 'grant', op: charge },
+        { ...op, kind: 'settle', op: charge },
+        { ...op, kind: 'take', op: undefined },
+      ],
+    );
+  });
 });
 
 describe('mongodb store override records against the exact BigInt model (test/support/exact-override.ts), through mingo, $$NOW on a fake clock', () => {

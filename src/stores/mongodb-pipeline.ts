@@ -207,8 +207,9 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     after[0] = { $add: [`$${D(0)}`, { $multiply: ['$_sK', tokenUnits] }] };
     ok = { $gt: ['$_sK', 0] };
     tokens = '$_sK';
-    // (In the step's own units, core chargedUnitsOf: a settlement converts them as it converts its costs.)
-    charged = [{ $multiply: ['$_sK', args.tokenUnits!] }];
+    // (In the step's own units, core chargedUnitsOf: a settlement converts them as it converts its costs;
+    // 0 when refused, as by a live block, which leaves _sK as the bucket had room for.)
+    charged = [{ $cond: ['$_sOk', { $multiply: ['$_sK', args.tokenUnits!] }, 0] }];
   } else {
     // A take, all or nothing: every limit with a cost must stay within its limitUnits (one with cost 0 is
     // neither charged nor checked).
