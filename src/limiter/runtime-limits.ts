@@ -80,12 +80,12 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
   }
 
   /**
-   * One change: the store call, then this node's lease and cached refusal of the key (or of the policy's
-   * keys) and its known block, and the audit event with the state before and after.
+   * One change: the store call, then this node's lease and cached refusal of the key (or, `wide`, of the
+   * policy's keys) and its known block, and the audit event with the state before and after. `wide` is
+   * the policy-wide record's change (key '*' in the audit event); a caller's key, '*' too, is a key.
    */
-  async function change(action: AuditEvent['action'], entry: PolicyEntry, key: string, args: Omit<OverrideArgs, 'base'>, opts: AdminOptions): Promise<KeyLimits> {
+  async function change(action: AuditEvent['action'], entry: PolicyEntry, key: string, args: Omit<OverrideArgs, 'base'>, opts: AdminOptions, wide = false): Promise<KeyLimits> {
     const { policy } = entry;
-    const wide = key === '*';
     const storageKey = wide ? entry.policyKey : entry.keyPrefix + key;
     const who = typeof opts.actor === 'string' ? { actor: opts.actor } : {};
     const started = monotonicMs();
@@ -150,7 +150,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       const entry = getEntry(name);
       const resolved = resolveLimitsInput(entry.policy, limits);
       // Each change has its own id, so that keys holding an earlier change's numbers take the new ones.
-      const { key: _, ...out } = await change('policy-limits', entry, '*', { limits: resolved.map(numbersOf), policyId: crypto.randomUUID(), ...forMsOf(opts) }, opts);
+      const { key: _, ...out } = await change('policy-limits', entry, '*', { limits: resolved.map(numbersOf), policyId: crypto.randomUUID(), ...forMsOf(opts) }, opts, true);
       return out;
     },
     async getPolicyLimits(name) {
@@ -161,7 +161,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       return { policy: name, ...policyStateOf(entry.policy, result.after, result.atUs) };
     },
     async clearPolicyLimits(name, opts = {}) {
-      const { key: _, ...out } = await change('policy-limits', getEntry(name), '*', { limits: null }, opts);
+      const { key: _, ...out } = await change('policy-limits', getEntry(name), '*', { limits: null }, opts, true);
       return out;
     },
   };

@@ -143,3 +143,32 @@ describe('a blocked key', () => {
     expect((await app.request('/', { headers: { 'x-api-key': 'good' } })).status).toBe(200);
   });
 });
+
+describe('a caller\'s key named "*" is a key, never the policy-wide change (issue 31 review: it was routed to the policy\'s record)', () => {
+  it('PUT /v1/blocks/free/* blocks the key "*" only; PUT /v1/limits/free/* sets that key\'s numbers only; the policy-wide change is untouched', async () => {
+    const { app, limiter } = setup();
+    expect((await app.request('/v1/blocks/free/*', json('PUT', { forMs: 600_000 }))).status).toBe(200);
+    for (let i = 0; i < 3; i++) {
+      const star = await app.request('/v1/permits', json('POST', { policy: 'free', key: '*' }));
+      expect(star.status).toBe(429);
+      expect(star.headers.get('X-RateLimit-Reason')).toBe('blocked');
+    }
+    // Another key, and the policy, are not blocked or changed.
+    expect((await app.request('/v1/permits', json('POST', { policy: 'free', key: 'other' }))).status).toBe(200);
+    expect(await (await app.request('/v1/limits/free', { headers: auth })).json()).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }] });
+
+    // Numbers for the key "*": that key decides under them, a fresh key under the policy's.
+    expect((await app.request('/v1/limits/free/*', json('PUT', { capacity: 1, refill: '1/hour' }))).status).toBe(200);
+    expect(await (await app.request('/v1/limits/free/*', { headers: auth })).json()).toMatchObject({ key: '*', source: 'key', limits: [{ capacity: 1 }], blockedForMs: expect.any(Number) });
+    expect(await (await app.request('/v1/limits/free', { headers: auth })).json()).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }] });
+    const fresh = await Promise.all([1, 2, 3].map(() => limiter.take('free', 'fresh')));
+    expect(fresh.map((d) => [d.allowed, d.limit])).toEqual([[true, 2], [true, 2], [false, 2]]);
+
+    // A policy-wide change, then the key "*" cleared and unblocked: the change stays in force.
+    expect((await app.request('/v1/limits/free', json('PUT', { capacity: 5, refill: '5/hour' }))).status).toBe(200);
+    expect((await app.request('/v1/limits/free/*', { method: 'DELETE', headers: auth })).status).toBe(200);
+    expect((await app.request('/v1/blocks/free/*', { method: 'DELETE', headers: auth })).status).toBe(200);
+    expect(await (await app.request('/v1/limits/free', { headers: auth })).json()).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 5 }] });
+    expect((await limiter.take('free', 'later')).limit).toBe(5);
+  });
+});
