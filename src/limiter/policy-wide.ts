@@ -20,7 +20,7 @@
 // is told of a change at once (a count of changes per store, compared on each decision), and reads the
 // record again then; no clock is read and no reading ages.
 import { stepArgs } from '../core/gcra.js';
-import type { OverrideRecord, PolicyOverride } from '../core/override-types.js';
+import type { OverrideLimit, OverrideRecord, PolicyOverride } from '../core/override-types.js';
 import type { Store } from '../store.js';
 import type { PolicyEntry } from './entry.js';
 
@@ -56,11 +56,18 @@ export interface PolicyWideOptions {
 /** Policy-wide changes made through any limiter, per in-process store object. */
 const changesOf = new WeakMap<Store, { count: number }>();
 
-/** StepArgs.policy for a record read at atUs: its numbers and end while they are live, else none. */
-export function changeOf(record: OverrideRecord | undefined, atUs: number): PolicyOverride | undefined {
+/**
+ * StepArgs.policy for a record read at atUs: its numbers and end while they are live, else none. The
+ * numbers are the policy's limits', by position (`base`, the policy's own, one per limit): a record
+ * written while the policy had another number of limits (a redeploy added or removed one) gives its
+ * numbers to the limits it has a place for, and the others keep the policy's, as on every store alike.
+ */
+export function changeOf(record: OverrideRecord | undefined, atUs: number, base: readonly OverrideLimit[]): PolicyOverride | undefined {
   if (!record?.limits || record.policyId === undefined) return undefined;
   if (record.untilUs !== undefined && record.untilUs <= atUs) return undefined;
-  return record.untilUs === undefined ? { id: record.policyId, limits: record.limits } : { id: record.policyId, limits: record.limits, untilUs: record.untilUs };
+  const r = record.limits;
+  const limits = r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
+  return record.untilUs === undefined ? { id: record.policyId, limits } : { id: record.policyId, limits, untilUs: record.untilUs };
 }
 
 export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
@@ -81,7 +88,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     s.atUs = atUs;
     s.readAtMs = startedMs;
     s.seen = seen;
-    const change = changeOf(record, atUs);
+    const change = changeOf(record, atUs, entry.base);
     if ((before?.id ?? '') === (change?.id ?? '')) return;
     // Every step sends the change (StepArgs.policy); the common take's arguments are made once per change.
     entry.change = change;
