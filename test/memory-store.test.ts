@@ -249,6 +249,21 @@ describe('memory store: override records', () => {
     expect(() => memoryStore({ maxOverrides: 0 })).toThrow(/maxOverrides/);
   });
 
+  it('at maxOverrides a policy-wide change still goes in (one record per policy, not counted), and takes no key\'s room', async () => {
+    const store = memoryStore({ maxOverrides: 2, nowMs: () => 0 });
+    for (const k of ['p:a', 'p:b']) await store.override(k, { base, limits: five });
+    await expect(store.override('p:c', { base, limits: five })).rejects.toThrow(/maxOverrides \(2\)/);
+    // The policy's own change (Limiter.setPolicyLimits writes it with its id), set, replaced and cleared.
+    expect((await store.override('p*', { base, limits: five, policyId: 'w1' })).after).toEqual({ limits: five, policyId: 'w1' });
+    await store.override('p*', { base, limits: base, policyId: 'w2' });
+    // Still no room for a third key, and room again once one is cleared.
+    await expect(store.override('p:c', { base, blockForMs: 1000 })).rejects.toThrow(/maxOverrides \(2\)/);
+    await store.override('p*', { base, limits: null });
+    await store.override('p:a', { base, limits: null });
+    await store.override('p:c', { base, blockForMs: 1000 });
+    await expect(store.override('p:d', { base, blockForMs: 1000 })).rejects.toThrow(/maxOverrides \(2\)/);
+  });
+
   it('a record outlives its bucket: eviction and reset drop the bucket and keep the record', async () => {
     let now = 0;
     const store = memoryStore({ maxKeys: 2, nowMs: () => now });

@@ -2,7 +2,9 @@
 // rather than in them: a key with none costs a step nothing but `map.size !== 0`. A record a step
 // installed for a policy-wide change goes with its bucket (the next step installs it again, with nothing
 // to carry) and is not counted; every other one stays until it ends or is cleared, however buckets come
-// and go, and at most maxOverrides of them are kept.
+// and go, and at most maxOverrides of them are kept. The policy-wide change itself (written with its
+// id, not by a step: one per policy) is not counted either, so a full store still takes an incident's
+// policy-wide change.
 import type { OverrideRecord } from '../core/override-types.js';
 import { ConfigError, StoreError } from '../errors.js';
 
@@ -24,25 +26,30 @@ export interface MemoryRecords {
 export function memoryRecords(maxOverrides: number): MemoryRecords {
   if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
   const map = new Map<string, OverrideRecord>();
+  // Records not counted against maxOverrides: installed by a step, or a policy's own change.
+  const uncounted = new WeakSet<OverrideRecord>();
   const installed = new WeakSet<OverrideRecord>();
-  let installedCount = 0;
+  let uncountedCount = 0;
   return {
     map,
     set(key, next, byStep) {
       const cur = map.get(key);
-      const counted = cur !== undefined && !installed.has(cur);
-      if (next !== null && !byStep && !counted && map.size - installedCount >= maxOverrides) {
+      const counted = cur !== undefined && !uncounted.has(cur);
+      const policyOwn = next !== null && !byStep && next.policyId !== undefined;
+      if (next !== null && !byStep && !policyOwn && !counted && map.size - uncountedCount >= maxOverrides) {
         throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`);
       }
-      if (cur !== undefined && installed.has(cur)) installedCount--;
+      if (cur !== undefined && uncounted.has(cur)) uncountedCount--;
       if (next === null) {
         map.delete(key);
         return;
       }
       map.set(key, next);
-      if (byStep && next.policyId !== undefined && next.blockedUntilUs === undefined) {
-        installed.add(next);
-        installedCount++;
+      const goes = byStep && next.policyId !== undefined && next.blockedUntilUs === undefined;
+      if (goes) installed.add(next);
+      if (goes || policyOwn) {
+        uncounted.add(next);
+        uncountedCount++;
       }
     },
     goesWithBucket(key) {
