@@ -220,7 +220,7 @@ describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on
 describe('mongodb store override records: cases the property test found', () => {
   it('a grant refused by a live block charged nothing: its settlement applies the whole actual cost (the pipeline recorded the grant\'s tokens as charged, so the settlement applied 0)', async () => {
     const one = { tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: 1 };
-    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10, backMs: 0, numbers: 0, forMs: undefined, policy: 0 };
+    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10 as const, backMs: 0, numbers: 0, forMs: undefined, policy: 0 as const };
     const charge = { id: 'c' as const, ttlMs: 500 as const, fingerprint: 'f' as const };
     await checkAgainstCore(
       [{ capacity: 1, p: 1, q: 1 }],
