@@ -249,6 +249,22 @@ describe('memory store: override records', () => {
     expect(() => memoryStore({ maxOverrides: 0 })).toThrow(/maxOverrides/);
   });
 
+  it('a block on a key holding a copy of the policy-wide change counts against maxOverrides (only the change itself is free)', async () => {
+    const limiter = createLimiter({ store: memoryStore({ maxOverrides: 1 }), policies: { p: { capacity: 5, refillPerSecond: 1 } } });
+    await limiter.setPolicyLimits('p', { capacity: 2, refillPerSecond: 1 });
+    // Each take installs the change's copy beside the key's bucket (not counted: it goes with the bucket).
+    for (const k of ['a', 'b', 'c']) expect((await limiter.take('p', k)).limit).toBe(2);
+    await limiter.block('p', 'a', { forMs: 60_000 });
+    await expect(limiter.block('p', 'b', { forMs: 60_000 })).rejects.toThrow(/maxOverrides \(1\)/);
+    await expect(limiter.setLimits('p', 'c', { capacity: 9, refillPerSecond: 1 })).rejects.toThrow(/maxOverrides \(1\)/);
+    expect((await limiter.take('p', 'b')).allowed).toBe(true);
+    // Unblocking frees the room; the change is still in force.
+    await limiter.unblock('p', 'a');
+    await limiter.block('p', 'b', { forMs: 60_000 });
+    expect((await limiter.take('p', 'b')).reason).toBe('blocked');
+    expect(await limiter.getPolicyLimits('p')).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 2 }] });
+  });
+
   it('at maxOverrides a policy-wide change still goes in (one record per policy, not counted), and takes no key\'s room', async () => {
     const store = memoryStore({ maxOverrides: 2, nowMs: () => 0 });
     for (const k of ['p:a', 'p:b']) await store.override(k, { base, limits: five });

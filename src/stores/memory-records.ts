@@ -13,11 +13,13 @@ export interface MemoryRecords {
   /** The records by storage key, read directly by the store's steps (`size`, `get`, `has`). */
   readonly map: Map<string, OverrideRecord>;
   /**
-   * Sets the key's record (null: deletes it). `byStep`: written by a step, so one it installed for a
-   * policy-wide change goes with the bucket. Setting one more than maxOverrides (not by a step) is a
-   * StoreError naming the option, and changes nothing.
+   * Sets the key's record (null: deletes it). A key's copy of a policy-wide change with no block goes
+   * with the bucket and is not counted. `byStep`: written by a step (never refused). `policyOwn`: the policy-wide change itself (an override
+   * that sets numbers with a change's id: Limiter.setPolicyLimits on the policy's key), not counted.
+   * Setting one more than maxOverrides (not by a step) is a StoreError naming the option, and changes
+   * nothing.
    */
-  set(key: string, next: OverrideRecord | null, byStep: boolean): void;
+  set(key: string, next: OverrideRecord | null, byStep: boolean, policyOwn?: boolean): void;
   /** Whether the key's record goes with its bucket (a step installed it for a policy-wide change). */
   goesWithBucket(key: string): boolean;
 }
@@ -32,20 +34,25 @@ export function memoryRecords(maxOverrides: number): MemoryRecords {
   let uncountedCount = 0;
   return {
     map,
-    set(key, next, byStep) {
+    set(key, next, byStep, policyOwn = false) {
       const cur = map.get(key);
       const counted = cur !== undefined && !uncounted.has(cur);
-      const policyOwn = next !== null && !byStep && next.policyId !== undefined;
-      if (next !== null && !byStep && !policyOwn && !counted && map.size - uncountedCount >= maxOverrides) {
+      // A key's copy of a policy-wide change with no block (a step installed it, or an unblock left it)
+      // goes with the bucket and is not counted.
+      const goes = next !== null && !policyOwn && next.policyId !== undefined && next.blockedUntilUs === undefined;
+      if (next !== null && !byStep && !policyOwn && !goes && !counted && map.size - uncountedCount >= maxOverrides) {
         throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`);
       }
-      if (cur !== undefined && uncounted.has(cur)) uncountedCount--;
+      if (cur !== undefined && uncounted.has(cur)) {
+        uncounted.delete(cur);
+        uncountedCount--;
+      }
+      if (cur !== undefined) installed.delete(cur);
       if (next === null) {
         map.delete(key);
         return;
       }
       map.set(key, next);
-      const goes = byStep && next.policyId !== undefined && next.blockedUntilUs === undefined;
       if (goes) installed.add(next);
       if (goes || policyOwn) {
         uncounted.add(next);

@@ -353,7 +353,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const state = at === undefined ? undefined : { debtUnits: nums[at + META]! < 4 ? [nums[at + DEBT]!] : several.get(at)!.debtUnits, atUs: nums[at + AT]! };
       const r = applyOverride(state, records.get(key), now, args);
       // The record first: it is the write that may be refused (maxOverrides), and then nothing changes.
-      if (r.writeRecord !== undefined) overrides.set(key, r.writeRecord, false);
+      if (r.writeRecord !== undefined) overrides.set(key, r.writeRecord, false, args.policyId !== undefined && args.limits != null);
       if (r.write) {
         const { debtUnits } = r.write;
         const limits = numbersAt(r.after, now, args.base);
@@ -365,6 +365,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
           nums[to + META] = debtUnits.length * 2 + 1;
         }
       } else if (r.write === null) drop(key, at!);
+      // A copy of a policy-wide change left with no bucket (an unblock of a full key) goes, as after a step.
+      if (r.writeRecord !== undefined && !slots.has(key) && overrides.goesWithBucket(key)) overrides.set(key, null, true);
       const { write: _w, writeRecord: _r, ...result } = r;
       return result;
     },
