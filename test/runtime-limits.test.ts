@@ -353,6 +353,24 @@ describe('the deny cache and leases after a change (two nodes on one store)', ()
     expect(await a.limiter.take('fast', 'j')).toMatchObject({ allowed: true, limit: 10 });
   });
 
+  it('a cached refusal lasts at most policyRefreshMs: a long one (a deep debt under a slow refill) is asked of the store again, so another node\'s raise is seen within it', async () => {
+    const store = recordStore();
+    const slow = { api: { capacity: 10, refillPerSecond: 1 / 3600 } };
+    const a = limiterOn(store, { policies: slow, denyCache: true, policyRefreshMs: 1000 });
+    const b = limiterOn(store, { policies: slow, policyRefreshMs: 1000 });
+    expect(await takes(a.limiter as never, 'api' as never, 'k', 11)).toBe(10);
+    const refused = await a.limiter.take('api', 'k');
+    expect(refused).toMatchObject({ allowed: false, reason: 'deny_cache', retryAfterMs: 3_600_000 });
+    // Raised through b: a's cached refusal (an hour long) holds for at most policyRefreshMs.
+    await b.limiter.setLimits('api', 'k', { capacity: 20, refillPerSecond: 1 / 3600 });
+    a.clock.ms = 999;
+    expect(await a.limiter.take('api', 'k')).toMatchObject({ allowed: false, reason: 'deny_cache', retryAfterMs: 3_600_000 - 999 });
+    const calls = store.calls.step;
+    a.clock.ms = 1000;
+    expect(await a.limiter.take('api', 'k')).toMatchObject({ allowed: true, limit: 20, remaining: 9 });
+    expect(store.calls.step).toBe(calls + 1);
+  });
+
   it('a lease: a block through this node cuts it at once; through another, within the lease\'s usable age', async () => {
     const store = recordStore();
     const a = limiterOn(store, { policies });

@@ -2,8 +2,9 @@
 // refused tokens would exist, without a store call. Times are this node's monotonic clock (relative
 // time), so clock skew cannot matter, and it can only refuse what the store would refuse.
 //
-// Known limit: a reset (or a refill by any other means) made through another node is not seen here
-// until the cached refusal's retryAfterMs has passed.
+// Known limit: a reset, a refill by any other means or a change of limits made through another node is
+// not seen here while the refusal is cached: until its retryAfterMs has passed, and at most maxAgeMs
+// (the limiter's policyRefreshMs), so a long refusal (a deep debt under a slow refill) is asked again.
 import { debtAfterMs, toDecision, type Costs } from '../core/gcra.js';
 import type { Decision, LimitNumbers } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
@@ -48,7 +49,7 @@ export interface DenyCache {
   clear(nowMs: number): void;
 }
 
-export function createDenyCache(maxKeys: number): DenyCache {
+export function createDenyCache(maxKeys: number, maxAgeMs = Infinity): DenyCache {
   const entries = new Map<string, Entry>();
   // When each key was last forgotten, at most maxKeys of them; the latest time dropped from it covers
   // every key not in it, so bounding it never lets a refusal older than a forget in.
@@ -77,7 +78,7 @@ export function createDenyCache(maxKeys: number): DenyCache {
     remember(storageKey, inForce, numbers, cost, debtUnits, atMs, retryAfterMs) {
       if (atMs <= (forgotten.get(storageKey) ?? forgottenFloorMs)) return;
       if (!entries.has(storageKey) && entries.size >= maxKeys) entries.delete(entries.keys().next().value!);
-      entries.set(storageKey, { policy: inForce, numbers, untilMs: atMs + retryAfterMs, cost, debtUnits, atMs });
+      entries.set(storageKey, { policy: inForce, numbers, untilMs: atMs + Math.min(retryAfterMs, maxAgeMs), cost, debtUnits, atMs });
     },
     clear(nowMs) {
       entries.clear();

@@ -109,8 +109,10 @@ export interface LimiterOptions<P extends string = string> {
    * Measured on this node's monotonic clock (relative time), so clock skew cannot affect it, and it can
    * only deny what the store would deny.
    *
-   * Trade-off: a `reset` (or any refill) made through another node is not seen on this node until the
-   * cached refusal's retryAfterMs has passed. `reset` through this limiter clears its own entry.
+   * Trade-off: a `reset`, a refill or a change of limits made through another node is not seen on this
+   * node while the refusal is cached: until its retryAfterMs has passed, and never longer than
+   * `policyRefreshMs` (a refusal is cached at most that long, then the store decides again). `reset`
+   * and runtime changes through this limiter clear its own entry.
    * @default false
    */
   denyCache?: boolean | { maxKeys?: number };

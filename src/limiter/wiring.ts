@@ -74,7 +74,7 @@ export function wire(options: LimiterOptions): Wiring {
   const onDecision = options.onDecision;
   const monotonicMs = options.monotonicMs ?? (() => performance.now());
   const caller = createStoreCaller({ store, breaker: createBreaker(options.circuitBreaker, monotonicMs), maxPending, monotonicMs, onStatus: options.onStoreStatus });
-  const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax) : undefined;
+  const denied = denyCacheMax > 0 ? createDenyCache(denyCacheMax, settings.policyRefreshMs) : undefined;
   const leases = [...policies.values()].some((p) => p.lease)
     ? createLeases({
         // A grant or refund carries the policy-wide change this node sees, as every step does.
