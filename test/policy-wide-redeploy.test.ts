@@ -1,8 +1,11 @@
-// A policy-wide change made while the policy had one number of limits, read by a node deployed with
-// another (a limit added or removed by a redeploy while the change is in force). The change applies to
-// the limits by position, the others keep the policy's numbers, on every store alike. On Redis the step
-// was refused (the script checks the change has one set of numbers per limit), so every decision of the
-// policy was a store error: all admitted with onStoreError 'allow', none with 'deny' (cold review of 31).
+// A policy-wide change made while the policy had other limits, read by a node deployed with another set
+// (a limit added, removed or reordered by a redeploy while the change is in force). The change's id
+// names the limits its numbers were made for: it sets those the policy still has, by name, the others
+// keep the policy's numbers, and one that names none of them is not applied, on every store alike.
+// Before: on Redis the step was refused (the script checks the change has one set of numbers per limit),
+// so every decision of the policy was a store error (all admitted with onStoreError 'allow', none with
+// 'deny'); and by position, a removed limit's numbers went to another (a daily quota decided at a
+// per-second limit's numbers) (cold reviews of 31).
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createLimiter, memoryStore, type Store } from '../src/index.js';
@@ -32,31 +35,41 @@ const stores: [string, () => () => Store][] = [
   }],
 ];
 
-describe.each(stores)('a policy-wide change read by a node whose policy has another number of limits: %s', (_name, shared) => {
-  it('one limit then two: the change decides the first limit, the second keeps its numbers; no store error', async () => {
+describe.each(stores)('a policy-wide change read by a node whose policy has other limits: %s', (_name, shared) => {
+  const three = { limits: { burst: { capacity: 10, refillPerSecond: SLOW }, day: { capacity: 100, refill: '100/day' }, month: { capacity: 1000, refill: '1000/day' } } };
+  const change = { limits: { burst: { capacity: 3, refillPerSecond: SLOW }, day: { capacity: 50, refill: '50/day' }, month: { capacity: 200, refill: '200/day' } } };
+
+  it('reordered, one removed: each limit takes the numbers the change gave its name; no store error', async () => {
     const store = shared();
     const prefix = `pwr-${Math.random().toString(36).slice(2)}:`;
-    const v1 = createLimiter({ store: store(), prefix, policies: { p: { capacity: 10, refillPerSecond: SLOW, onStoreError: 'allow' } } });
-    await v1.setPolicyLimits('p', { capacity: 1, refillPerSecond: SLOW });
-    const v2 = createLimiter({ store: store(), prefix, policies: { p: { limits: { burst: { capacity: 10, refillPerSecond: SLOW }, day: { capacity: 3, refill: '3/day' } }, onStoreError: 'allow' } } });
+    const v1 = createLimiter({ store: store(), prefix, policies: { p: { ...three, onStoreError: 'allow' } } });
+    await v1.setPolicyLimits('p', change);
+    const v2 = createLimiter({ store: store(), prefix, policies: { p: { limits: { day: { capacity: 1000, refill: '1000/day' }, burst: { capacity: 10, refillPerSecond: SLOW } }, onStoreError: 'allow' } } });
     const ds = [];
     for (let i = 0; i < 5; i++) ds.push(await v2.take('p', 'k'));
-    expect(ds.map((d) => [d.allowed, d.reason ?? null, d.limit])).toEqual([[true, null, 1], [false, null, 1], [false, null, 1], [false, null, 1], [false, null, 1]]);
-    expect((await v2.peek('p', 'k')).limits?.map((l) => l.limit)).toEqual([1, 3]);
-    expect(await v2.getPolicyLimits('p')).toMatchObject({ source: 'policy-wide', limits: [{ name: 'burst', capacity: 1 }, { name: 'day', capacity: 3 }] });
+    expect(ds.map((d) => [d.allowed, d.reason ?? null])).toEqual([[true, null], [true, null], [true, null], [false, null], [false, null]]);
+    expect((await v2.peek('p', 'k')).limits?.map((l) => [l.name, l.limit])).toEqual([['day', 50], ['burst', 3]]);
+    expect(await v2.getPolicyLimits('p')).toMatchObject({ source: 'policy-wide', limits: [{ name: 'day', capacity: 50 }, { name: 'burst', capacity: 3 }] });
+    // Only the daily quota left: it is the change's daily quota, not the burst's numbers in its place.
+    const v3 = createLimiter({ store: store(), prefix, policies: { p: { limits: { day: { capacity: 1000, refill: '1000/day' } }, onStoreError: 'allow' } } });
+    const d = await v3.take('p', 'j');
+    expect([d.allowed, d.reason ?? null, d.limit]).toEqual([true, null, 50]);
     await v1.close();
     await v2.close();
+    await v3.close();
   });
 
-  it('two limits then one: the change\'s first numbers decide; no store error', async () => {
+  it('a change that names none of the policy\'s limits now is not applied: the policy\'s own numbers decide; no store error', async () => {
     const store = shared();
     const prefix = `pwr-${Math.random().toString(36).slice(2)}:`;
-    const v1 = createLimiter({ store: store(), prefix, policies: { p: { limits: { burst: { capacity: 10, refillPerSecond: SLOW }, day: { capacity: 100, refill: '100/day' } }, onStoreError: 'deny' } } });
-    await v1.setPolicyLimits('p', { limits: { burst: { capacity: 2, refillPerSecond: SLOW }, day: { capacity: 50, refill: '50/day' } } });
-    const v2 = createLimiter({ store: store(), prefix, policies: { p: { capacity: 10, refillPerSecond: SLOW, onStoreError: 'deny' } } });
+    const v1 = createLimiter({ store: store(), prefix, policies: { p: { capacity: 10, refillPerSecond: SLOW, onStoreError: 'deny' } } });
+    await v1.setPolicyLimits('p', { capacity: 1, refillPerSecond: SLOW });
+    expect((await v1.take('p', 'k0')).limit).toBe(1);
+    const v2 = createLimiter({ store: store(), prefix, policies: { p: { limits: { burst: { capacity: 2, refillPerSecond: SLOW }, day: { capacity: 3, refill: '3/day' } }, onStoreError: 'deny' } } });
     const ds = [];
-    for (let i = 0; i < 4; i++) ds.push(await v2.take('p', 'k'));
-    expect(ds.map((d) => [d.allowed, d.reason ?? null, d.limit])).toEqual([[true, null, 2], [true, null, 2], [false, null, 2], [false, null, 2]]);
+    for (let i = 0; i < 3; i++) ds.push(await v2.take('p', 'k'));
+    expect(ds.map((d) => [d.allowed, d.reason ?? null, d.limit])).toEqual([[true, null, 2], [true, null, 2], [false, null, 2]]);
+    expect(await v2.getPolicyLimits('p')).toMatchObject({ source: 'policy', limits: [{ name: 'burst', capacity: 2 }, { name: 'day', capacity: 3 }] });
     await v1.close();
     await v2.close();
   });

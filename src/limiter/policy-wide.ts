@@ -56,17 +56,38 @@ export interface PolicyWideOptions {
 /** Policy-wide changes made through any limiter, per in-process store object. */
 const changesOf = new WeakMap<Store, { count: number }>();
 
+/** A policy-wide change's id: unique per change, and the names of the limits its numbers are for, in order. */
+export const changeId = (names: readonly string[]): string => `${crypto.randomUUID()}#${names.join(',')}`;
+
 /**
  * StepArgs.policy for a record read at atUs: its numbers and end while they are live, else none. The
- * numbers are the policy's limits', by position (`base`, the policy's own, one per limit): a record
- * written while the policy had another number of limits (a redeploy added or removed one) gives its
- * numbers to the limits it has a place for, and the others keep the policy's, as on every store alike.
+ * numbers go to the policy's limits by name (the change's id names the limits it was made for, in
+ * order; `names` and `base` are the policy's now): a record written while the policy had other limits
+ * (a redeploy added, removed or reordered one) sets those it names, and the others keep the policy's
+ * numbers; one that names none of them is not applied. (A record whose id names no limits, from
+ * before this rule, goes by position.)
  */
-export function changeOf(record: OverrideRecord | undefined, atUs: number, base: readonly OverrideLimit[]): PolicyOverride | undefined {
+export function changeOf(record: OverrideRecord | undefined, atUs: number, names: readonly string[], base: readonly OverrideLimit[]): PolicyOverride | undefined {
   if (!record?.limits || record.policyId === undefined) return undefined;
   if (record.untilUs !== undefined && record.untilUs <= atUs) return undefined;
   const r = record.limits;
-  const limits = r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
+  const hash = record.policyId.indexOf('#');
+  let limits: readonly OverrideLimit[];
+  if (hash < 0) limits = r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
+  else {
+    const named = record.policyId.slice(hash + 1).split(',');
+    if (named.length === names.length && named.every((n, i) => n === names[i])) limits = r;
+    else {
+      let any = false;
+      limits = base.map((b, i) => {
+        const j = named.indexOf(names[i]!);
+        if (j < 0 || r[j] === undefined) return b;
+        any = true;
+        return r[j]!;
+      });
+      if (!any) return undefined;
+    }
+  }
   return record.untilUs === undefined ? { id: record.policyId, limits } : { id: record.policyId, limits, untilUs: record.untilUs };
 }
 
@@ -88,7 +109,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     s.atUs = atUs;
     s.readAtMs = startedMs;
     s.seen = seen;
-    const change = changeOf(record, atUs, entry.base);
+    const change = changeOf(record, atUs, entry.policy.limits.map((l) => l.name), entry.base);
     if ((before?.id ?? '') === (change?.id ?? '')) return;
     // Every step sends the change (StepArgs.policy); the common take's arguments are made once per change.
     entry.change = change;

@@ -13,6 +13,7 @@ import { resolveLimitsInput, toNumbers, type LimitsInput } from './limits-input.
 import type { PolicyEntry } from './entry.js';
 import type { AdminOptions, AuditEvent, BlockOptions, KeyLimits, LimitsState, PolicyLimits, SetLimitsOptions } from './types.js';
 import { withTimeout, type Wiring } from './wiring.js';
+import { changeId, changeOf } from './policy-wide.js';
 
 /** The longest a runtime change or a block may be set for: 400 days, in ms. */
 export const MAX_CHANGE_MS = 400 * 86_400_000;
@@ -71,11 +72,13 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     return out;
   }
 
-  /** A policy-wide record's state as read at atUs. */
-  function policyStateOf(policy: ResolvedPolicy, record: OverrideRecord | undefined, atUs: number): LimitsState {
-    if (!record?.limits || (record.untilUs !== undefined && record.untilUs <= atUs)) return { limits: toNumbers(policy), source: 'policy' };
-    const out: LimitsState = { limits: toNumbers(policy, record.limits), source: 'policy-wide' };
-    if (record.untilUs !== undefined) out.expiresInMs = leftMs(record.untilUs, atUs);
+  /** A policy-wide record's state as read at atUs: the numbers it gives this policy's limits (policy-wide.ts changeOf). */
+  function policyStateOf(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number): LimitsState {
+    const { policy } = entry;
+    const change = changeOf(record, atUs, policy.limits.map((l) => l.name), entry.base);
+    if (!change) return { limits: toNumbers(policy), source: 'policy' };
+    const out: LimitsState = { limits: toNumbers(policy, change.limits), source: 'policy-wide' };
+    if (change.untilUs !== undefined) out.expiresInMs = leftMs(change.untilUs, atUs);
     return out;
   }
 
@@ -99,8 +102,8 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     let before: LimitsState;
     let after: LimitsState;
     if (wide) {
-      before = policyStateOf(policy, result.before, result.atUs);
-      after = policyStateOf(policy, result.after, result.atUs);
+      before = policyStateOf(entry, result.before, result.atUs);
+      after = policyStateOf(entry, result.after, result.atUs);
       // This node obeys it at once (and drops its leases and cached refusals of the policy's keys).
       w.policyWide?.changed(entry, result.after, result.atUs, started);
     } else {
@@ -150,7 +153,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       const entry = getEntry(name);
       const resolved = resolveLimitsInput(entry.policy, limits);
       // Each change has its own id, so that keys holding an earlier change's numbers take the new ones.
-      const { key: _, ...out } = await change('policy-limits', entry, '*', { limits: resolved.map(numbersOf), policyId: crypto.randomUUID(), ...forMsOf(opts) }, opts, true);
+      const { key: _, ...out } = await change('policy-limits', entry, '*', { limits: resolved.map(numbersOf), policyId: changeId(entry.policy.limits.map((l) => l.name)), ...forMsOf(opts) }, opts, true);
       return out;
     },
     async getPolicyLimits(name) {
@@ -158,7 +161,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       const started = monotonicMs();
       const result = await override(entry, entry.policyKey, {});
       w.policyWide?.set(entry, result.after, result.atUs, started);
-      return { policy: name, ...policyStateOf(entry.policy, result.after, result.atUs) };
+      return { policy: name, ...policyStateOf(entry, result.after, result.atUs) };
     },
     async clearPolicyLimits(name, opts = {}) {
       const { key: _, ...out } = await change('policy-limits', getEntry(name), '*', { limits: null }, opts, true);
