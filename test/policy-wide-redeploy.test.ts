@@ -36,8 +36,8 @@ const stores: [string, () => () => Store][] = [
 ];
 
 describe.each(stores)('a policy-wide change read by a node whose policy has other limits: %s', (_name, shared) => {
-  const three = { limits: { burst: { capacity: 10, refillPerSecond: SLOW }, day: { capacity: 100, refill: '100/day' }, month: { capacity: 1000, refill: '1000/day' } } };
-  const change = { limits: { burst: { capacity: 3, refillPerSecond: SLOW }, day: { capacity: 50, refill: '50/day' }, month: { capacity: 200, refill: '200/day' } } };
+  const three = { limits: { burst: { capacity: 10, refillPerSecond: SLOW }, day: { capacity: 100, refill: '100/day' }, month: { capacity: 1000, refill: '1000/day' } } } as const;
+  const change = { limits: { burst: { capacity: 3, refillPerSecond: SLOW }, day: { capacity: 50, refill: '50/day' }, month: { capacity: 200, refill: '200/day' } } } as const;
 
   it('reordered, one removed: each limit takes the numbers the change gave its name; no store error', async () => {
     const store = shared();
