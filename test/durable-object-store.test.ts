@@ -175,6 +175,15 @@ describe('RateLimiterObject override records (fake storage, fake clock)', () => 
       now += 90 * 24 * 3600 * 1000;
       await obj.alarm();
       expect(data.get('n')).toMatchObject({ override: { limits: five } });
+      // The policy-wide change itself (numbers with its id, set by override) is kept as numbers with no end
+      // are; a key's copy of it, installed by a step, goes with the full bucket (the next step installs it again).
+      await call({ op: 'override', key: 'p*', args: { base, limits: five, policyId: 'w#p' } });
+      expect(await (await call({ op: 'step', key: 'c', args: { ...args(1), policy: { id: 'w#p', limits: five } } })).json()).toEqual({ allowed: true, debtUnits: [500_000], atUs: now * 1000, limits: five });
+      expect(data.get('c')).toMatchObject({ fullAtMs: now + 500, override: { limits: five, policyId: 'w#p' } });
+      now += 90 * 24 * 3600 * 1000;
+      await obj.alarm();
+      expect(data.get('p*')).toMatchObject({ override: { limits: five, policyId: 'w#p' } });
+      expect(data.has('c')).toBe(false);
       // Bad arguments are refused, and change nothing.
       for (const bad of [{ base: [] }, { base, limits: [{ tokenUnits: 0, capacityUnits: 1, refillUnitsPerUs: 1 }] }, { base, forMs: -1, limits: five }, { base, blockForMs: 1.5 }]) {
         expect((await call({ op: 'override', key: 'n', args: bad })).status).toBe(400);

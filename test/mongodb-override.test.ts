@@ -8,6 +8,7 @@ import { BSON } from 'mongodb';
 import { mongoStore, stepPipeline, type MongoCollectionLike } from '../src/stores/mongodb.js';
 import { adjustArgs, chargedUnitsOf, grantArgs, repeatOf, settleArgs, settledArgs, SETTLE_OP, stepArgs, type BucketState, type OpRecord, type StepArgs, type StepResult } from '../src/core/gcra.js';
 import { memoryStore } from '../src/stores/memory.js';
+import { createLimiter } from '../src/index.js';
 import type { Store } from '../src/store.js';
 import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
@@ -176,15 +177,16 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
     // No scratch field is left behind, and nothing else is written.
     expect(Object.keys(d ?? {}).filter((f) => !['_id', 'debt', 'atUs', 'ov', 'expiresAt', 'last', 'ops', 'opsUntil', 'opCall'].includes(f))).toEqual([]);
     if (d && (state || record)) {
-      // It lives while anything in it matters: never while the record has numbers with no end; else at
-      // its expiresAt the record has ended and the bucket is full, in the base numbers (expiry split).
-      const forever = numbersLive(record, nowUs) && record!.untilUs === undefined;
+      // It lives while anything in it matters: never while the record has a key's own numbers with no
+      // end; else at its expiresAt the record has ended (or is a copy of a policy-wide change, which the
+      // next step installs again) and the bucket is full, in the base numbers (expiry split).
+      const forever = numbersLive(record, nowUs) && record!.untilUs === undefined && record!.policyId === undefined;
       // (And no sooner than the live operation records expire.)
       if (!forever && d.expiresAt) for (const { expiresAtUs } of records.values()) if (expiresAtUs > nowUs && state) expect((d.expiresAt as Date).getTime()).toBeGreaterThanOrEqual(Math.ceil(expiresAtUs / 1000));
       expect({ ...at, expires: d.expiresAt !== undefined }).toEqual({ ...at, expires: !forever });
       if (!forever) {
         const endUs = (d.expiresAt as Date).getTime() * 1000;
-        expect({ ...at, endUs, base: numbersAt(record, endUs, base) === base, blocked: blockLive(record, endUs), debts: debtsAt(state, endUs, base, record) }).toEqual({
+        expect({ ...at, endUs, base: numbersAt(record, endUs, base) === base || record?.policyId !== undefined, blocked: blockLive(record, endUs), debts: debtsAt(state, endUs, base, record) }).toEqual({
           ...at,
           endUs,
           base: true,
@@ -215,6 +217,29 @@ describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on
       { numRuns: Number(process.env.RUNS ?? 300), ...(process.env.SEED ? { seed: Number(process.env.SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
     );
   }, 180_000);
+});
+
+describe('mongodb store: a key\'s copy of a policy-wide change expires with its bucket; the change itself does not expire', () => {
+  it('setPolicyLimits, takes, the node\'s readings and a getLimits: the keys\' documents get their buckets\' expiry, the policy\'s none', async () => {
+    const collection = new MingoCollection();
+    const limiter = createLimiter({ store: mongoStore({ collection }), prefix: 'x:', policies: { p: { capacity: 10, refillPerSecond: 1 } }, policyRefreshMs: 10 });
+    await limiter.setPolicyLimits('p', { capacity: 5, refillPerSecond: 1 });
+    expect((await limiter.take('p', 'k')).limit).toBe(5);
+    expect((await limiter.take('p', 'k')).limit).toBe(5);
+    const t0 = now;
+    const doc = (id: string) => collection.docs.find((d) => d._id === id);
+    // Two spent at 1/s: full 2 s after; the copy goes with the full bucket (the next step installs it again).
+    expect(doc('x:p:k')).toMatchObject({ ov: { policyId: expect.any(String) }, expiresAt: new Date(t0 + 2000) });
+    await limiter.getLimits('p', 'k');
+    expect(doc('x:p:k')!.expiresAt).toEqual(new Date(t0 + 2000));
+    // The change itself: no expiry, through the node's own readings and getPolicyLimits.
+    now += 50;
+    expect((await limiter.take('p', 'j')).limit).toBe(5);
+    await limiter.getPolicyLimits('p');
+    expect(doc('x:p*')).toMatchObject({ ov: { limits: [expect.any(Object)], policyId: expect.any(String) } });
+    expect(doc('x:p*')!.expiresAt).toBeUndefined();
+    await limiter.close();
+  });
 });
 
 describe('mongodb store override records: cases the property test found', () => {

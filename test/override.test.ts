@@ -285,4 +285,14 @@ describe('keepUntilUs: how long a store keeps a key (its expiry, its alarm)', ()
     // Ending after the bucket is full under them: the end itself.
     expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 200_000_000 })).toBe(T0 + 200_000_000);
   });
+
+  it('a key\'s copy of a policy-wide change does not hold the key (the next step installs it again); the change itself, pinned, does', () => {
+    const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
+    expect(keepUntilUs(undefined, base, { limits: slow, policyId: 'w' })).toBe(0);
+    // 10 spent at 0.1/s: full 100 s later, in the copy's numbers.
+    expect(keepUntilUs(state, base, { limits: slow, policyId: 'w' })).toBe(T0 + 100_000_000);
+    expect(keepUntilUs(undefined, base, { limits: slow, policyId: 'w', blockedUntilUs: T0 + 9 })).toBe(T0 + 9);
+    expect(keepUntilUs(undefined, base, { limits: slow, policyId: 'w' }, true)).toBe(Infinity);
+    expect(keepUntilUs(undefined, base, { limits: slow, policyId: 'w', untilUs: T0 + 5 }, true)).toBe(T0 + 5);
+  });
 });

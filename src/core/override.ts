@@ -280,13 +280,16 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
 
 /**
  * The store clock's reading, in whole µs, from which a key's bucket and record hold nothing: every limit
- * full (under the expiry split), the record's numbers and block ended. Infinity while numbers with no
- * end are live. What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's
- * alarm) must be at least; `state` undefined: a full bucket.
+ * full (under the expiry split), the record's numbers and block ended. Infinity while a key's own
+ * numbers with no end are live. A key's copy of a policy-wide change (`policyId`) does not hold the key:
+ * with its bucket full it may go, as the next step installs it again; `pinned`: the record is the
+ * policy-wide change itself (written by Store.override with its id), held as a key's own numbers are.
+ * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
+ * at least; `state` undefined: a full bucket.
  */
-export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined): number {
+export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false): number {
   let until = 0;
-  if (record?.limits !== undefined) until = record.untilUs ?? Infinity;
+  if (record?.limits !== undefined && (pinned || record.policyId === undefined)) until = record.untilUs ?? Infinity;
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
   if (state === undefined) return until;
   const from = numbersAt(record, state.atUs, base);

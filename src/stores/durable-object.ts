@@ -126,9 +126,9 @@ function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits?: read
 }
 
 /** An entry to store (undefined: delete it) for a bucket and a record beside it; `base` reckons when it holds nothing. */
-function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[]): StoredBucket | undefined {
+function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false): StoredBucket | undefined {
   if (bucket === undefined && record === undefined) return undefined;
-  const untilUs = keepUntilUs(bucket, base, record);
+  const untilUs = keepUntilUs(bucket, base, record, pinned);
   // Numbers with no end keep the entry: the alarm re-arms every 30 days and finds it still live.
   const fullAtMs = untilUs === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(untilUs / 1000);
   return { ...(bucket ? { debtUnits: bucket.debtUnits, atUs: bucket.atUs } : {}), fullAtMs, ...(record ? { override: record } : {}) };
@@ -265,7 +265,7 @@ export class RateLimiterObject {
     const stored = await this.storage.get<StoredBucket>(key);
     const r = applyOverride(readState(stored), stored?.override, nowMs * 1000, args);
     if (r.write !== undefined || r.writeRecord !== undefined) {
-      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base);
+      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits != null && args.policyId !== undefined);
       if (entry === undefined) await this.storage.delete(key);
       else {
         await this.storage.put(key, entry);

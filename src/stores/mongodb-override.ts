@@ -164,21 +164,25 @@ function carryStages(base: readonly OverrideLimit[], record: object[]): { stages
 
 /**
  * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
- * the record `_sN`: never (`$$REMOVE`) while the record has numbers with no end; otherwise when every
- * limit is full under the expiry split, and no sooner than the record's untilUs and blockedUntilUs
- * (a Date, ms rounded up), and `also` (a Date or null: the operation records).
+ * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end (or,
+ * `pinned`, the policy-wide change itself: core keepUntilUs); otherwise when every limit is full under
+ * the expiry split, and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
+ * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change goes with its
+ * full bucket: the next step installs it again.
  */
-export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr): object {
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr, pinned = false): object {
   const full = base.map((b, i) => {
     const t = `$_sT${i}`;
     // In the record's numbers until its untilUs, then carried to the base there.
     const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }), b.refillUnitsPerUs] } }] };
-    return { $cond: [has('$_sNL', i), atEnd, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
+    // (Numbers with no end hold the document only as a key's copy of a policy-wide change: full under them.)
+    const under = { $add: [NOW, { $ceil: { $divide: [w(i), `${t}.refillUnitsPerUs`] } }] };
+    return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), atEnd, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
   });
   const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs')] };
   return {
     $cond: [
-      { $and: [isSet('$_sNL'), unset('$_sN.untilUs')] },
+      { $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] },
       '$$REMOVE',
       { $max: [{ $toDate: { $ceil: { $divide: [us, 1000] } } }, orNull(also)] },
     ],
@@ -281,10 +285,11 @@ export function inForceExpr(n: number): object {
 }
 
 /**
- * Whether the stored record has numbers with no end (a document left unwritten but for an operation
- * id's record then keeps having no expiry; the record after a take refused by a block is not written).
+ * Whether the stored record has a key's own numbers with no end (a document left unwritten but for an
+ * operation id's record then keeps having no expiry; the record after a take refused by a block is not
+ * written). A copy of a policy-wide change does not hold the document (expiryExpr).
  */
-export const neverExpr = { $and: [{ $isArray: ['$_sO.limits'] }, { $eq: [{ $ifNull: ['$_sO.untilUs', null] }, null] }] };
+export const neverExpr = { $and: [{ $isArray: ['$_sO.limits'] }, { $eq: [{ $ifNull: ['$_sO.untilUs', null] }, null] }, { $eq: [{ $ifNull: ['$_sO.policyId', null] }, null] }] };
 
 /** Whether every limit's debt `_sD<i>` is 0 (the bucket is full). */
 export function fullExpr(n: number): object {
@@ -336,8 +341,10 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
         debt: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, debts, '$$REMOVE'] }, '$debt'),
         atUs: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, NOW, '$$REMOVE'] }, '$atUs'),
         ov: write({ $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'),
-        // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes.
-        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil'), { $cond: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, '$$REMOVE', { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
+        // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes;
+        // numbers with no end keep none, and a record with a change's id (the change itself, pinned, or
+        // a key's copy, which goes with its bucket) keeps the expiry it has.
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil', args.limits != null && args.policyId !== undefined), { $cond: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
         last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
       },
     },
@@ -347,12 +354,13 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
 
 /**
  * Store.reset of a document that holds a record: the bucket forgotten (debts, `last`, operation ids)
- * and the record kept, the document then expiring with it (never while it has numbers with no end).
+ * and the record kept, the document then expiring with it (never while it has a key's own numbers with
+ * no end; a copy of a policy-wide change goes with the bucket, now).
  */
 export function resetPipeline(): object[] {
   const us = { $max: [NOW_US, orNull('$ov.untilUs'), orNull('$ov.blockedUntilUs')] };
   return [
     { $unset: ['debt', 'atUs', 'last', 'ops', 'opsUntil', 'opCall'] },
-    { $set: { expiresAt: { $cond: [{ $and: [{ $isArray: ['$ov.limits'] }, unset('$ov.untilUs')] }, '$$REMOVE', { $toDate: { $ceil: { $divide: [us, 1000] } } }] } } },
+    { $set: { expiresAt: { $cond: [{ $and: [{ $isArray: ['$ov.limits'] }, unset('$ov.untilUs'), unset('$ov.policyId')] }, '$$REMOVE', { $toDate: { $ceil: { $divide: [us, 1000] } } }] } } },
   ];
 }
