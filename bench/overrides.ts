@@ -8,7 +8,7 @@
 // "Script time" is INFO commandstats usec of the script calls (wall time inside Redis); "Redis CPU" is
 // the server thread's CPU time from /proc (steadier on a busy machine; it also counts reading commands
 // and writing replies, the same for every variant, so its ratios are diluted).
-// Run on its own (`node --import tsx bench/overrides.ts [--quick]`) it starts a redis-server and writes
+// Run on its own (`npm run bench:overrides [-- --quick]`) it starts a redis-server and writes
 // bench/RESULTS.overrides.md; `npm run bench` runs it as section 13 of bench/RESULTS.md.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -152,7 +152,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const out = [
     '# Runtime limits at Redis: benchmark',
     '',
-    `Written by \`node --import tsx bench/overrides.ts${quick ? ' --quick' : ''}\` on ${started.toISOString()}; Node ${process.version}; redis-server ${version}. The same code is section 13 of \`npm run bench\`.`,
+    `Written by \`npm run bench:overrides${quick ? ' -- --quick' : ''}\` on ${started.toISOString()}; Node ${process.version}; redis-server ${version}. The same code is section 13 of \`npm run bench\`.`,
     '',
     ...md,
   ].join('\n');
