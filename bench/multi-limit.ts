@@ -6,10 +6,9 @@
 // Interleaved rounds; every ratio is taken per round, shown as median (min–max).
 // Run on its own (`node --import tsx bench/multi-limit.ts [--quick]`) it starts a redis-server and writes
 // bench/RESULTS.multi-limit.md; `npm run bench` runs it as section 12 of bench/RESULTS.md.
-import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Redis as IORedis } from 'ioredis';
-import { startRedis } from '../scripts/lib/redis-server.js';
+import type { Redis as IORedis } from 'ioredis';
+import { runAlone, type SectionOptions } from './alone.js';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter } from '../src/index.js';
 import { redisStore } from '../src/stores/redis.js';
@@ -41,7 +40,7 @@ async function rounds(io: IORedis, impls: Impl[], decisions: number, runs: numbe
 
 const ratio = (a: number[], b: number[]) => spread(a.map((x, i) => x / b[i]!));
 
-export async function multiLimitSection(options: { io: IORedis; quick: boolean; runs: number; log: (...a: unknown[]) => void }): Promise<string[]> {
+export async function multiLimitSection(options: SectionOptions): Promise<string[]> {
   const { io, quick, runs, log } = options;
   const n = quick ? 1500 : 15_000;
   const c = 16;
@@ -148,21 +147,5 @@ export async function multiLimitSection(options: { io: IORedis; quick: boolean; 
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const quick = process.argv.includes('--quick');
-  const started = new Date();
-  const redis = await startRedis();
-  const io = new IORedis(redis.url);
-  const version = ((await io.info('server')).match(/redis_version:(\S+)/) ?? [])[1];
-  const md = await multiLimitSection({ io, quick, runs: quick ? 3 : 9, log: (...a) => console.error('[bench]', ...a) });
-  io.disconnect();
-  await redis.stop();
-  const out = [
-    '# Several limits and idempotency keys: benchmark',
-    '',
-    `Written by \`node --import tsx bench/multi-limit.ts${quick ? ' --quick' : ''}\` on ${started.toISOString()}; Node ${process.version}; redis-server ${version}. The same code is section 12 of \`npm run bench\`.`,
-    '',
-    ...md,
-  ].join('\n');
-  if (!quick) writeFileSync(fileURLToPath(new URL('./RESULTS.multi-limit.md', import.meta.url)), `${out}\n`);
-  console.log(out);
+  await runAlone({ title: '# Several limits and idempotency keys: benchmark', script: 'bench:multi-limit', section: 12, results: 'RESULTS.multi-limit.md', run: multiLimitSection });
 }

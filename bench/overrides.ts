@@ -11,12 +11,11 @@
 // Run on its own (`npm run bench:overrides [-- --quick]`) it starts a redis-server and writes
 // bench/RESULTS.overrides.md; `npm run bench` runs it as section 13 of bench/RESULTS.md.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Redis as IORedis } from 'ioredis';
-import { startRedis } from '../scripts/lib/redis-server.js';
+import { runAlone, type SectionOptions } from './alone.js';
 import { GCRA_BATCH_SCRIPT, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { OVERRIDE_SCRIPT } from '../src/stores/redis-override.js';
 import { scriptStats } from '../test/support/redis-stats.js';
@@ -49,7 +48,7 @@ interface Variant {
   perCall: number;
 }
 
-export async function overridesSection(options: { io: IORedis; quick: boolean; runs: number; log: (...a: unknown[]) => void }): Promise<string[]> {
+export async function overridesSection(options: SectionOptions): Promise<string[]> {
   const { io, quick, runs, log } = options;
   const decisions = quick ? 1536 : 8192;
   const then = await scriptsBefore();
@@ -141,21 +140,5 @@ export async function overridesSection(options: { io: IORedis; quick: boolean; r
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const quick = process.argv.includes('--quick');
-  const started = new Date();
-  const redis = await startRedis();
-  const io = new IORedis(redis.url);
-  const version = ((await io.info('server')).match(/redis_version:(\S+)/) ?? [])[1];
-  const md = await overridesSection({ io, quick, runs: quick ? 3 : 9, log: (...a) => console.error('[bench]', ...a) });
-  io.disconnect();
-  await redis.stop();
-  const out = [
-    '# Runtime limits at Redis: benchmark',
-    '',
-    `Written by \`npm run bench:overrides${quick ? ' -- --quick' : ''}\` on ${started.toISOString()}; Node ${process.version}; redis-server ${version}. The same code is section 13 of \`npm run bench\`.`,
-    '',
-    ...md,
-  ].join('\n');
-  if (!quick) writeFileSync(fileURLToPath(new URL('./RESULTS.overrides.md', import.meta.url)), `${out}\n`);
-  console.log(out);
+  await runAlone({ title: '# Runtime limits at Redis: benchmark', script: 'bench:overrides', section: 13, results: 'RESULTS.overrides.md', run: overridesSection });
 }
