@@ -85,20 +85,26 @@ describe('durable object store', () => {
   });
 });
 
+/** A Durable Object's storage in a Map, values copied in and out as the platform's are; the alarm set in `alarm.at`. */
+function fakeStorage() {
+  const data = new Map<string, unknown>();
+  const alarm: { at: number | null } = { at: null };
+  const storage = {
+    get: async <T,>(k: string) => structuredClone(data.get(k)) as T | undefined,
+    put: async (k: string, v: unknown) => void data.set(k, structuredClone(v)),
+    delete: async (k: string) => data.delete(k),
+    list: async <T,>(o: { limit?: number; start?: string } = {}) =>
+      new Map([...data].filter(([k]) => o.start === undefined || k >= o.start).sort().slice(0, o.limit)) as Map<string, T>,
+    getAlarm: async () => alarm.at,
+    setAlarm: async (t: number) => void (alarm.at = t),
+  };
+  return { data, alarm, storage };
+}
+
 describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
   it('deletes the entries of buckets that are full again when its alarm fires, and re-arms for the rest', async () => {
     const { RateLimiterObject } = await import('../src/stores/durable-object.js');
-    const data = new Map<string, unknown>();
-    let alarm: number | null = null;
-    const storage = {
-      get: async <T,>(k: string) => data.get(k) as T | undefined,
-      put: async (k: string, v: unknown) => void data.set(k, v),
-      delete: async (k: string) => data.delete(k),
-      list: async <T,>(o: { limit?: number; start?: string } = {}) =>
-        new Map([...data].filter(([k]) => o.start === undefined || k >= o.start).sort().slice(0, o.limit)) as Map<string, T>,
-      getAlarm: async () => alarm,
-      setAlarm: async (t: number) => void (alarm = t),
-    };
+    const { data, alarm, storage } = fakeStorage();
     let now = 1_790_000_000_000;
     const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
     try {
@@ -109,14 +115,14 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
           .fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op: 'step', key, args: { limits: [{ costUnits: costMs * 1000, limitUnits: 1e9, refillUnitsPerUs: 1 }] } }) }))
           .then((r) => r.json());
       expect(await step('short', 1000)).toEqual({ allowed: true, debtUnits: [1_000_000], atUs: now * 1000 });
-      expect(alarm).toBe(now + 1000);
+      expect(alarm.at).toBe(now + 1000);
       await step('long', 5000);
       for (let i = 0; i < 600; i++) await step(`bulk${i}`, 500); // more than one list() page
       expect(data.size).toBe(602);
       now += 1000;
       await obj.alarm();
       expect([...data.keys()]).toEqual(['long']);
-      expect(alarm).toBe(now + 4000);
+      expect(alarm.at).toBe(now + 4000);
       now += 4000;
       await obj.alarm();
       expect(data.size).toBe(0);
@@ -137,17 +143,7 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
 describe('RateLimiterObject override records (fake storage, fake clock)', () => {
   it('keeps a record in the bucket\'s entry while it lives (the alarm leaves it), reset keeps it, and the entry goes when everything has ended', async () => {
     const { RateLimiterObject } = await import('../src/stores/durable-object.js');
-    const data = new Map<string, unknown>();
-    let alarm: number | null = null;
-    const storage = {
-      get: async <T,>(k: string) => structuredClone(data.get(k)) as T | undefined,
-      put: async (k: string, v: unknown) => void data.set(k, structuredClone(v)),
-      delete: async (k: string) => data.delete(k),
-      list: async <T,>(o: { limit?: number; start?: string } = {}) =>
-        new Map([...data].filter(([k]) => o.start === undefined || k >= o.start).sort().slice(0, o.limit)) as Map<string, T>,
-      getAlarm: async () => alarm,
-      setAlarm: async (t: number) => void (alarm = t),
-    };
+    const { data, storage } = fakeStorage();
     let now = 1_790_000_000_000;
     const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
     try {
@@ -200,15 +196,7 @@ describe('RateLimiterObject against the exact model (fake storage, Date.now() on
   /** A Store that sends each step to one object in-process, as the namespace would. */
   async function objectStore() {
     const { RateLimiterObject } = await import('../src/stores/durable-object.js');
-    const data = new Map<string, unknown>();
-    const storage = {
-      get: async <T,>(k: string) => structuredClone(data.get(k)) as T | undefined,
-      put: async (k: string, v: unknown) => void data.set(k, structuredClone(v)),
-      delete: async (k: string) => data.delete(k),
-      list: async <T,>() => new Map(data) as Map<string, T>,
-      getAlarm: async () => null,
-      setAlarm: async () => {},
-    };
+    const { storage } = fakeStorage();
     const obj = new RateLimiterObject({ storage });
     const store: Store = {
       name: 'durable-object',
