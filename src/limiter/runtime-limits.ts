@@ -9,26 +9,17 @@ import { assertKey } from '../core/key.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { InvalidInputError, StoreError, show } from '../errors.js';
 import { numbersOf } from '../core/override.js';
-import { resolveLimitsInput, toNumbers, type LimitsInput } from './limits-input.js';
+import { resolveLimitsInput, toNumbers } from './limits-input.js';
 import type { PolicyEntry } from './entry.js';
-import type { AdminOptions, AuditEvent, BlockOptions, KeyLimits, LimitsState, PolicyLimits, SetLimitsOptions } from './types.js';
+import type { AdminOptions, AuditEvent, KeyLimits, Limiter, LimitsState, SetLimitsOptions } from './types.js';
 import { withTimeout, type Wiring } from './wiring.js';
 import { changeId, changeOf } from './policy-wide.js';
 
 /** The longest a runtime change or a block may be set for: 400 days, in ms. */
 export const MAX_CHANGE_MS = 400 * 86_400_000;
 
-
-export interface RuntimeLimits {
-  setLimits(policy: string, key: string, limits: LimitsInput, options?: SetLimitsOptions): Promise<KeyLimits>;
-  getLimits(policy: string, key: string): Promise<KeyLimits>;
-  clearLimits(policy: string, key: string, options?: AdminOptions): Promise<KeyLimits>;
-  block(policy: string, key: string, options: BlockOptions): Promise<KeyLimits>;
-  unblock(policy: string, key: string, options?: AdminOptions): Promise<KeyLimits>;
-  setPolicyLimits(policy: string, limits: LimitsInput, options?: SetLimitsOptions): Promise<PolicyLimits>;
-  getPolicyLimits(policy: string): Promise<PolicyLimits>;
-  clearPolicyLimits(policy: string, options?: AdminOptions): Promise<PolicyLimits>;
-}
+/** The Limiter's runtime-limits methods (documented there). */
+export type RuntimeLimits = Pick<Limiter, 'setLimits' | 'getLimits' | 'clearLimits' | 'block' | 'unblock' | 'setPolicyLimits' | 'getPolicyLimits' | 'clearPolicyLimits'>;
 
 function msField(field: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CHANGE_MS) {
