@@ -64,30 +64,22 @@ export const changeId = (names: readonly string[]): string => `${crypto.randomUU
  * numbers go to the policy's limits by name (the change's id names the limits it was made for, in
  * order; `names` and `base` are the policy's now): a record written while the policy had other limits
  * (a redeploy added, removed or reordered one) sets those it names, and the others keep the policy's
- * numbers; one that names none of them is not applied. (A record whose id names no limits, from
- * before this rule, goes by position.)
+ * numbers; one that names none of them is not applied.
  */
 export function changeOf(record: OverrideRecord | undefined, atUs: number, names: readonly string[], base: readonly OverrideLimit[]): PolicyOverride | undefined {
   if (!record?.limits || record.policyId === undefined) return undefined;
   if (record.untilUs !== undefined && record.untilUs <= atUs) return undefined;
   const r = record.limits;
   const hash = record.policyId.indexOf('#');
-  let limits: readonly OverrideLimit[];
-  if (hash < 0) limits = r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
-  else {
-    const named = record.policyId.slice(hash + 1).split(',');
-    if (named.length === names.length && named.every((n, i) => n === names[i])) limits = r;
-    else {
-      let any = false;
-      limits = base.map((b, i) => {
-        const j = named.indexOf(names[i]!);
-        if (j < 0 || r[j] === undefined) return b;
-        any = true;
-        return r[j]!;
-      });
-      if (!any) return undefined;
-    }
-  }
+  const named = hash < 0 ? [] : record.policyId.slice(hash + 1).split(',');
+  let any = false;
+  const limits = base.map((b, i) => {
+    const j = named.indexOf(names[i]!);
+    if (j < 0 || r[j] === undefined) return b;
+    any = true;
+    return r[j]!;
+  });
+  if (!any) return undefined;
   return record.untilUs === undefined ? { id: record.policyId, limits } : { id: record.policyId, limits, untilUs: record.untilUs };
 }
 
