@@ -28,7 +28,12 @@ export interface OverrideRecord {
   readonly untilUs?: number;
   /** The store clock's reading, in whole µs, until which the key is refused (absent: not blocked). */
   readonly blockedUntilUs?: number;
-  /** Set: `limits` is the policy-wide change of this id, installed on this key by a step (StepArgs.policy). */
+  /**
+   * Set: `limits` is the policy-wide change of this id, installed on this key by a step (StepArgs.policy),
+   * or on the policy's own record the change itself. The id starts with the change's version
+   * ("<version>.<uuid>#<limit names>", override.ts changeVersion), which Store.override sets. Set without
+   * `limits`: a marker (override.ts isMarker).
+   */
   readonly policyId?: string;
 }
 
@@ -65,7 +70,10 @@ export interface OverrideArgs {
   readonly forMs?: number;
   /** Block the key for this many ms of the store's clock; null: unblock; absent: keep. */
   readonly blockForMs?: number | null;
-  /** With `limits`: the record is the policy-wide change of this id (the policy's own record, §5). */
+  /**
+   * With `limits`: the record is the policy-wide change of this id (the policy's own record, §5). The
+   * store writes it after the change's version, `${max(nowUs, the version it replaces + 1)}.${policyId}`.
+   */
   readonly policyId?: string;
 }
 

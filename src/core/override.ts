@@ -86,20 +86,42 @@ function carryAll(debts: number[], from: readonly OverrideLimit[], to: readonly 
   return debts.map((d, i) => carryDebt(d, from[i]!, to[i]!));
 }
 
+/**
+ * A policy-wide change's version, from its id: the store clock's reading, in whole µs, when
+ * Store.override made it (at least one above the change it replaced), written before a '.'. A marker
+ * (see isMarker) is the reading that found no change. 0 for an id without one.
+ */
+export function changeVersion(id: string | undefined): number {
+  if (id === undefined) return 0;
+  const dot = id.indexOf('.');
+  return dot > 0 && dot < 17 && /^\d+$/.test(id.slice(0, dot)) ? Number(id.slice(0, dot)) : 0;
+}
+
+/**
+ * Whether the record is a marker: a policy-wide id and no numbers. A step whose node read, at store time
+ * R, that no change was in force leaves one (id "R.") where it takes a key's copy of an older change
+ * away, so that a node whose view is older than R cannot install that change again; a newer change
+ * replaces it. It sets no numbers (the bucket is in the base's) and, like a copy, goes with its bucket.
+ */
+export function isMarker(record: OverrideRecord | undefined): boolean {
+  return record !== undefined && record.limits === undefined && record.policyId !== undefined;
+}
+
 /** The record without what has ended by nowUs (numbers past untilUs, a block past blockedUntilUs); undefined when nothing is left. */
 export function liveRecord(record: OverrideRecord | undefined, nowUs: number): OverrideRecord | undefined {
   if (record === undefined) return undefined;
   const numbers = numbersLive(record, nowUs);
   const block = blockLive(record, nowUs);
-  if (!numbers && !block) return undefined;
+  const marker = isMarker(record);
+  if (!numbers && !block && !marker) return undefined;
   // Nothing has ended: the record itself (a step then leaves it unwritten).
   if ((numbers || record.limits === undefined) && (block || record.blockedUntilUs === undefined)) return record;
   const out: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = {};
   if (numbers) {
     out.limits = record.limits;
     if (record.untilUs !== undefined) out.untilUs = record.untilUs;
-    if (record.policyId !== undefined) out.policyId = record.policyId;
   }
+  if ((numbers || marker) && record.policyId !== undefined) out.policyId = record.policyId;
   if (block) out.blockedUntilUs = record.blockedUntilUs;
   return out;
 }
@@ -139,14 +161,28 @@ export interface OverrideWrites {
   writeRecord?: OverrideRecord | null;
 }
 
-/** The record a step leaves: the policy-wide change installed, replaced or cleared (a key's own record is kept). */
+/**
+ * The record a step leaves: the policy-wide change installed, replaced or cleared (a key's own record is
+ * kept). Nodes may disagree for a while after a change (each reads it on its own), so a change never
+ * replaces a newer one: a key's copy or marker newer than this node's view (a version above its
+ * change's, or at or above the reading that found none: args.policySeenUs) is kept, and the step
+ * decides under it. So each key moves from one change to the next once, in the order they were made.
+ */
 function recordForStep(record: OverrideRecord | undefined, args: StepArgs): OverrideRecord | undefined {
   const change = args.policy;
-  if (change === undefined) {
-    if (record?.policyId === undefined) return record;
-    return record.blockedUntilUs === undefined ? undefined : { blockedUntilUs: record.blockedUntilUs };
+  const copy = record?.policyId;
+  if (copy !== undefined) {
+    const v = changeVersion(copy);
+    if (change !== undefined ? v > changeVersion(change.id) : args.policySeenUs !== undefined && v >= args.policySeenUs) return record;
   }
-  if (record !== undefined && (record.policyId === undefined ? record.limits !== undefined : record.policyId === change.id)) return record;
+  if (change === undefined) {
+    if (copy === undefined) return record;
+    const seen = args.policySeenUs;
+    if (seen === undefined) return record!.blockedUntilUs === undefined ? undefined : { blockedUntilUs: record!.blockedUntilUs };
+    if (record!.limits === undefined) return record;
+    return record!.blockedUntilUs === undefined ? { policyId: `${seen}.` } : { policyId: `${seen}.`, blockedUntilUs: record!.blockedUntilUs };
+  }
+  if (record !== undefined && (copy === undefined ? record.limits !== undefined : copy === change.id)) return record;
   const installed: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = { limits: change.limits, policyId: change.id };
   if (change.untilUs !== undefined) installed.untilUs = change.untilUs;
   if (record?.blockedUntilUs !== undefined) installed.blockedUntilUs = record.blockedUntilUs;
@@ -220,8 +256,10 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
     if (args.forMs === undefined) delete next.untilUs;
     else next.untilUs = nowUs + args.forMs * 1000;
     if (args.policyId === undefined) delete next.policyId;
-    else next.policyId = args.policyId;
   }
+  // A policy-wide change's id gets its version here, in the same atomic step (changeVersion); with
+  // `limits: null` the policy's record becomes a marker of its revert.
+  if (args.policyId !== undefined && args.limits !== undefined) next.policyId = `${Math.max(nowUs, changeVersion(record?.policyId) + 1)}.${args.policyId}`;
   if (args.blockForMs === null) delete next.blockedUntilUs;
   else if (args.blockForMs !== undefined) next.blockedUntilUs = nowUs + args.blockForMs * 1000;
   const after = liveRecord(next, nowUs);
@@ -282,14 +320,16 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
  * The store clock's reading, in whole µs, from which a key's bucket and record hold nothing: every limit
  * full (under the expiry split), the record's numbers and block ended. Infinity while a key's own
  * numbers with no end are live. A key's copy of a policy-wide change (`policyId`) does not hold the key:
- * with its bucket full it may go, as the next step installs it again; `pinned`: the record is the
- * policy-wide change itself (written by Store.override with its id), held as a key's own numbers are.
+ * with its bucket full it may go, as the next step installs it again (a marker too); `pinned`: the
+ * record is the policy-wide change itself, or the marker of its revert (written by Store.override with
+ * a policyId), held as a key's own numbers are.
  * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
  * at least; `state` undefined: a full bucket.
  */
 export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false): number {
   let until = 0;
   if (record?.limits !== undefined && (pinned || record.policyId === undefined)) until = record.untilUs ?? Infinity;
+  else if (pinned && isMarker(record)) until = Infinity;
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
   if (state === undefined) return until;
   const from = numbersAt(record, state.atUs, base);

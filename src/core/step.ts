@@ -59,8 +59,19 @@ export interface StepArgs {
    * only if it never holds records.
    */
   readonly base?: StepBase;
-  /** The policy-wide change this limiter node sees (absent: none): installed on a key with no record of its own. */
+  /**
+   * The policy-wide change this limiter node sees (absent: none): installed on a key with no record of
+   * its own, unless the key holds a newer one (core/override.ts changeVersion).
+   */
   readonly policy?: PolicyOverride;
+  /**
+   * Without `policy`: the store clock's reading, in whole µs, at which this node last read that no
+   * policy-wide change was in force (the policy-wide record's store). A key's copy of a change made at
+   * or after it is newer than this node's view, and stays (the step decides under it); an older one
+   * goes, and a marker of this reading takes its place, so that no node whose view is older installs it
+   * again. Absent: this node's view is current (a copy goes, and no marker is left).
+   */
+  readonly policySeenUs?: number;
   /**
    * A settlement of a charge: the take recorded under operation id `chargeId` on this key (a take with
    * an idempotency key). Each limit's costUnits is then the ACTUAL cost in units, at least 0; in the

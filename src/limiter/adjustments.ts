@@ -7,6 +7,7 @@ import { assertIdempotencyKey, assertKey, resolveAdjustment, resolveSettlement, 
 import type { Idempotent } from './idempotent.js';
 import type { AdjustOptions, AdminOptions, AuditEvent, SettleChargeOptions } from './types.js';
 import { withTimeout, type Wiring } from './wiring.js';
+import { seenOf } from './policy-wide.js';
 
 export interface Adjustments {
   adjust(name: string, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
@@ -24,7 +25,7 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name
       assertKey(key);
       const costs = resolveAdjustment(policy, cost);
       if (opts.idempotencyKey !== undefined) assertIdempotencyKey(opts.idempotencyKey);
-      const args = adjustArgs(policy, costs, entry.change);
+      const args = adjustArgs(policy, costs, entry.change, seenOf(entry));
       const withOp = opts.idempotencyKey === undefined ? args : idempotent.withOp(args, opts.idempotencyKey, `adjust|${JSON.stringify(costs)}`);
       return audited('adjust', name, key, opts, () => idempotent.once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0), (d) => ({
         cost,
@@ -33,14 +34,15 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name
       }));
     },
     async settle(name, key, opts) {
-      const { policy, keyPrefix } = getEntry(name);
+      const entry = getEntry(name);
+      const { policy, keyPrefix } = entry;
       assertKey(key);
       const { charge, cost } = opts ?? ({} as Partial<SettleChargeOptions>);
       assertIdempotencyKey(charge, 'charge');
       const costs = resolveSettlement(policy, cost);
       // Its own operation id, derived from the charge's: a retry, or a second server settling the same
       // charge, gets the first answer; another cost is a conflict.
-      const args = idempotent.withOp(settleArgs(policy, costs, charge), SETTLE_OP + charge, `settle|${JSON.stringify(costs)}`);
+      const args = idempotent.withOp(settleArgs(policy, costs, charge, entry.change, seenOf(entry)), SETTLE_OP + charge, `settle|${JSON.stringify(costs)}`);
       return idempotent.once('settle', name, key, costs, policy, keyPrefix + key, args, 0);
     },
     async reset(name, key, opts = {}) {

@@ -21,6 +21,7 @@
 // record again then; no clock is read and no reading ages.
 import { stepArgs } from '../core/gcra.js';
 import type { OverrideLimit, OverrideRecord, PolicyOverride } from '../core/override-types.js';
+import { changeVersion } from '../core/override.js';
 import type { Store } from '../store.js';
 import type { PolicyEntry } from './entry.js';
 
@@ -51,6 +52,17 @@ export interface PolicyWideOptions {
   read(entry: PolicyEntry): Promise<{ record: OverrideRecord | undefined; atUs: number }>;
   /** The change in force has changed (another id, or none now): this node's leases and cached refusals of the policy go. */
   onChange(entry: PolicyEntry): void;
+}
+
+/**
+ * StepArgs.policySeenUs of this node's steps on the entry's policy: with no change in force, the store
+ * clock's reading of the last record read, or the version of the record read if above it (a revert's
+ * marker made in that µs). Undefined before the first reading: a step then takes its view as current.
+ * See core/override.ts recordForStep.
+ */
+export function seenOf(entry: PolicyEntry): number | undefined {
+  const s = entry.wide;
+  return entry.change === undefined && s.readAtMs !== -Infinity ? Math.max(s.atUs, changeVersion(s.record?.policyId)) : undefined;
 }
 
 /** Policy-wide changes made through any limiter, per in-process store object. */
@@ -102,11 +114,13 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     s.readAtMs = startedMs;
     s.seen = seen;
     const change = changeOf(record, atUs, entry.policy.limits.map((l) => l.name), entry.base);
-    if ((before?.id ?? '') === (change?.id ?? '')) return;
-    // Every step sends the change (StepArgs.policy); the common take's arguments are made once per change.
+    const same = (before?.id ?? '') === (change?.id ?? '');
+    // Every step sends the change (StepArgs.policy), or with none the reading's time
+    // (StepArgs.policySeenUs); the common take's arguments are made once per change, or per reading.
+    if (same && change !== undefined) return;
     entry.change = change;
-    entry.takeOne = stepArgs(entry.policy, 1, 0, change);
-    if (!firstRead) options.onChange(entry);
+    entry.takeOne = stepArgs(entry.policy, 1, 0, change, seenOf(entry));
+    if (!same && !firstRead) options.onChange(entry);
   }
 
   function read(entry: PolicyEntry, waitUntil?: (promise: Promise<unknown>) => void): Promise<void> {

@@ -155,7 +155,10 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       return { policy: name, ...policyStateOf(entry, result.after, result.atUs) };
     },
     async clearPolicyLimits(name, opts = {}) {
-      const { key: _, ...out } = await change('policy-limits', getEntry(name), '*', { limits: null }, opts, true);
+      // The record becomes the marker of this revert (a version above the change's), so that every
+      // node's next reading orders it after the change (policy-wide.ts seenOf).
+      const entry = getEntry(name);
+      const { key: _, ...out } = await change('policy-limits', entry, '*', { limits: null, policyId: changeId([]) }, opts, true);
       return out;
     },
   };

@@ -14,7 +14,7 @@ import { createLocalFallback, type LocalFallback } from './local-fallback.js';
 import type { PolicyEntry } from './entry.js';
 import { blockedDecision, blockLeftMs, createInForce, type InForce } from './in-force.js';
 import { createKnownBlocks, type KnownBlocks } from './known-blocks.js';
-import { createPolicyWide, type PolicyWide } from './policy-wide.js';
+import { createPolicyWide, seenOf, type PolicyWide } from './policy-wide.js';
 import { resolveSettings } from './options.js';
 import { createStoreCaller, type CallOutcome, type StoreCaller } from './store-call.js';
 import type { AuditEvent, DecisionEvent, LimiterOptions } from './types.js';
@@ -79,8 +79,10 @@ export function wire(options: LimiterOptions): Wiring {
     ? createLeases({
         // A grant or refund carries the policy-wide change this node sees, as every step does.
         call: (storageKey, args, policy, background) => {
-          const change = entries.get(policy.name)?.change;
-          return storeCall(policy, storageKey, change === undefined ? args : { ...args, policy: change }, background);
+          const entry = entries.get(policy.name);
+          const change = entry?.change;
+          const seenUs = entry && seenOf(entry);
+          return storeCall(policy, storageKey, change !== undefined ? { ...args, policy: change } : seenUs !== undefined ? { ...args, policySeenUs: seenUs } : args, background);
         },
         monotonicMs,
         maxKeys: leaseMaxKeys,

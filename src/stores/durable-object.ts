@@ -187,7 +187,8 @@ export class RateLimiterObject {
       (args.op !== undefined && !(typeof args.op?.id === 'string' && args.op.id.length > 0 && args.op.ttlMs > 0 && typeof args.op.fingerprint === 'string')) ||
       (args.settle !== undefined && !(args.op !== undefined && typeof args.settle?.chargeId === 'string')) ||
       (args.base !== undefined && !(isMs(args.base?.maxWaitMs) && isNumbers(stepBaseNumbers(args.limits, args.base), args.limits.length) && args.base.tokenUnits.length === args.limits.length)) ||
-      (args.policy !== undefined && !(typeof args.policy?.id === 'string' && isNumbers(args.policy.limits, args.limits.length) && (args.policy.untilUs === undefined || isMs(args.policy.untilUs))))
+      (args.policy !== undefined && !(typeof args.policy?.id === 'string' && isNumbers(args.policy.limits, args.limits.length) && (args.policy.untilUs === undefined || isMs(args.policy.untilUs)))) ||
+      (args.policySeenUs !== undefined && !isMs(args.policySeenUs))
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -265,7 +266,7 @@ export class RateLimiterObject {
     const stored = await this.storage.get<StoredBucket>(key);
     const r = applyOverride(readState(stored), stored?.override, nowMs * 1000, args);
     if (r.write !== undefined || r.writeRecord !== undefined) {
-      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits != null && args.policyId !== undefined);
+      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits !== undefined && args.policyId !== undefined);
       if (entry === undefined) await this.storage.delete(key);
       else {
         await this.storage.put(key, entry);

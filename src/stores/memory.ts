@@ -353,7 +353,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const state = at === undefined ? undefined : { debtUnits: nums[at + META]! < 4 ? [nums[at + DEBT]!] : several.get(at)!.debtUnits, atUs: nums[at + AT]! };
       const r = applyOverride(state, records.get(key), now, args);
       // The record first: it is the write that may be refused (maxOverrides), and then nothing changes.
-      if (r.writeRecord !== undefined) overrides.set(key, r.writeRecord, false, args.policyId !== undefined && args.limits != null);
+      if (r.writeRecord !== undefined) overrides.set(key, r.writeRecord, false, args.policyId !== undefined && args.limits !== undefined);
       if (r.write) {
         const { debtUnits } = r.write;
         const limits = numbersAt(r.after, now, args.base);
