@@ -17,6 +17,7 @@ function limiterOn(store: RecordStore, extra: Partial<LimiterOptions> = {}, cloc
       api: { capacity: 2, refillPerSecond: SLOW },
       big: { capacity: 100, refillPerSecond: SLOW },
       two: { limits: { second: { capacity: 5, refillPerSecond: 5 }, day: { capacity: 100, refill: '100/day' } } },
+      fast: { capacity: 2, refillPerSecond: 100 },
     },
     monotonicMs: () => clock.ms,
     onAudit: (e) => audits.push(e),
@@ -256,6 +257,70 @@ describe('block and unblock', () => {
     const { limiter, audits } = limiterOn({ ...store, override: undefined } as unknown as RecordStore);
     await expect(limiter.block('api', 'k', { forMs: 1000 })).rejects.toBeInstanceOf(StoreError);
     expect(audits).toEqual([expect.objectContaining({ action: 'block', error: expect.any(StoreError) })]);
+  });
+});
+
+describe('two nodes that disagree about a policy-wide change, neither set of numbers the stricter', () => {
+  // The policy: 2 at 100 per second. The change: 100 at one an hour. A key stepped by both nodes in turn
+  // while only one has read the change (or its revert) used to flip between the two at every step,
+  // carrying the debt each time: up to the larger capacity plus the faster rate (148 in 500 ms).
+  // Changes are ordered now: the key moves once, and the node that has not read it yet decides under it.
+  async function alternate(a: ReturnType<typeof limiterOn>, b: ReturnType<typeof limiterOn>, store: RecordStore, key: string, ms: number) {
+    const limits = { a: new Set<number>(), b: new Set<number>() };
+    let allowed = 0;
+    for (let i = 0; i < ms; i++) {
+      store.nowUs += 1000;
+      a.clock.ms += 1;
+      b.clock.ms += 1;
+      const node = i % 2 === 0 ? a : b;
+      const d = await node.limiter.take('fast', key);
+      limits[node === a ? 'a' : 'b'].add(d.limit);
+      if (d.allowed) allowed++;
+    }
+    return { allowed, limits };
+  }
+
+  it('a change read by one node only: the other decides under the key’s copy; at most the change’s 100 in 500 ms', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 10_000 });
+    const b = limiterOn(store, { policyRefreshMs: 10_000 });
+    await a.limiter.take('fast', 'warm');
+    await b.limiter.take('fast', 'warm');
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    const { allowed, limits } = await alternate(a, b, store, 'k', 500);
+    expect(limits).toEqual({ a: new Set([100]), b: new Set([100]) });
+    expect(allowed).toBe(100);
+  });
+
+  it('a revert read by one node only: its marker stops the other installing the change again; at most the policy’s 2 + 50 in 500 ms', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 10_000 });
+    const b = limiterOn(store, { policyRefreshMs: 10_000 });
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    await b.limiter.take('fast', 'warm');
+    expect((await b.limiter.peek('fast', 'k')).limit).toBe(100);
+    store.nowUs += 1000;
+    await a.limiter.clearPolicyLimits('fast');
+    const { allowed, limits } = await alternate(a, b, store, 'k', 500);
+    expect(limits).toEqual({ a: new Set([2]), b: new Set([2]) });
+    // 2 at once, then one each 10 ms for 500 ms.
+    expect(allowed).toBeLessThanOrEqual(2 + 50);
+    expect(allowed).toBeGreaterThanOrEqual(50);
+    // Once b reads the revert, its steps leave the marker as it is.
+    b.clock.ms += 10_000;
+    store.nowUs += 10_000_000;
+    expect((await b.limiter.take('fast', 'k')).limit).toBe(2);
+    expect(store.records.get('p:fast:k') ?? store.records.get([...store.records.keys()].find((x) => x.endsWith('fast:k'))!)).toEqual({ policyId: expect.stringMatching(/^\d+\.$/) });
+  });
+});
+
+describe('a settlement under a policy-wide change', () => {
+  it('settles under the change, as every other step does (it sent no view, so the key’s copy was dropped and the bucket carried to the policy’s numbers)', async () => {
+    const limiter = createLimiter({ store: memoryStore(), policies: { p: { capacity: 10, refillPerSecond: SLOW } } });
+    await limiter.setPolicyLimits('p', { capacity: 100, refillPerSecond: SLOW });
+    expect(await limiter.take('p', 'k', { cost: 6, idempotencyKey: 'job' })).toMatchObject({ allowed: true, limit: 100, remaining: 94 });
+    expect(await limiter.settle('p', 'k', { charge: 'job', cost: 5 })).toMatchObject({ limit: 100, remaining: 95 });
+    expect(await limiter.peek('p', 'k')).toMatchObject({ limit: 100, remaining: 95 });
   });
 });
 

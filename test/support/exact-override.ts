@@ -151,15 +151,24 @@ export class OverrideModel {
     return out;
   }
   /**
-   * Before a step: the policy-wide change the caller sees (or none) installed, replaced or cleared on a
-   * key without numbers of its own. Returns a function that undoes it (a blocked step changes nothing).
+   * Before a step: the policy-wide change the caller sees (or none, read at seenUs) installed, replaced
+   * or cleared on a key without numbers of its own, unless the key holds a newer one (a version above
+   * the change's, or at or above seenUs), which decides. A copy cleared with seenUs leaves the marker
+   * "<seenUs>.". Returns a function that undoes it (a blocked step changes nothing).
    */
-  private seePolicy(change: { id: string; limits: Spec[]; untilUs?: number } | undefined): () => void {
+  private seePolicy(change: PolicyChange | undefined, seenUs?: number): () => void {
     const saved = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record } };
     const undo = () => Object.assign(this, saved);
     const r = this.record;
+    if (r.policyId !== undefined) {
+      const v = versionOf(r.policyId);
+      if (change !== undefined ? v > versionOf(change.id) : seenUs !== undefined && v >= seenUs) return undo;
+    }
     if (change === undefined) {
-      if (r.policyId !== undefined) this.become(r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs }, this.at);
+      if (r.policyId === undefined) return undo;
+      const block = r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs };
+      if (seenUs === undefined) this.become(block, this.at);
+      else if (r.limits !== undefined) this.become({ policyId: `${seenUs}.`, ...block }, this.at);
       return undo;
     }
     const own = r.policyId === undefined && r.limits !== undefined;
@@ -176,9 +185,9 @@ export class OverrideModel {
     return c > MAX ? MAX : c;
   }
 
-  take(t: number, costs: number[], maxWaitMs: number, change?: PolicyChange): ModelStep {
+  take(t: number, costs: number[], maxWaitMs: number, change?: PolicyChange, seenUs?: number): ModelStep {
     this.advance(t);
-    const undo = this.seePolicy(change);
+    const undo = this.seePolicy(change, seenUs);
     if (this.blocked(this.at)) return this.refuse(undo);
     const n = this.current();
     const after = this.debts.map((d, i) => d + BigInt(costs[i]!) * n[i]!.token);
@@ -193,10 +202,10 @@ export class OverrideModel {
     undo();
     return a;
   }
-  adjust(t: number, costs: number[], change?: PolicyChange): ModelStep {
+  adjust(t: number, costs: number[], change?: PolicyChange, seenUs?: number): ModelStep {
     this.advance(t);
     // Applied during a block too: work done is paid for, and what a lease did not use goes back.
-    this.seePolicy(change);
+    this.seePolicy(change, seenUs);
     const n = this.current();
     this.debts = this.debts.map((d, i) => {
       const c = BigInt(costs[i]!) * n[i]!.token;
@@ -207,9 +216,9 @@ export class OverrideModel {
     return this.answer(true);
   }
   /** A lease grant on a policy of one limit: the whole tokens that fit, at most `tokens`. */
-  grant(t: number, tokens: number, change?: PolicyChange): ModelStep {
+  grant(t: number, tokens: number, change?: PolicyChange, seenUs?: number): ModelStep {
     this.advance(t);
-    const undo = this.seePolicy(change);
+    const undo = this.seePolicy(change, seenUs);
     if (this.blocked(this.at)) return this.refuse(undo);
     const n = this.current()[0]!;
     const fit = (n.cap - this.debts[0]!) / n.token;
@@ -222,10 +231,10 @@ export class OverrideModel {
    * A refund of `tokens` of a policy of one limit, granted at sinceUs (or already decayed): under other
    * numbers, the lesser of what is left of it at the base's rate and at theirs.
    */
-  refund(t: number, tokens: number, sinceUs: number | undefined, change?: PolicyChange): ModelStep {
+  refund(t: number, tokens: number, sinceUs: number | undefined, change?: PolicyChange, seenUs?: number): ModelStep {
     this.advance(t);
     // Applied during a block too: work done is paid for, and what a lease did not use goes back.
-    this.seePolicy(change);
+    this.seePolicy(change, seenUs);
     const b = this.base[0]!;
     const n = this.current()[0]!;
     const left = (x: Numbers) => pos(BigInt(tokens) * x.token - (sinceUs === undefined ? 0n : pos(BigInt(t - sinceUs)) * x.rate));
@@ -255,6 +264,16 @@ export class OverrideModel {
     this.become(next, tt);
     return this.recordView();
   }
+  /**
+   * A store may let a key's copy of a policy-wide change, or a marker, go with its full bucket (the next
+   * step installs what its node sees again): when the store's record `got` shows none, the model's goes too.
+   */
+  dropInstalledWhenFull(got: { policyId?: string } | undefined) {
+    if (this.record.policyId === undefined || got?.policyId !== undefined || this.debts.some((d) => d !== 0n)) return;
+    const { blockedUntilUs } = this.record;
+    this.record = blockedUntilUs === undefined ? {} : { blockedUntilUs };
+    this.inRecord = false;
+  }
   /** Store.reset: the bucket full, the record kept. */
   reset(t: number) {
     this.advance(t);
@@ -270,6 +289,12 @@ export class OverrideModel {
     if (r.policyId !== undefined) out.policyId = r.policyId;
     return Object.keys(out).length === 0 ? undefined : out;
   }
+}
+
+/** A policy-wide id's version (core/override.ts changeVersion, restated): its digits before the first '.'. */
+function versionOf(id: string): number {
+  const m = /^(\d{1,16})\./.exec(id);
+  return m ? Number(m[1]) : 0;
 }
 
 /** A policy-wide change as the caller sees it, with its end relative to the model's clock. */
@@ -300,7 +325,8 @@ export type OverrideOp =
   | { kind: 'unblock'; dtUs: number }
   | { kind: 'reset'; dtUs: number }
   | { kind: 'policy-set'; dtUs: number; limits: Spec[]; forMs?: number }
-  | { kind: 'policy-clear'; dtUs: number };
+  | { kind: 'policy-clear'; dtUs: number }
+  | { kind: 'stale-take'; dtUs: number; costs: number[]; maxWaitMs: number; back: number };
 
 /** Base limits (1 to 3) and operations at fake-clock gaps (multiples of resolutionUs). */
 export function overrideCaseArb(resolutionUs = 1, maxLength = 40) {
@@ -324,6 +350,9 @@ export function overrideCaseArb(resolutionUs = 1, maxLength = 40) {
       fc.record({ kind: fc.constant('reset' as const), dtUs: dt }),
       fc.record({ kind: fc.constant('policy-set' as const), dtUs: dt, limits, forMs }),
       fc.record({ kind: fc.constant('policy-clear' as const), dtUs: dt }),
+      // A node that has not read the last changes yet (1 to 3 views back): two nodes disagreeing.
+      fc.record({ kind: fc.constant('stale-take' as const), dtUs: dt, costs: costs(0), maxWaitMs: fc.constantFrom(0, 0, 250), back: fc.integer({ min: 1, max: 3 }) }),
+      fc.record({ kind: fc.constant('stale-take' as const), dtUs: dt, costs: costs(0), maxWaitMs: fc.constant(0), back: fc.integer({ min: 1, max: 2 }) }),
     ];
     if (n === 1) {
       kinds.push(
@@ -373,9 +402,18 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
   const first = await store.step(key, stepArgs(policy, 0, 0));
   const t0 = first.atUs!;
   let t = 0;
+  // The views of the policy-wide record a node may hold, oldest first: a change (its id versioned as
+  // Store.override versions it: max(store time, last version + 1)), or none read at seenUs (a revert's
+  // marker version). The current one is the last; a stale node holds an earlier one.
+  const views: { change?: PolicyChange; seenUs: number }[] = [{ seenUs: t0 }];
+  let lastVersion = 0;
   let change: PolicyChange | undefined;
-  const implChange = (): PolicyOverride | undefined =>
-    change === undefined ? undefined : { id: change.id, limits: implNumbers(change.limits), ...(change.untilUs === undefined ? {} : { untilUs: t0 + change.untilUs }) };
+  let seenUs: number | undefined = t0;
+  const implOf = (c: PolicyChange | undefined): PolicyOverride | undefined =>
+    c === undefined ? undefined : { id: c.id, limits: implNumbers(c.limits), ...(c.untilUs === undefined ? {} : { untilUs: t0 + c.untilUs }) };
+  const implChange = () => implOf(change);
+  const seenOf = () => (change === undefined ? seenUs : undefined);
+  let lastRecord: OverrideResult['after'];
   const relative = (r: OverrideResult['after']) => r && { ...r, ...(r.untilUs === undefined ? {} : { untilUs: r.untilUs - t0 }), ...(r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs - t0 }) };
   for (const [i, op] of ops.entries()) {
     t += op.dtUs;
@@ -393,6 +431,7 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
       const after = model.override(t, change);
       const full = model.debts.every((d) => d === 0n);
       const r = await store.override!(key, args);
+      lastRecord = r.after;
       expect(r.atUs).toBe(t0 + t);
       expect({ ...where, before: relative(r.before), after: relative(r.after) }).toEqual({ ...where, before: installedOrNone(before, r.before, full), after: installedOrNone(after, r.after, full) });
     };
@@ -401,24 +440,24 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
       case 'peek': {
         const costs = op.kind === 'peek' ? base.map(() => 0) : op.costs.map((c, j) => Math.min(c, base[j]!.capacity));
         const wait = op.kind === 'peek' ? 0 : op.maxWaitMs;
-        const want = model.take(t, costs, wait, change);
-        await step(stepArgs(policy, costs, wait, implChange()), want);
+        const want = model.take(t, costs, wait, change, seenOf());
+        await step(stepArgs(policy, costs, wait, implChange(), seenOf()), want);
         break;
       }
       case 'adjust': {
-        const want = model.adjust(t, op.costs, change);
-        await step(adjustArgs(policy, op.costs, implChange()), want);
+        const want = model.adjust(t, op.costs, change, seenOf());
+        await step(adjustArgs(policy, op.costs, implChange(), seenOf()), want);
         break;
       }
       case 'grant': {
         const tokens = Math.min(op.tokens, base[0]!.capacity);
-        await step(grantArgs(policy, tokens, implChange()), model.grant(t, tokens, change));
+        await step(grantArgs(policy, tokens, implChange(), seenOf()), model.grant(t, tokens, change, seenOf()));
         break;
       }
       case 'refund': {
         const since = op.backUs === undefined ? undefined : Math.max(0, t - op.backUs);
-        const want = model.refund(t, op.tokens, since, change);
-        await step(refundArgs(policy, op.tokens * policy.tokenUnits, since === undefined ? undefined : t0 + since, implChange()), want);
+        const want = model.refund(t, op.tokens, since, change, seenOf());
+        await step(refundArgs(policy, op.tokens * policy.tokenUnits, since === undefined ? undefined : t0 + since, implChange(), seenOf()), want);
         break;
       }
       case 'set':
@@ -444,13 +483,29 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
         break;
       case 'policy-set':
         // A new change has a new id (an id names one change: the same id with other numbers is never sent).
-        change = { id: `c${i}`, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
+        lastVersion = Math.max(t0 + t, lastVersion + 1);
+        change = { id: `${lastVersion}.c${i}`, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
+        seenUs = undefined;
+        views.push({ change, seenUs: lastVersion });
         break;
       case 'policy-clear':
+        lastVersion = Math.max(t0 + t, lastVersion + 1);
         change = undefined;
+        seenUs = lastVersion;
+        views.push({ seenUs });
         break;
+      case 'stale-take': {
+        const v = views[Math.max(0, views.length - 1 - op.back)]!;
+        const costs = op.costs.map((c, j) => Math.min(c, base[j]!.capacity));
+        const staleSeen = v.change === undefined ? v.seenUs : undefined;
+        const want = model.take(t, costs, op.maxWaitMs, v.change, staleSeen);
+        await step(stepArgs(policy, costs, op.maxWaitMs, implOf(v.change), staleSeen), want);
+        break;
+      }
     }
-    // Whatever a step installed or dropped, the record the store holds is the model's: read it.
+    // Whatever a step installed or dropped, the record the store holds is the model's: read it. A copy
+    // or marker the store let go with its full bucket is gone from the model too.
     await override({ base: baseNumbers }, {});
+    model.dropInstalledWhenFull(lastRecord);
   }
 }
