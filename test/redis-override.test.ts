@@ -13,7 +13,7 @@ import { resolvePolicy } from '../src/core/policy.js';
 import { memoryStore } from '../src/stores/memory.js';
 import type { Store } from '../src/store.js';
 import { createLimiter } from '../src/index.js';
-import { applyOverride, baseNumbers, carryDebt, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
+import { applyOverride, baseNumbers, carryDebt, isMarker, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
 import { GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
 import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from '../src/stores/redis-override.js';
@@ -59,6 +59,8 @@ const opArb = (n: number) =>
           maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000),
           backUs: fc.integer({ min: -1000, max: 3_000_000 }),
           policy: fc.constantFrom(undefined, undefined, 0, 1),
+          // Without a change: this node's reading that found none (StepArgs.policySeenUs), µs after the start.
+          seenUs: fc.option(fc.integer({ min: 0, max: 5_000_000 }), { nil: undefined }),
         }),
       },
       {
@@ -78,8 +80,8 @@ const opArb = (n: number) =>
   });
 type Op = typeof opArb extends (n: number) => fc.Arbitrary<infer T> ? T : never;
 
-/** The step's arguments as the limiter sends them, with StepArgs.base. */
-function argsOf(base: OverrideLimit[], op: Extract<Op['op'], { type: 'step' }>, lastAtUs: number, policies: (StepArgs['policy'] | undefined)[]): StepArgs {
+/** The step's arguments as the limiter sends them, with StepArgs.base (and policySeenUs, op.seenUs after startUs). */
+function argsOf(base: OverrideLimit[], op: Extract<Op['op'], { type: 'step' }>, lastAtUs: number, policies: (StepArgs['policy'] | undefined)[], startUs = 0): StepArgs {
   const adjust = op.kind === 'adjust' || op.kind === 'refund-since';
   const wait = adjust ? MAX_WAIT_MS : op.kind === 'grant' ? 0 : op.maxWaitMs;
   const limits = base.map((l, i) => {
@@ -93,6 +95,7 @@ function argsOf(base: OverrideLimit[], op: Extract<Op['op'], { type: 'step' }>, 
   if (op.kind === 'grant') args.tokenUnits = base[0]!.tokenUnits;
   const policy = op.policy === undefined ? undefined : policies[op.policy];
   if (policy) args.policy = policy;
+  else if (op.seenUs !== undefined) args.policySeenUs = startUs + op.seenUs;
   return args;
 }
 
@@ -110,11 +113,13 @@ function applyWrites(s: { state?: BucketState; record?: OverrideRecord }, r: { w
 /**
  * The expiry the scripts set (ms; null: none) for a value written at nowUs: none while a key's own
  * record has numbers without an end; else at least 1 s, the bucket's full time under the expiry split,
- * a key's own record's untilUs, and the block's end. `pinned`: the override script set numbers with a
- * policy-wide change's id (setPolicyLimits on the policy's own key), kept as a key's own are.
+ * a key's own record's untilUs, and the block's end. `pinned`: the override script set or cleared numbers
+ * with a policy-wide change's id (setPolicyLimits, clearPolicyLimits on the policy's own key), kept as
+ * a key's own are (the change, or the marker of its revert).
  */
 function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean): number | null {
   if (!record) return Math.max(1000, ...(state?.debtUnits ?? []).map((d, i) => (d > 0 ? Math.ceil(d / (base[i]!.refillUnitsPerUs * 1000)) : 0)));
+  if (pinned && isMarker(record)) return null;
   const own = numbersLive(record, nowUs) && (pinned || record.policyId === undefined);
   if (own && record.untilUs === undefined) return null;
   const at = numbersAt(record, nowUs, base);
@@ -168,7 +173,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
       await fc.assert(
         fc.asyncProperty(
           fc.array(numbersArb, { minLength: n, maxLength: n }),
-          fc.array(fc.record({ limits: fc.array(numbersArb, { minLength: n, maxLength: n }), forMs: fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined }) }), { minLength: 2, maxLength: 2 }),
+          fc.array(fc.record({ limits: fc.array(numbersArb, { minLength: n, maxLength: n }), forMs: fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined }), versionUs: fc.option(fc.integer({ min: 0, max: 5_000_000 }), { nil: undefined }) }), { minLength: 2, maxLength: 2 }),
           fc.array(opArb(n), { minLength: 1, maxLength: 40 }),
           async (base, policyArbs, ops) => {
             let nowUs = 1_790_000_000_000_000;
@@ -176,13 +181,16 @@ describe('override records in the scripts against core/override.ts (fake clock, 
             const key = `ov${run++}`;
             let s: { state?: BucketState; record?: OverrideRecord } = {};
             let lastAtUs = nowUs;
-            // Two policy-wide changes, their end fixed when first seen (as a node's cache holds one).
-            const policies = policyArbs.map((p, i) => ({ id: `p${i}`, limits: p.limits, ...(p.forMs === undefined ? {} : { untilUs: nowUs + p.forMs * 1000 }) }));
+            // Two policy-wide changes, their end fixed when first seen (as a node's cache holds one), each
+            // with a version (µs after the start; none: an id without one), ordered against the
+            // overrides' ids (versioned by the store clock) and the steps' policySeenUs.
+            const startUs = nowUs;
+            const policies = policyArbs.map((p, i) => ({ id: `${p.versionUs === undefined ? '' : `${startUs + p.versionUs}.`}p${i}`, limits: p.limits, ...(p.forMs === undefined ? {} : { untilUs: nowUs + p.forMs * 1000 }) }));
             for (const [i, { dtUs, op }] of ops.entries()) {
               nowUs += dtUs;
               const what = { i, op };
               if (op.type === 'step') {
-                const args = argsOf(base, op, lastAtUs, policies);
+                const args = argsOf(base, op, lastAtUs, policies, startUs);
                 const want = stepWithRecord(s.state, nowUs, args, s.record);
                 const got = await store.step(key, args);
                 expect({ ...what, got }).toEqual({ ...what, got: answer(want) });
@@ -195,7 +203,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
                 const { write: _w, writeRecord: _r, ...result } = want;
                 expect({ ...what, got }).toEqual({ ...what, got: result });
                 s = applyWrites(s, want);
-                const pinned = op.limits !== undefined && op.limits !== null && op.policyId !== undefined;
+                const pinned = op.limits !== undefined && op.policyId !== undefined;
                 await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined, pinned);
               } else {
                 await store.reset(key);
@@ -239,7 +247,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
           const change = { id: 'wide', limits: [other!] };
           for (const [i, op] of ops.entries()) {
             nowUs += op.dtUs;
-            const plain = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined }, nowUs, []);
+            const plain = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined, seenUs: undefined }, nowUs, []);
             const args = op.wide ? { ...plain, policy: change } : plain;
             // Alone, or two at once (a batch of two keys, in order).
             const pair = op.together ? [op.key, (op.key + 1) % 3] : [op.key];
@@ -267,7 +275,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
         fc.array(
           fc.record({
             dtUs: gapUsArb(),
-            takes: fc.array(fc.record({ key: fc.nat({ max: 2 }), costs: fc.array(costArb, { minLength: 3, maxLength: 3 }), maxWaitMs: fc.constantFrom(0, 0, 250), policy: fc.constantFrom(undefined, undefined, 0, 1) }), { minLength: 2, maxLength: 8 }),
+            takes: fc.array(fc.record({ key: fc.nat({ max: 2 }), costs: fc.array(costArb, { minLength: 3, maxLength: 3 }), maxWaitMs: fc.constantFrom(0, 0, 250), policy: fc.constantFrom(undefined, undefined, 0, 1), seenUs: fc.option(fc.integer({ min: 0, max: 3_000_000 }), { nil: undefined }) }), { minLength: 2, maxLength: 8 }),
             change: fc.option(fc.record({ key: fc.nat({ max: 2 }), limits: fc.oneof(fc.constant(null), fc.array(numbersArb, { minLength: 3, maxLength: 3 })), forMs: fc.option(fc.integer({ min: 0, max: 3000 }), { nil: undefined }), blockForMs: fc.constantFrom(undefined, undefined, null, 0, 500, 3000) }), { nil: undefined }),
           }),
           { minLength: 1, maxLength: 12 },
@@ -277,13 +285,15 @@ describe('override records in the scripts against core/override.ts (fake clock, 
           const store = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: { maxSize: 64 } });
           const keys = keyBase.map((_, k) => `ovb${run}:${k}`);
           run++;
-          const policies = [0, 1].map((i) => (b: OverrideLimit[]) => ({ id: `p${i}`, limits: b.map((l) => ({ ...l, capacityUnits: l.capacityUnits * (i + 2) })) }));
+          // Versioned ids (µs after the start), ordered against the steps' policySeenUs.
+          const startUs = nowUs;
+          const policies = [0, 1].map((i) => (b: OverrideLimit[]) => ({ id: `${startUs + 1_000_000 * i}.p${i}`, limits: b.map((l) => ({ ...l, capacityUnits: l.capacityUnits * (i + 2) })) }));
           const states: { state?: BucketState; record?: OverrideRecord }[] = keys.map(() => ({}));
           for (const [r, round] of rounds.entries()) {
             nowUs += round.dtUs;
             const argsList = round.takes.map((t) => {
               const base = keyBase[t.key]!;
-              const args = argsOf(base, { type: 'step', kind: 'take', costs: t.costs, refund: [false, false, false], maxWaitMs: t.maxWaitMs, backUs: 0, policy: undefined }, nowUs, []);
+              const args = argsOf(base, { type: 'step', kind: 'take', costs: t.costs, refund: [false, false, false], maxWaitMs: t.maxWaitMs, backUs: 0, policy: undefined, seenUs: t.seenUs }, nowUs, [], startUs);
               return t.policy === undefined ? args : { ...args, policy: policies[t.policy]!(base) };
             });
             const before = calls.batch;

@@ -8,15 +8,16 @@ import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v14
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v15
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
   // Then each key's take in turn, from b = 2: ARGV[b] its number of limits n plus 16 times its entry e,
   // and ARGV[b+1 .. b+3n] the limits (see above; every cost 0: a peek); the next key's is at ARGV[b + 3n + 1]
   // Then the entries, after the last key: entry e's base and policy-wide change, as the single-key
-  // script's ARGV[4] and ARGV[5]. Keys of one policy share one, so a batch sends each base once, and a
-  // key's entry costs its usual step no ARGV (e 0: no base and no policy-wide change)
+  // script's ARGV[4] and ARGV[5] (a change, or "!<seenUs>": StepArgs.policySeenUs). Keys of one policy
+  // share one, so a batch sends each base once, and a key's entry costs its usual step no ARGV (e 0: no
+  // base and no policy-wide change)
   // Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
   // or ARGV[1]), then each key's verdict (-2: refused, nothing written for it: a key with override
   // numbers and no base, or a base or policy of another count of limits) and the value its step read (see
@@ -51,13 +52,19 @@ end
 ` +
   // Each entry's base and policy-wide change, checked once per call, by their form: read as numbers
   // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
-  // epid: each entry's change's id (for recordTake).
-  `local epid = {}
+  // epid: each entry's change's id (for recordTake); enc: true where it sends no change (the usual
+  // path's), eseen: its policySeenUs as a number, refused at 2^53 or more.
+  `local epid, enc, eseen = {}, {}, {}
 for e = 1, top do
   local x = b + 2 * e - 2
   if A[x] ~= '' and not (string.find(A[x], '^%d+,[1-9][%d,]*%d$') and not string.find(A[x], ',,', 1, true) and not string.find(A[x], ',0', 1, true)) then bad = x end
   local p = A[x + 1]
-  if p ~= '' then
+  local sd = string.match(p, '^!(%d+)$')
+  if p == '' then enc[e] = true
+  elseif sd then
+    enc[e], eseen[e] = true, sd + 0
+    if not (eseen[e] < 9007199254740992) then bad = x + 1 end
+  else
     local l, id = string.match(p, '^([1-9][%d,]*%d)|%d*|(%C+)$')
     if not l then l, id = string.match(p, '^([1-9])|%d*|(%C+)$') end
     if not l or string.find(l, ',,', 1, true) or string.find(l, ',0', 1, true) then bad = x + 1 end
@@ -92,9 +99,9 @@ for i = 1, #KEYS do
   // straight lines, as the single-key script's; any other leaves allowed nil, for the general path below.
   `  ${upTo(
     FAST_LIMITS,
-    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : " and (e == 0 or A[last - 2 * top + 2 * e] == '')"} then
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : ' and (e == 0 or enc[e])'} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at)${n === 1 ? " and (e == 0 or A[last - 2 * top + 2 * e] == '')" : ''} then
+    if (not v or at)${n === 1 ? ' and (e == 0 or enc[e])' : ''} then
       local j = b + 1
       ${indent(fastTake(n), '      ')}
       out[m + 1] = allowed
@@ -130,7 +137,8 @@ for i = 1, #KEYS do
   end
   if allowed == nil then
     local s, k, fast = fields(v, n)
-    local ps = e > 0 and A[last - 2 * top + 2 * e] or ''
+    local ps = ''
+    if e > 0 and not enc[e] then ps = A[last - 2 * top + 2 * e] end
 ` +
   // A key with an override record, or a take under a policy-wide change: core/override.ts's step
   // (refused, for this key alone, when its entry is not of its count of limits).
@@ -149,7 +157,7 @@ for i = 1, #KEYS do
         end
       end
       if not ((e > 0 and A[last - 2 * top + 2 * e - 1] ~= '' and not B) or (P and not P.l)) then
-        allowed, tokens, after = record_step(key, v, now, 't', '', b + 1, n, B, P)
+        allowed, tokens, after = record_step(key, v, now, 't', '', b + 1, n, B, P, eseen[e])
       end
       if not allowed then allowed, after = -2, v end
     else
@@ -166,4 +174,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'a89cdcb6a51af23b7941aa10f0737204c582ada9';
+export const GCRA_BATCH_SCRIPT_SHA = '6796990176752966784debcd7429a851b0e6acdb';

@@ -42,7 +42,7 @@ export async function overrideOf(run: RunScript, key: string, args: OverrideArgs
     limits === null ? '-' : limits === undefined ? '' : limitsArg(limits),
     limits && args.forMs !== undefined ? wholeMs('forMs', args.forMs) : '',
     args.blockForMs === null ? '-' : args.blockForMs === undefined ? '' : wholeMs('blockForMs', args.blockForMs),
-    limits && args.policyId !== undefined ? args.policyId : '',
+    limits !== undefined && args.policyId !== undefined ? args.policyId : '',
   ];
   let reply: unknown;
   try {

@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v3
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v4
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -19,7 +19,9 @@ export const OVERRIDE_SCRIPT = `-- edge-limiter override v3
   // ARGV[4]: the numbers to set, as the base ("-": clear them; "": keep)
   // ARGV[5]: with numbers to set, the ms they last ("": until cleared)
   // ARGV[6]: block for this many ms ("-": unblock; "": keep)
-  // ARGV[7]: with numbers to set, the id of the policy-wide change they are ("": a key's own)
+  // ARGV[7]: with numbers to set or "-", the id of the policy-wide change they are, or whose revert the
+  // record becomes, a marker ("": a key's own): written after its version,
+  // "<max(now, the version of the id replaced + 1)>.<id>" (core/override.ts changeVersion)
   // Returns {nowUs, value read, value after}: the clock reading in whole µs, the key's value before and
   // after the change (0: no key)
   `local A, key = ARGV, KEYS[1]
@@ -70,8 +72,9 @@ if A[4] == '-' then
 elseif lim then
   nx.l, nx.u, nx.id = lim, nil, nil
   if A[5] ~= '' then nx.u = now + A[5] * 1000 end
-  if A[7] ~= '' then nx.id = A[7] end
 end
+local pin = A[4] ~= '' and A[7] ~= ''
+if pin then nx.id = format('%d', math.max(now, version(rec and rec.id) + 1)) .. '.' .. A[7] end
 if A[6] == '-' then nx.bl = nil elseif A[6] ~= '' then nx.bl = now + A[6] * 1000 end
 local after = live_record(nx, now)
 ` +
@@ -95,9 +98,10 @@ if k > 1 then
     w[i] = conv(w[i], numbers_at(rec, now, i, bt, bc, br), numbers_at(after, now, i, bt, bc, br), true)
   end
 end
--- Numbers with an id are the policy-wide change itself (setPolicyLimits, on the policy's key): pinned.
-return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, lim ~= nil and A[7] ~= '') or 0}
+-- Numbers or "-" with an id are the policy-wide change itself or the marker of its revert
+-- (setPolicyLimits, clearPolicyLimits, on the policy's key): pinned.
+return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin) or 0}
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '322ceca020a2e0612ac505acd7fb3fc21b66c10d';
+export const OVERRIDE_SCRIPT_SHA = '1c75ff72ddd8d34243b7896f42cfc424418991b2';

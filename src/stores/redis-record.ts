@@ -66,9 +66,13 @@ export function baseArg(base: { tokenUnits: readonly number[]; capacityUnits: re
 /** Numbers per limit as the scripts take and store them: "<t1>,<c1>,<r1>,...". */
 export const limitsArg = (limits: readonly OverrideLimit[]) => limits.map((l) => `${l.tokenUnits},${l.capacityUnits},${l.refillUnitsPerUs}`).join(',');
 
-/** StepArgs.policy as the scripts take it: "<t1>,<c1>,<r1>,...|<untilUs>|<id>" ("" for none). */
-export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]; untilUs?: number } | undefined): string {
-  return policy === undefined ? '' : `${limitsArg(policy.limits)}|${policy.untilUs ?? ''}|${policy.id}`;
+/**
+ * StepArgs.policy as the scripts take it: "<t1>,<c1>,<r1>,...|<untilUs>|<id>"; with none, StepArgs.policySeenUs
+ * as "!<seenUs>" ("" for neither).
+ */
+export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]; untilUs?: number } | undefined, seenUs?: number): string {
+  if (policy === undefined) return seenUs === undefined ? '' : `!${seenUs}`;
+  return `${limitsArg(policy.limits)}|${policy.untilUs ?? ''}|${policy.id}`;
 }
 
 /**
@@ -143,6 +147,13 @@ local function live(r, t)
   return r and r.l and (not r.u or t < r.u)
 end
 ` +
+  // core's changeVersion: the digits (1 to 16) before the id's first '.', else 0.
+  `local function version(id)
+  local d = id and string.match(id, '^(%d+)%.')
+  if d and #d < 17 then return d + 0 end
+  return 0
+end
+` +
   // Limit i's numbers at t: the record's where live and it has them, else the base (bt, bc, br).
   `local function numbers_at(r, t, i, bt, bc, br)
   if live(r, t) and r.l[3 * i] then return r.l[3 * i - 2], r.l[3 * i - 1], r.l[3 * i], true end
@@ -170,14 +181,16 @@ end
   return d
 end
 ` +
-  // core's liveRecord: the record without what ended by now (the same table when nothing did; nil when nothing is left).
+  // core's liveRecord: the record without what ended by now (the same table when nothing did; nil when
+  // nothing is left). A marker (an id and no numbers, core's isMarker) is something left.
   `local function live_record(r, now)
   if not r then return nil end
-  local nl, bk = live(r, now), r.bl and r.bl > now
-  if not nl and not bk then return nil end
+  local nl, bk, mk = live(r, now), r.bl and r.bl > now, not r.l and r.id
+  if not nl and not bk and not mk then return nil end
   if (nl or not r.l) and (bk or not r.bl) then return r end
   local o = {}
-  if nl then o.l, o.u, o.id = r.l, r.u, r.id end
+  if nl then o.l, o.u = r.l, r.u end
+  if nl or mk then o.id = r.id end
   if bk then o.bl = r.bl end
   return o
 end
@@ -197,8 +210,8 @@ end
   // under the expiry split: none while a key's own record has numbers without an end; else at least
   // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
   // of a policy-wide change without a block may go when the bucket is full: the next step installs it
-  // again. \`pin\`: the record is the policy-wide change itself (setPolicyLimits on the policy's key),
-  // kept as a key's own is.
+  // again, and so may a marker. \`pin\`: the record is the policy-wide change itself, or the marker of its
+  // revert (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is.
   `local function rsave(key, v, w, n, now, r, bt, bc, br, pin)
   local keep = false
   if w then
@@ -237,7 +250,7 @@ end
   if r then
     value = value .. '|' .. rtext(r)
     local own = live(r, now) and (pin or not r.id)
-    if own and not r.u then
+    if (own and not r.u) or (pin and r.id and not r.l) then
       redis.call('SET', key, value)
       return value
     end
@@ -253,10 +266,11 @@ end
   // core/override.ts stepWithRecord on the key holding v, at now: a step of kind ('t' a take, 'g' a
   // grant of tokenUnits x, 'a' an adjustment refunding since x: applied during a block too, which
   // refuses the others) of the n limits at A[j ..], with the
-  // base B ({maxWaitMs, t1, c1, ...}; nil: not sent) and the policy-wide change P ({l, u, id}; nil).
-  // Returns the verdict, the tokens of a grant, and the key's value after. A step that needs the base
-  // and was not sent one returns nil (the script refuses it, as core throws).
-  `local function rstep(key, v, now, kind, x, j, n, B, P)
+  // base B ({maxWaitMs, t1, c1, ...}; nil: not sent), the policy-wide change P ({l, u, id}; nil) and,
+  // without one, StepArgs.policySeenUs S (nil: not sent). Returns the verdict, the tokens of a grant,
+  // and the key's value after. A step that needs the base and was not sent one returns nil (the script
+  // refuses it, as core throws).
+  `local function rstep(key, v, now, kind, x, j, n, B, P, S)
   local b, rec = v, nil
   if v then
     local pb, pr = rparse(v)
@@ -276,12 +290,20 @@ end
     if P or (rec and (rec.id or live(rec, now) or (k > 1 and live(rec, at)))) then return nil end
   else
     nxt = live_record(rec, now)
-    if P then
-      if not (nxt and ((not nxt.id and nxt.l) or nxt.id == P.id)) then
+` +
+  // core's recordForStep: a copy or marker newer than this node's view is kept; else the change is
+  // installed on a key with no record of its own, or with none seen a copy goes (S: a marker of S
+  // takes its place; a marker stays).
+  `    local c = nxt and nxt.id
+    if c and (P and version(c) > version(P.id) or not P and S and version(c) >= S) then
+    elseif P then
+      if not (nxt and ((not c and nxt.l) or c == P.id)) then
         nxt = {l = P.l, u = P.u, id = P.id, bl = nxt and nxt.bl}
       end
-    elseif nxt and nxt.id then
+    elseif c and not S then
       if nxt.bl then nxt = {bl = nxt.bl} else nxt = nil end
+    elseif c and nxt.l then
+      nxt = {id = format('%d', S) .. '.', bl = nxt.bl}
     end
     nxt = live_record(nxt, now)
   end

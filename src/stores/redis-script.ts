@@ -21,7 +21,7 @@ import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v17
+export const GCRA_SCRIPT = `-- edge-limiter gcra v18
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -45,7 +45,8 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v17
   // back ("": none), a refund then being what the bucket has not refilled since,
   // max(0, -costUnits - max(0, now - since) * rate); with "t", ""
   // ARGV[4]: StepArgs.base, "<maxWaitMs>,<tokenUnits1>,<capacityUnits1>,..." ("": not sent)
-  // ARGV[5]: StepArgs.policy, "<t1>,<c1>,<r1>,...|<untilUs>|<id>" ("": none)
+  // ARGV[5]: StepArgs.policy, "<t1>,<c1>,<r1>,...|<untilUs>|<id>"; or, with none, StepArgs.policySeenUs,
+  // "!<seenUs>" (whole µs below 2^53), which only a key holding a record reads; "": neither
   // ARGV[3j+3], ARGV[3j+4], ARGV[3j+5]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
   // for j = 1 to n = (#ARGV - 5) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
   // the fingerprint). Every cost 0 is a peek, of any kind: read only
@@ -58,17 +59,21 @@ local now, v
 ` +
   // The arguments, checked before anything is read or written (see refuse): n limits of 1 to
   // ${MAX_LIMITS}, as 5 + 3n ARGV (7 + 3n with an operation id, whose ttl is digits), a known kind, the
-  // base and policy of their shape (see baseShape, policyShape) or "", and every other ARGV a finite
-  // number, where ARGV[1] and ARGV[3] may be "" (a grant's tokenUnits may not, and is above 0).
+  // base and policy of their shape (see baseShape, policyShape), "!" and digits below 2^53 (S), or "",
+  // and every other ARGV a finite number, where ARGV[1] and ARGV[3] may be "" (a grant's tokenUnits may
+  // not, and is above 0). nc: no policy-wide change is sent (ARGV[5] "" or S), as on the usual path.
   `local last = #A
 if op then last = last - 2 end
-local n, kind, bad = (last - 5) / 3, A[2]
+local n, kind, bad, S = (last - 5) / 3, A[2]
+if A[5] and A[5] ~= '' then S = string.match(A[5], '^!(%d+)$') end
+local nc = A[5] == '' or S
 if not (n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0) then bad = 0
 elseif kind ~= 't' and kind ~= 'g' and kind ~= 'a' and not (kind == 's' and op and KEYS[3]) then bad = 2
 elseif op and not string.match(A[last + 1], '^[1-9]%d*$') then bad = last + 1
 elseif kind == 'g' and not ((tonumber(A[3]) or 0) > 0) then bad = 3
 elseif A[4] ~= '' and not string.find(A[4], ${baseShape('n')}) then bad = 4
-elseif A[5] ~= '' and not string.find(A[5], ${policyShape('n')}) then bad = 5
+elseif not nc and not string.find(A[5], ${policyShape('n')}) then bad = 5
+elseif S and not (S + 0 < 9007199254740992) then bad = 5
 else
   local sum = 0
   if A[1] ~= '' then sum = A[1] + 0 end
@@ -85,7 +90,7 @@ ${refuse('gcra')}
   // closure (each 'local function' below is a new one on every call), no table but the reply and builds
   // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
   // Any other case falls through to the general path, with the clock and the value already read.
-  `if A[2] == 't' and not op and (n == 1 or (n <= ${FAST_LIMITS} and A[5] == '')) then
+  `if A[2] == 't' and not op and (n == 1 or (n <= ${FAST_LIMITS} and nc)) then
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -98,7 +103,7 @@ ${refuse('gcra')}
     FAST_LIMITS,
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at) and A[5] == '' then
+    if (not v or at) and nc then
       local j, allowed, after = 6
       ${indent(fastTake(n), '      ')}
       if not v then return {allowed, now, -1, 0} end
@@ -108,7 +113,7 @@ ${refuse('gcra')}
       n === 1
         ? `
     local j, hit, allowed, after = 6, false
-    ${indent(recordTake(singleBase, "A[5] ~= '' and string.match(A[5], '^[%d,]+|%d*|(.+)$') or nil"), '    ')}
+    ${indent(recordTake(singleBase, "not nc and string.match(A[5], '^[%d,]+|%d*|(.+)$') or nil"), '    ')}
     if hit then return {allowed, now, -1, -1, v} end`
         : ''
     }`,
@@ -125,7 +130,8 @@ if A[4] ~= '' then
   B = list(A[4], 2 * n + 1, 2)
   if not B then bad = 4 end
 end
-if A[5] ~= '' then
+if S then S = S + 0
+elseif A[5] ~= '' then
   local l, u, id = string.match(A[5], '^([%d,]+)|(%d*)|(%C+)$')
   P = {l = list(l, 3 * n, 1), u = tonumber(u), id = id}
   if not P.l then bad = 5 end
@@ -187,8 +193,8 @@ end
 end
 ` +
   // A key with an override record, or a step under a policy-wide change: core/override.ts's step.
-  `if A[5] ~= '' or (v and string.find(v, '|', 1, true)) then
-  local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P)
+  `if P or (v and string.find(v, '|', 1, true)) then
+  local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P, S)
   if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4], the base') end
   return reply(allowed, tokens)
 end
@@ -253,6 +259,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '1cb4d7107eb1794d79f0143e23bee6f81142c5c3';
+export const GCRA_SCRIPT_SHA = '58090d5cd8065e0362d9d8a96c96155a6b60adf6';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
