@@ -15,7 +15,7 @@ import type { Store } from '../src/store.js';
 import { createLimiter } from '../src/index.js';
 import { applyOverride, baseNumbers, carryDebt, isMarker, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
-import { GCRA_BATCH_SCRIPT_SHA } from '../src/stores/redis-script.js';
+import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from '../src/stores/redis-override.js';
 import { valueText } from '../src/stores/redis-record.js';
 import { gapUsArb, rateArb } from './support/exact-bucket.js';
@@ -402,5 +402,124 @@ describe('settlements under override records (issue 31 with issue 32)', () => {
       const key = `settle${run}:${batch ? 'batched' : 'alone'}`;
       expect(await run(redisStore({ client: io, clientClock: true, nowMs: () => now, batch }), key)).toEqual(want);
     }
+  });
+});
+
+describe('policy-wide changes are ordered in the Redis scripts (41ade5e: versions, views, markers)', () => {
+  // One limit of 10 tokens refilling so slowly that the fake clock's steps refill nothing; the changes
+  // keep its token and refill units, so a debt carries between them unchanged.
+  const policy = resolvePolicy('p', { capacity: 10, refillPerSecond: 0.001 }, { onStoreError: 'deny', timeoutMs: 1000 });
+  const base = baseNumbers(policy);
+  const T0 = 1_790_000_000_000_000;
+  const changeOf = (versionUs: number, name: string, capacity: number) => ({ id: `${versionUs}.${name}#`, limits: [{ ...base[0]!, capacityUnits: capacity * base[0]!.tokenUnits }] });
+  const v1 = changeOf(T0 - 10_000_000, 'one', 20);
+  const v2 = changeOf(T0 - 5_000_000, 'two', 4);
+  const take = (cost: number, view: { change?: typeof v1; seenUs?: number } = {}) => ({ ...stepArgs(policy, cost, 0, view.change), ...(view.seenUs === undefined ? {} : { policySeenUs: view.seenUs }) });
+  const copyOf = (c: typeof v1) => `|${c.limits[0]!.tokenUnits},${c.limits[0]!.capacityUnits},${c.limits[0]!.refillUnitsPerUs}|||${c.id}`;
+  const debtOf = (tokens: number) => tokens * base[0]!.tokenUnits;
+
+  /** A store on the fake clock at T0, and its step: alone (single-key script) or in a batch call with a peek of another key. */
+  function storeOf(batch: boolean) {
+    const nowUs = T0;
+    const store = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: batch ? { maxSize: 64 } : false });
+    const step = async (key: string, args: StepArgs) => {
+      if (!batch) return store.step(key, args);
+      const before = calls.batch;
+      const [r] = await Promise.all([store.step(key, args), store.step(`${key}:beside`, take(0))]);
+      expect(calls.batch - before).toBe(1);
+      return r;
+    };
+    return { store, step };
+  }
+
+  for (const batch of [false, true]) {
+    const script = batch ? 'batch script' : 'single-key script';
+
+    it(`${script}: a key holding a copy of a newer change is decided under it by a step with an older view (an older change, or none seen before it), and keeps it`, async () => {
+      const { step } = storeOf(batch);
+      const key = `ord-a${run++}`;
+      // Under v2 (capacity 4): 4 taken, the bucket empty.
+      expect((await step(key, take(4, { change: v2 }))).allowed).toBe(true);
+      expect(await io.get(key)).toBe(`${debtOf(4)}:${T0}${copyOf(v2)}`);
+      // A node that still sees v1 (capacity 20) is refused under v2; v2's copy stays.
+      const older = await step(key, take(1, { change: v1 }));
+      expect({ allowed: older.allowed, limits: older.limits }).toEqual({ allowed: false, limits: v2.limits });
+      // A node that read no change before v2 was made (policySeenUs below its version): the same.
+      const none = await step(key, take(1, { seenUs: T0 - 6_000_000 }));
+      expect({ allowed: none.allowed, limits: none.limits }).toEqual({ allowed: false, limits: v2.limits });
+      expect(await io.get(key)).toBe(`${debtOf(4)}:${T0}${copyOf(v2)}`);
+    });
+
+    it(`${script}: a step that read no change after a copy's version leaves the marker "<seenUs>." and carries the bucket to the base; an older view does not install its change again; a newer change replaces the marker`, async () => {
+      const { step } = storeOf(batch);
+      const key = `ord-b${run++}`;
+      // Under v1 (capacity 20): 6 taken.
+      expect((await step(key, take(6, { change: v1 }))).allowed).toBe(true);
+      expect(await io.get(key)).toBe(`${debtOf(6)}:${T0}${copyOf(v1)}`);
+      // No change, read after v1 was made: under the base (10), 6 spent, 4 left; the marker in the copy's place.
+      const seenUs = T0 - 1_000_000;
+      const after = await step(key, take(4, { seenUs }));
+      expect({ allowed: after.allowed, limits: after.limits, debt: after.debtUnits }).toEqual({ allowed: true, limits: undefined, debt: [debtOf(10)] });
+      expect(await io.get(key)).toBe(`${debtOf(10)}:${T0}||||${seenUs}.`);
+      // A node that still sees v1 (capacity 20, 10 spent) would be admitted; it is decided under the base instead.
+      const stale = await step(key, take(1, { change: v1 }));
+      expect({ allowed: stale.allowed, limits: stale.limits }).toEqual({ allowed: false, limits: undefined });
+      expect(await io.get(key)).toBe(`${debtOf(10)}:${T0}||||${seenUs}.`);
+      // A change made after the marker's reading replaces it, carrying the 10 spent.
+      const v3 = changeOf(seenUs + 1, 'three', 12);
+      const newer = await step(key, take(2, { change: v3 }));
+      expect({ allowed: newer.allowed, limits: newer.limits }).toEqual({ allowed: true, limits: v3.limits });
+      expect(await io.get(key)).toBe(`${debtOf(12)}:${T0}${copyOf(v3)}`);
+    });
+  }
+
+  it('batch script: steps sharing one base object with different policySeenUs are each decided with their own (one entry each)', async () => {
+    const { store } = storeOf(true);
+    const [k1, k2] = [`ord-e${run}:1`, `ord-e${run}:2`];
+    run++;
+    for (const k of [k1, k2]) await storeOf(false).step(k, take(6, { change: v1 }));
+    const shared = take(0);
+    const before = calls.batch;
+    await Promise.all([store.step(k1, { ...shared, policySeenUs: T0 - 20_000_000 }), store.step(k2, { ...shared, policySeenUs: T0 - 1_000_000 })]);
+    expect(calls.batch - before).toBe(1);
+    // k1's view is older than v1: its copy stays. k2's is newer: the marker of its reading.
+    expect(await io.mget(k1, k2)).toEqual([`${debtOf(6)}:${T0}${copyOf(v1)}`, `${debtOf(6)}:${T0}||||${T0 - 1_000_000}.`]);
+  });
+
+  it('the override script versions a change by the store clock, increasing even within one µs, and a clear with a policyId leaves a pinned marker of its revert', async () => {
+    const store = redisStore({ client: io, clientClock: true, nowMs: () => T0 / 1000, batch: false });
+    const key = `ord-c${run++}*`;
+    const limits = v1.limits;
+    const first = await store.override!(key, { base, limits, policyId: 'w1#' });
+    const second = await store.override!(key, { base, limits, policyId: 'w2#' });
+    expect([first.after?.policyId, second.after?.policyId]).toEqual([`${T0}.w1#`, `${T0 + 1}.w2#`]);
+    expect(await io.pttl(key)).toBe(-1);
+    const cleared = await store.override!(key, { base, limits: null, policyId: 'w3#' });
+    expect(cleared.after).toEqual({ policyId: `${T0 + 2}.w3#` });
+    expect([await io.get(key), await io.pttl(key)]).toEqual([`||||${T0 + 2}.w3#`, -1]);
+    // Through a limiter on the server's clock: set, then cleared; the policy's record is the marker, kept.
+    const limiter = createLimiter({ store: redisStore({ client: io }), policies: { api: { capacity: 10, refillPerSecond: 1 } }, prefix: `ord-c${run++}:` });
+    await limiter.setPolicyLimits('api', { capacity: 3, refillPerSecond: 1 });
+    await limiter.clearPolicyLimits('api');
+    const policyKey = `ord-c${run - 1}:api*`;
+    expect(await io.get(policyKey)).toMatch(/^\|\|\|\|\d{16}\.[^|]*$/);
+    expect(await io.pttl(policyKey)).toBe(-1);
+  });
+
+  it('"!<seenUs>" on a key with no record keeps the straight-line take (which reads no base); on a key holding a copy the general step reads it', async () => {
+    // A base with a number of 2^53 or more is refused only where it is read: by the general step.
+    const huge = '0,9007199254740993,10';
+    const HELD = '5:1700000000000000';
+    const COPY = `${HELD}|1,20,1|||5.x#`;
+    await io.set('ord-d:plain', HELD);
+    await io.set('ord-d:copy', COPY);
+    const single = (key: string) => io.eval(GCRA_SCRIPT, 1, key, '', 't', '', huge, `!${T0}`, '1', '10', '1').then((r) => (r as unknown[]).slice(2), (e: Error) => e.message);
+    expect(await single('ord-d:plain')).toEqual([-1, 2, 5, 1700000000000000]);
+    expect(await single('ord-d:copy')).toMatch(/ARGV\[4\] malformed/);
+    // Batched: entry 1 is that base and "!<seenUs>"; the plain key is decided (1), the copy's refused alone (-2).
+    await io.set('ord-d:plain', HELD);
+    const reply = (await io.eval(GCRA_BATCH_SCRIPT, 2, 'ord-d:plain', 'ord-d:copy', '', '17', '1', '10', '1', '17', '1', '10', '1', huge, `!${T0}`)) as unknown[];
+    expect(reply.slice(1)).toEqual([1, 2, 5, 1700000000000000, -2, -1, COPY]);
+    expect(await io.mget('ord-d:plain', 'ord-d:copy')).toEqual([expect.stringMatching(/^1:\d+$/), COPY]);
   });
 });

@@ -67,6 +67,9 @@ const BATCH: [string, string[], string[]][] = [
   ['a policy whose id holds a newline', ['k1'], ['', '17', ...LIMIT, '', '1,5,1||p\n']],
   ['a policy without its id', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|1|']],
   ['a policy whose untilUs is not digits', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|soon|p']],
+  ["a policySeenUs of 2^53 (an entry's \"!<seenUs>\")", ['k1'], ['', '17', ...LIMIT, '', '!9007199254740992']],
+  ['a policySeenUs that is not digits', ['k1'], ['', '17', ...LIMIT, '0,1,10', '!soon']],
+  ['a policySeenUs of nothing', ['k1'], ['', '17', ...LIMIT, '', '!']],
   ['no keys', [], ['']],
 ];
 
@@ -92,6 +95,10 @@ const SINGLE: [string, string[], string[]][] = [
   ['a policy with a refill of 0', ['k1'], ['', 't', '', '', '1,5,0||p', ...LIMIT]],
   ['a policy whose id holds a control character', ['k1'], ['', 't', '', '', '1,5,1||p\u0001', ...LIMIT]],
   ['a policy of 2^53 tokenUnits', ['k1'], ['', 't', '', '', '9007199254740992,5,1||p', ...LIMIT]],
+  ['a policySeenUs ("!<seenUs>") of 2^53', ['k1'], ['', 't', '', '', '!9007199254740992', ...LIMIT]],
+  ['a policySeenUs of 1.5', ['k1'], ['', 't', '', '', '!1.5', ...LIMIT]],
+  ['a policySeenUs of -1', ['k1'], ['', 't', '', '', '!-1', ...LIMIT]],
+  ['a policySeenUs of nothing, in a grant', ['k1'], ['', 'g', '1', '', '!', ...LIMIT]],
   ["an operation id's ttl of 0", ['k1', 'k1:op'], [...take(LIMIT), '0', 'fingerprint']],
   ["an operation id's ttl of 1.5", ['k1', 'k1:op'], [...take(LIMIT), '1.5', 'fingerprint']],
   ['an operation id without its ttl and fingerprint', ['k1', 'k1:op'], take(LIMIT)],
@@ -156,6 +163,8 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], take(LIMIT, LIMIT))).toBe('reply');
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1', 'k1:op'], [...take(LIMIT), '1000', 'fingerprint'])).toBe('reply');
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 'a', '', '', '', '-1', '10', '1'])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10', '!9007199254740991', ...LIMIT])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '17', ...LIMIT, '33', ...LIMIT, '0,1,10', '!1700000000000000', '', '!0'])).toBe('reply');
     // Installs a record (no end) on k1: the steps above, which send no base, would be refused after it.
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10,1,10', '1,20,1,1,20,1||p.q-r_s', ...LIMIT, ...LIMIT])).toBe('reply');
     expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,20,1', '1000', '500', 'p'])).toBe('reply');
