@@ -10,7 +10,7 @@ import { adjustArgs, chargedUnitsOf, grantArgs, repeatOf, settleArgs, settledArg
 import { memoryStore } from '../src/stores/memory.js';
 import { createLimiter } from '../src/index.js';
 import type { Store } from '../src/store.js';
-import { applyOverride, blockLive, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
+import { applyOverride, blockLive, changeVersion, isMarker, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { rateArb } from './support/exact-bucket.js';
@@ -57,6 +57,12 @@ const opArb = fc.record({
   forMs: fc.option(fc.constantFrom(0, 1, 200, 1500, 4000, 60_000), { nil: undefined }),
   // Which policy-wide change this node sees: none, or one of two (each with its own numbers and end).
   policy: fc.constantFrom(0, 0, 0, 1, 2),
+  // With none: the node's reading that found none (StepArgs.policySeenUs), in ms from the start, or -1
+  // and -2: the version of change 1 or 2 exactly.
+  seen: fc.option(fc.integer({ min: -2, max: 25_000 }), { nil: undefined }),
+  // A set or a clear: of the policy's own record instead (key p*, with a policy-wide id, which the
+  // store versions; its record is then pinned).
+  pid: fc.constantFrom(false, false, true),
   // An operation id (an Idempotency-Key) on the step, now and then: one of a few, so that some repeat.
   op: fc.option(fc.record({ id: fc.constantFrom('a', 'b', 'c'), ttlMs: fc.constantFrom(500, 5000), fingerprint: fc.constantFrom('f', 'f', 'g') }), { nil: undefined, freq: 3 }),
 });
@@ -71,7 +77,7 @@ const sameDoc = (d: Record<string, unknown> | undefined) => (d ? Buffer.from(BSO
  * Runs `ops` through mongoStore over mingo and through core on the same clock readings. `sets` are three
  * sets of numbers (override and policy-wide); `ends` the policy-wide changes' ends (ms from the start).
  */
-async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], ends: (number | undefined)[], ops: Op[]): Promise<void> {
+async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], ends: (number | undefined)[], ops: Op[], versions: (number | undefined)[] = [undefined, undefined]): Promise<void> {
   const policy = policyOf(specs);
   const n = policy.limits.length;
   const base = policy.limits.map(numbersOf);
@@ -79,7 +85,11 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
   const store = mongoStore({ collection });
   const doc = () => collection.docs.find((d) => d._id === 'k');
   const t0 = now;
-  const changes: (PolicyOverride | undefined)[] = [undefined, ...[1, 2].map((c) => ({ id: `p${c}`, limits: sets[c]!, ...(ends[c - 1] === undefined ? {} : { untilUs: (t0 + ends[c - 1]!) * 1000 }) }))];
+  // Each change's id with a version (ms from the start), or without one (a legacy id: version 0).
+  const idOf = (c: number) => (versions[c - 1] === undefined ? `p${c}` : `${(t0 + versions[c - 1]!) * 1000}.p${c}`);
+  const changes: (PolicyOverride | undefined)[] = [undefined, ...[1, 2].map((c) => ({ id: idOf(c), limits: sets[c]!, ...(ends[c - 1] === undefined ? {} : { untilUs: (t0 + ends[c - 1]!) * 1000 }) }))];
+  // The policy's own record (key p*: only sets and clears with a policy-wide id, no steps).
+  let policyRecord: OverrideRecord | undefined;
   let state: BucketState | undefined;
   let record: OverrideRecord | undefined;
   let lastAtUs: number | undefined;
@@ -89,10 +99,24 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
     now += op.dtMs;
     const nowUs = now * 1000;
     const change = changes[op.policy];
+    const seenUs = op.seen === undefined ? undefined : op.seen < 0 ? changeVersion(changes[-op.seen]!.id) : (t0 + op.seen) * 1000;
     const costs = policy.limits.map((l, i) => Math.min(op.costs[i]!, l.capacity));
     const at = { k, kind: op.kind, nowUs, policy: change?.id };
     const before = sameDoc(doc());
-    if (['set', 'clear', 'block', 'unblock', 'read'].includes(op.kind)) {
+    if ((op.kind === 'set' || op.kind === 'clear') && op.pid) {
+      const args: OverrideArgs = { base, limits: op.kind === 'set' ? sets[op.numbers]! : null, ...(op.forMs === undefined ? {} : { forMs: op.forMs }), policyId: 'w' };
+      const want = applyOverride(undefined, policyRecord, nowUs, args);
+      expect({ ...at, result: await store.override!('p*', args) }).toEqual({ ...at, result: strip(want) });
+      // Each change's version is above the last one's, also within one ms of $$NOW (a change of 0 ms
+      // has ended at once: nothing is left).
+      if (want.after !== undefined) expect(changeVersion(want.after.policyId)).toBeGreaterThan(changeVersion(policyRecord?.policyId));
+      policyRecord = want.writeRecord ?? undefined;
+      const d = collection.docs.find((x) => x._id === 'p*')!;
+      // Pinned: the change with no end, or the marker of its revert, has no expiry; else its end.
+      // (Nothing left: the document goes, by the expiry the write that left nothing gave it.)
+      const expiry = policyRecord === undefined ? expect.any(Date) : isMarker(policyRecord) || policyRecord.untilUs === undefined ? undefined : new Date(Math.ceil(policyRecord.untilUs / 1000));
+      expect({ ...at, ov: d.ov, expiresAt: d.expiresAt }).toEqual({ ...at, ov: policyRecord, expiresAt: expiry });
+    } else if (['set', 'clear', 'block', 'unblock', 'read'].includes(op.kind)) {
       const args: OverrideArgs =
         op.kind === 'set'
           ? { base, limits: sets[op.numbers]!, ...(op.forMs === undefined ? {} : { forMs: op.forMs }) }
@@ -124,19 +148,19 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
       records.clear();
     } else {
       let args: StepArgs;
-      if (op.kind === 'take') args = stepArgs(policy, costs, 0, change);
-      else if (op.kind === 'reserve') args = stepArgs(policy, costs, op.maxWaitMs, change);
-      else if (op.kind === 'peek') args = stepArgs(policy, 0, 0, change);
-      else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)), change);
-      else if (op.kind === 'grant' && n === 1) args = grantArgs(policy, Math.max(1, costs[0]!), change);
-      else if (op.kind === 'grant') args = stepArgs(policy, costs, 0, change);
+      if (op.kind === 'take') args = stepArgs(policy, costs, 0, change, seenUs);
+      else if (op.kind === 'reserve') args = stepArgs(policy, costs, op.maxWaitMs, change, seenUs);
+      else if (op.kind === 'peek') args = stepArgs(policy, 0, 0, change, seenUs);
+      else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)), change, seenUs);
+      else if (op.kind === 'grant' && n === 1) args = grantArgs(policy, Math.max(1, costs[0]!), change, seenUs);
+      else if (op.kind === 'grant') args = stepArgs(policy, costs, 0, change, seenUs);
       else if (op.kind === 'settle') {
         // A settlement of one of the ids' charges at `costs` (the limiter's settleArgs and op).
         const chargeId = op.op?.id ?? 'a';
-        args = { ...settleArgs(policy, costs, chargeId, change), op: { id: SETTLE_OP + chargeId, ttlMs: op.op?.ttlMs ?? 5000, fingerprint: `settle|${costs.join(',')}` } };
+        args = { ...settleArgs(policy, costs, chargeId, change, seenUs), op: { id: SETTLE_OP + chargeId, ttlMs: op.op?.ttlMs ?? 5000, fingerprint: `settle|${costs.join(',')}` } };
       } else {
         const since = op.kind === 'refund-since' && lastAtUs !== undefined ? lastAtUs - op.backMs * 1000 : undefined;
-        const refund = adjustArgs(policy, costs.map((c) => -c), change);
+        const refund = adjustArgs(policy, costs.map((c) => -c), change, seenUs);
         args = since === undefined ? refund : { ...refund, refundSinceUs: since };
       }
       const peek = args.limits.every((l) => l.costUnits === 0) && !args.settle;
@@ -208,10 +232,11 @@ describe('mongodb store override records (pipelines evaluated by mingo, $$NOW on
             fc.array(numbersArb(n), { minLength: 3, maxLength: 3 }),
             fc.array(fc.option(fc.integer({ min: 0, max: 20_000 }), { nil: undefined }), { minLength: 2, maxLength: 2 }),
             fc.array(opArb, { minLength: 1, maxLength: 30 }),
+            fc.array(fc.option(fc.integer({ min: 0, max: 30_000 }), { nil: undefined }), { minLength: 2, maxLength: 2 }),
           ),
         ),
-        async ([specs, sets, ends, ops]) => {
-          await checkAgainstCore(specs, sets, ends, ops);
+        async ([specs, sets, ends, ops, versions]) => {
+          await checkAgainstCore(specs, sets, ends, ops, versions);
         },
       ),
       { numRuns: Number(process.env.RUNS ?? 300), ...(process.env.SEED ? { seed: Number(process.env.SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
@@ -245,7 +270,7 @@ describe('mongodb store: a key\'s copy of a policy-wide change expires with its 
 describe('mongodb store override records: cases the property test found', () => {
   it('a grant refused by a live block charged nothing: its settlement applies the whole actual cost (the pipeline recorded the grant\'s tokens as charged, so the settlement applied 0)', async () => {
     const one = { tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: 1 };
-    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10 as const, backMs: 0, numbers: 0, forMs: undefined, policy: 0 as const };
+    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10 as const, backMs: 0, numbers: 0, forMs: undefined, policy: 0 as const, seen: undefined, pid: false as const };
     const charge = { id: 'c' as const, ttlMs: 500 as const, fingerprint: 'f' as const };
     await checkAgainstCore(
       [{ capacity: 1, p: 1, q: 1 }],

@@ -1,6 +1,7 @@
 // Exact integer arithmetic as MQL expressions, for the MongoDB pipelines: core/gcra.ts floorDiv and
 // ceilDiv and core/override.ts convertUnits, on operands that may be values read from the document.
 // Every operand is an integer below 2^53 held by a double, as in core, so the same corrections apply.
+// And core/override.ts changeVersion, a policy-wide id's version read from the id.
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 
 /** An MQL expression, or a number (a literal). */
@@ -69,4 +70,13 @@ export function convertExpr(x: Expr, from: Expr, to: Expr, dir: 'up' | 'down'): 
 /** A debt stored at atUs, at nowUs (core/gcra.ts decayed): stored - (now - at) * rate, at least 0. */
 export function decayedExpr(debt: Expr, atUs: Expr, nowUs: Expr, refillUnitsPerUs: Expr): object {
   return { $max: [0, { $subtract: [debt, { $multiply: [{ $subtract: [nowUs, atUs] }, refillUnitsPerUs] }] }] };
+}
+
+/**
+ * core/override.ts changeVersion of a policy-wide id expression (a string, or null or missing: 0): the
+ * digits before its first '.', when there are 1 to 16 of them. $toDouble rounds as core's Number does.
+ */
+export function versionExpr(id: Expr): object {
+  const found = { $regexFind: { input: { $ifNull: [id, ''] }, regex: '^([0-9]{1,16})\\.' } };
+  return { $let: { vars: { m: found }, in: { $cond: [{ $eq: ['$$m', null] }, 0, { $toDouble: { $arrayElemAt: ['$$m.captures', 0] } }] } } };
 }

@@ -2,10 +2,10 @@
 // `applyOverride`, line by line, as stages of an update pipeline over a bucket document whose `ov`
 // field holds the key's record (OverrideRecord). stepPipeline runs a step with the plan built here;
 // overridePipeline is Store.override. Pure: builds values, sends nothing.
-import type { OverrideArgs, OverrideLimit } from '../core/override.js';
+import { changeVersion, type OverrideArgs, type OverrideLimit } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
-import { convertExpr, decayedExpr, type Expr } from './mongodb-mql.js';
+import { convertExpr, decayedExpr, versionExpr, type Expr } from './mongodb-mql.js';
 
 /** $$NOW as whole µs (a double: exact, below 2^53). */
 const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
@@ -55,6 +55,9 @@ const elem = (arr: Expr, i: number) => ({ $cond: [{ $isArray: [arr] }, { $arrayE
 /** Whether an array expression (or null) has an element i. */
 const has = (arr: Expr, i: number) => ({ $and: [{ $isArray: [arr] }, { $gt: [{ $size: { $cond: [{ $isArray: [arr] }, arr, []] } }, i] }] });
 
+/** Whether the record expression is a marker (core/override.ts isMarker): a policy-wide id and no numbers. */
+const markerExpr = (r: string) => ({ $and: [{ $not: [{ $isArray: [`${r}.limits`] }] }, isSet(`${r}.policyId`)] });
+
 /** One limit's numbers as stored: always these three fields in this order, so records compare by value. */
 export function limitDoc(l: OverrideLimit): OverrideLimit {
   return { tokenUnits: l.tokenUnits, capacityUnits: l.capacityUnits, refillUnitsPerUs: l.refillUnitsPerUs };
@@ -86,14 +89,15 @@ function liveRecordExpr(r: Expr): object {
             $switch: {
               branches: [
                 { case: { $eq: ['$$r', null] }, then: null },
-                { case: { $and: ['$$n', { $or: ['$$b', unset('$$r.blockedUntilUs')] }] }, then: '$$r' },
-                { case: { $and: [{ $not: ['$$n'] }, { $not: ['$$b'] }] }, then: null },
+                // A marker (an id and no numbers) is something left, as numbers are.
+                { case: { $and: [{ $not: ['$$n'] }, { $not: ['$$b'] }, { $not: [markerExpr('$$r')] }] }, then: null },
+                { case: { $and: [{ $or: ['$$n', unset('$$r.limits')] }, { $or: ['$$b', unset('$$r.blockedUntilUs')] }] }, then: '$$r' },
               ],
               default: {
                 limits: { $cond: ['$$n', '$$r.limits', '$$REMOVE'] },
                 untilUs: { $cond: ['$$n', { $ifNull: ['$$r.untilUs', '$$REMOVE'] }, '$$REMOVE'] },
                 blockedUntilUs: { $cond: ['$$b', '$$r.blockedUntilUs', '$$REMOVE'] },
-                policyId: { $cond: ['$$n', { $ifNull: ['$$r.policyId', '$$REMOVE'] }, '$$REMOVE'] },
+                policyId: { $cond: [{ $or: ['$$n', markerExpr('$$r')] }, { $ifNull: ['$$r.policyId', '$$REMOVE'] }, '$$REMOVE'] },
               },
             },
           },
@@ -180,9 +184,11 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
     return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), atEnd, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
   });
   const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs')] };
+  const never = { $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] };
   return {
     $cond: [
-      { $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] },
+      // (Pinned, the marker of the change's revert is kept as the change was.)
+      pinned ? { $or: [never, markerExpr('$_sN')] } : never,
       '$$REMOVE',
       { $max: [{ $toDate: { $ceil: { $divide: [us, 1000] } } }, orNull(also)] },
     ],
@@ -192,40 +198,47 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
 /**
  * core/override.ts stepWithRecord's record: next = liveRecord(recordForStep(liveRecord(record))), as
  * stages setting `_sN` from `_sO`; and `_sChg`, whether next is another record than the stored one (it is
- * the same object there only when everything in it is live and the step keeps it).
+ * the same object there only when liveRecord drops nothing from it and recordForStep keeps it: `_sKp`).
  */
 function stepRecord(args: StepArgs): object[] {
   const change = args.policy;
+  const seen = args.policySeenUs;
   const l1 = '$_sL1';
-  let x: object;
-  let kept: object;
+  // recordForStep: a key's copy or marker newer than this node's view is kept, and the step decides under it.
+  const v = versionExpr(`${l1}.policyId`);
+  const newer = change !== undefined ? { $gt: [v, changeVersion(change.id)] } : seen !== undefined ? { $gte: [v, seen] } : false;
+  let keep: object;
+  let other: object;
   if (change === undefined) {
-    // No policy-wide change seen: a record it installed is cleared (its block kept).
-    x = { $cond: [unset(`${l1}.policyId`), l1, { $cond: [isSet(`${l1}.blockedUntilUs`), { blockedUntilUs: `${l1}.blockedUntilUs` }, null] }] };
-    kept = unset('$_sO.policyId');
+    // No policy-wide change seen: a copy of one is cleared (its block kept); with the reading that found
+    // none (policySeenUs), a marker of it takes its place, and a marker stays.
+    keep = seen === undefined ? unset(`${l1}.policyId`) : { $or: [unset(`${l1}.policyId`), newer, { $not: [{ $isArray: [`${l1}.limits`] }] }] };
+    other =
+      seen === undefined
+        ? { $cond: [isSet(`${l1}.blockedUntilUs`), { blockedUntilUs: `${l1}.blockedUntilUs` }, null] }
+        : { policyId: { $literal: `${seen}.` }, blockedUntilUs: { $ifNull: [`${l1}.blockedUntilUs`, '$$REMOVE'] } };
   } else {
-    const keep = { $and: [isSet(l1), { $cond: [unset(`${l1}.policyId`), { $isArray: [`${l1}.limits`] }, { $eq: [`${l1}.policyId`, { $literal: change.id }] }] }] };
-    const installed = {
+    const same = { $and: [isSet(l1), { $cond: [unset(`${l1}.policyId`), { $isArray: [`${l1}.limits`] }, { $eq: [`${l1}.policyId`, { $literal: change.id }] }] }] };
+    keep = { $or: [{ $and: [isSet(`${l1}.policyId`), newer] }, same] };
+    other = {
       limits: { $literal: change.limits.map(limitDoc) },
       untilUs: change.untilUs === undefined ? '$$REMOVE' : change.untilUs,
       blockedUntilUs: { $ifNull: [`${l1}.blockedUntilUs`, '$$REMOVE'] },
       policyId: { $literal: change.id },
     };
-    x = { $cond: [keep, l1, installed] };
-    kept = { $or: [unset('$_sO.policyId'), { $eq: ['$_sO.policyId', { $literal: change.id }] }] };
   }
+  // liveRecord returns the stored record itself: something is left, and nothing in it has ended.
+  const n = { $and: [{ $isArray: ['$_sO.limits'] }, { $or: [unset('$_sO.untilUs'), { $lt: [NOW, '$_sO.untilUs'] }] }] };
+  const b = { $and: [isSet('$_sO.blockedUntilUs'), { $gt: [orNull('$_sO.blockedUntilUs'), NOW] }] };
   const allLive = {
-    $and: [
-      { $isArray: ['$_sO.limits'] },
-      { $or: [unset('$_sO.untilUs'), { $lt: [NOW, '$_sO.untilUs'] }] },
-      { $or: [unset('$_sO.blockedUntilUs'), { $gt: ['$_sO.blockedUntilUs', NOW] }] },
-    ],
+    $and: [isSet('$_sO'), { $or: [n, b, markerExpr('$_sO')] }, { $or: [n, unset('$_sO.limits')] }, { $or: [b, unset('$_sO.blockedUntilUs')] }],
   };
   return [
     { $set: { _sL1: liveRecordExpr('$_sO') } },
-    { $set: { _sX: x } },
+    { $set: { _sKp: keep } },
+    { $set: { _sX: { $cond: ['$_sKp', l1, other] } } },
     { $set: { _sN: liveRecordExpr('$_sX') } },
-    { $set: { _sChg: { $and: [{ $or: [isSet('$_sO'), isSet('$_sN')] }, { $not: [{ $and: [isSet('$_sO'), allLive, kept] }] }] } } },
+    { $set: { _sChg: { $and: [{ $or: [isSet('$_sO'), isSet('$_sN')] }, { $not: [{ $and: [allLive, '$_sKp'] }] }] } } },
   ];
 }
 
@@ -238,7 +251,7 @@ export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
   const { stages, scratch } = carryStages(base, stepRecord(args));
-  scratch.push('_sL1', '_sX');
+  scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
   const since = args.refundSinceUs;
@@ -309,15 +322,21 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   // A field kept as it is, or left out when missing (an object literal's missing field is left out by
   // MongoDB, but kept as undefined by mingo: this says it for both).
   const keep = (f: string) => ({ $ifNull: [f, '$$REMOVE'] });
+  // A policy-wide change's id gets its version (core/override.ts changeVersion): the clock reading, at
+  // least one above the version it replaces ($$NOW has ms resolution: two in one ms still increase).
+  // With `limits: null` the record becomes the marker of the change's revert.
+  const pinned = args.limits !== undefined && args.policyId !== undefined;
+  const version = { $toString: { $toLong: { $max: [NOW, { $add: [versionExpr('$_sO.policyId'), 1] }] } } };
+  const versioned = pinned ? { policyId: { $concat: [version, { $literal: `.${args.policyId}` }] } } : {};
   const numbers =
     args.limits === undefined
       ? { limits: keep('$_sO.limits'), untilUs: keep('$_sO.untilUs'), policyId: keep('$_sO.policyId') }
       : args.limits === null
-        ? {}
+        ? { ...versioned }
         : {
             limits: { $literal: args.limits.map(limitDoc) },
             ...(args.forMs === undefined ? {} : { untilUs: us(args.forMs) }),
-            ...(args.policyId === undefined ? {} : { policyId: { $literal: args.policyId } }),
+            ...versioned,
           };
   const blockedUntilUs = args.blockForMs === undefined ? keep('$_sO.blockedUntilUs') : args.blockForMs === null ? '$$REMOVE' : us(args.blockForMs);
   const x = {
@@ -342,9 +361,9 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
         atUs: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, NOW, '$$REMOVE'] }, '$atUs'),
         ov: write({ $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'),
         // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes;
-        // numbers with no end keep none, and a record with a change's id (the change itself, pinned, or
-        // a key's copy, which goes with its bucket) keeps the expiry it has.
-        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil', args.limits != null && args.policyId !== undefined), { $cond: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
+        // numbers with no end keep none, and a record with a change's id (the change itself or its
+        // marker, pinned, or a key's copy or marker, which goes with its bucket) keeps the expiry it has.
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil', pinned), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
         last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
       },
     },

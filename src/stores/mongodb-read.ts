@@ -94,6 +94,17 @@ export function withBase(args: StepArgs, record: OverrideRecord | undefined, now
   return { ...args, base: { tokenUnits: args.limits.map(() => 1), capacityUnits: args.limits.map((l: LimitStep) => l.limitUnits), maxWaitMs: 0 } };
 }
 
+/**
+ * A step's view of the policy-wide change, checked: StepArgs.policy's id a string, policySeenUs whole
+ * µs (the pipeline writes it into a marker's id, "<policySeenUs>.").
+ */
+export function checkPolicyView(args: StepArgs): void {
+  const seen = args.policySeenUs;
+  if ((args.policy !== undefined && typeof args.policy?.id !== 'string') || (seen !== undefined && !(Number.isSafeInteger(seen) && seen >= 0))) {
+    throw new StoreError('mongodb', 'a step\'s policy needs a string id, and its policySeenUs whole µs of 0 or more');
+  }
+}
+
 /** The StepResult fields of core's answer (what to write dropped). */
 export function resultOf(r: StepResult & { write?: unknown; writeRecord?: unknown }): StepResult {
   const { write: _w, writeRecord: _r, ...result } = r;

@@ -12,7 +12,7 @@ import { repeatOf, type BucketState } from '../core/gcra.js';
 import { applyOverride, liveRecord, stepWithRecord } from '../core/override.js';
 import { limitsOf, opProjection, peekPipeline, recordProjection, stepPipeline, stepProjection } from './mongodb-pipeline.js';
 import { overridePipeline, recordPlan, resetPipeline } from './mongodb-override.js';
-import { checkOverrideArgs, readBucket, readDebts, readOpRecord, resultOf, resultOfOverride, withBase, type OpRecordDocument } from './mongodb-read.js';
+import { checkOverrideArgs, checkPolicyView, readBucket, readDebts, readOpRecord, resultOf, resultOfOverride, withBase, type OpRecordDocument } from './mongodb-read.js';
 
 export { MAX_OPS_PER_BUCKET, opProjection, peekPipeline, recordProjection, stepPipeline, stepProjection } from './mongodb-pipeline.js';
 export { overridePipeline, recordPlan, type RecordPlan, type LimitParams } from './mongodb-override.js';
@@ -163,6 +163,7 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
   async function step(key: string, args: StepArgs, stepOptions: StepOptions = {}): Promise<StepResult> {
     const filter = idFilter(key);
     const limits = limitsOf(args);
+    checkPolicyView(args);
     const n = limits.length;
     const withTokens = !args.adjust && args.tokenUnits !== undefined;
     // A settlement's costs are actual costs: one of 0 is no peek.
