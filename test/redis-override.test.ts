@@ -506,6 +506,61 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
     expect(await io.pttl(policyKey)).toBe(-1);
   });
 
+  for (const batch of [false, true]) {
+    it(`two limiters on Redis that disagree about a policy-wide change, neither set the stricter (${batch ? 'batch script: each take beside a peek' : 'single-key script'}): the key moves once; 100 in 500 ms under the change, at most 2 + 50 under its revert`, async () => {
+      // The policy: 2 at 100 per second; the change: 100 at one an hour. Taken in turn through a node
+      // that has read the change (or its revert) and one that has not, the key used to flip between the
+      // two at every step, carrying the debt each time (up to the larger capacity plus the faster rate).
+      let nowUs = T0;
+      let monoMs = 0;
+      const prefix = `ord-n${run++}:`;
+      const nodeOf = () =>
+        createLimiter({
+          store: redisStore({ client: batch ? client : io, clientClock: true, nowMs: () => nowUs / 1000, batch: batch ? { maxSize: 64 } : false }),
+          policies: { fast: { capacity: 2, refillPerSecond: 100 } },
+          prefix,
+          policyRefreshMs: 10_000,
+          monotonicMs: () => monoMs,
+        });
+      const take = async (node: ReturnType<typeof nodeOf>, key: string) => {
+        if (!batch) return node.take('fast', key);
+        const before = calls.batch;
+        const [d] = await Promise.all([node.take('fast', key), node.peek('fast', `${key}:beside`)]);
+        expect(calls.batch - before).toBe(1);
+        return d;
+      };
+      const alternate = async (a: ReturnType<typeof nodeOf>, b: ReturnType<typeof nodeOf>, key: string) => {
+        const limits = { a: new Set<number>(), b: new Set<number>() };
+        let allowed = 0;
+        for (let i = 0; i < 500; i++) {
+          nowUs += 1000;
+          monoMs += 1;
+          const d = await take(i % 2 === 0 ? a : b, key);
+          limits[i % 2 === 0 ? 'a' : 'b'].add(d.limit);
+          if (d.allowed) allowed++;
+        }
+        return { allowed, limits };
+      };
+      // A change read by a alone: b decides under the key's copy of it.
+      const [a, b] = [nodeOf(), nodeOf()];
+      await take(a, 'warm');
+      await take(b, 'warm');
+      await a.setPolicyLimits('fast', { capacity: 100, refillPerSecond: 1 / 3600 });
+      expect(await alternate(a, b, 'changed')).toEqual({ allowed: 100, limits: { a: new Set([100]), b: new Set([100]) } });
+      // Its revert read by a alone (b read the change): the marker a leaves stops b installing it again.
+      const [c, d] = [nodeOf(), nodeOf()];
+      expect((await take(d, 'reverted')).limit).toBe(100);
+      nowUs += 1000;
+      await c.clearPolicyLimits('fast');
+      const reverted = await alternate(c, d, 'reverted');
+      expect(reverted.limits).toEqual({ a: new Set([2]), b: new Set([2]) });
+      // 2 at once (1 was taken under the change, carried as 1 of the 2), then one each 10 ms.
+      expect(reverted.allowed).toBeLessThanOrEqual(2 + 50);
+      expect(reverted.allowed).toBeGreaterThanOrEqual(50);
+      expect(await io.get(`${prefix}fast:reverted`)).toMatch(/\|\|\|\|\d{16}\.$/);
+    });
+  }
+
   it('"!<seenUs>" on a key with no record keeps the straight-line take (which reads no base); on a key holding a copy the general step reads it', async () => {
     // A base with a number of 2^53 or more is refused only where it is read: by the general step.
     const huge = '0,9007199254740993,10';
