@@ -98,10 +98,11 @@ if k > 1 then
     w[i] = conv(w[i], numbers_at(rec, now, i, bt, bc, br), numbers_at(after, now, i, bt, bc, br), true)
   end
 end
--- Numbers or "-" with an id are the policy-wide change itself or the marker of its revert
--- (setPolicyLimits, clearPolicyLimits, on the policy's key): pinned.
-return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin) or 0}
+` +
+  // Numbers or "-" with an id (pin) are the policy-wide change itself or the marker of its revert
+  // (setPolicyLimits, clearPolicyLimits, on the policy's key): kept with no expiry.
+  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin) or 0}
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '1c75ff72ddd8d34243b7896f42cfc424418991b2';
+export const OVERRIDE_SCRIPT_SHA = '33a75f2265db9e53a4cfe4debe45ea26fff68545';
