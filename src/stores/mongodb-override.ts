@@ -216,7 +216,7 @@ function stepRecord(args: StepArgs): object[] {
     other =
       seen === undefined
         ? { $cond: [isSet(`${l1}.blockedUntilUs`), { blockedUntilUs: `${l1}.blockedUntilUs` }, null] }
-        : { policyId: { $literal: `${seen}.` }, blockedUntilUs: { $ifNull: [`${l1}.blockedUntilUs`, '$$REMOVE'] } };
+        : { $cond: [isSet(`${l1}.blockedUntilUs`), { policyId: { $literal: `${seen}.` }, blockedUntilUs: `${l1}.blockedUntilUs` }, { policyId: { $literal: `${seen}.` } }] };
   } else {
     const same = { $and: [isSet(l1), { $cond: [unset(`${l1}.policyId`), { $isArray: [`${l1}.limits`] }, { $eq: [`${l1}.policyId`, { $literal: change.id }] }] }] };
     keep = { $or: [{ $and: [isSet(`${l1}.policyId`), newer] }, same] };
