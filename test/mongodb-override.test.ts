@@ -573,10 +573,46 @@ async function checkRecordsAtStoreReadings(collection: DriverLike): Promise<void
     [true, true, false],
     [true, false, false],
   ]);
+
+  // Policy-wide changes are ordered (core/override.ts changeVersion): a key's copy of a newer change
+  // decides a step with an older view and stays; a step that read no change after it leaves a marker.
+  const ordered = `${key}:order`;
+  [state, record] = [undefined, undefined];
+  const r0 = await step('take under the base (ordered key)', stepArgs(policy, [1, 0], 0), ordered);
+  const v1: PolicyOverride = { id: `${r0.atUs!}.one#`, limits: small };
+  const v2: PolicyOverride = { id: `${r0.atUs! + 1}.two#`, limits: plan };
+  const ov = async () => ((await collection.findOne({ _id: ordered })) as { ov?: unknown; expiresAt?: unknown } | null)!;
+  await step('v2 installed', stepArgs(policy, [1, 0], 0, v2), ordered);
+  expect((await ov()).ov).toEqual({ limits: plan, policyId: v2.id });
+  await step('a view of v1: v2 decides', stepArgs(policy, [1, 0], 0, v1), ordered);
+  await step('none read before v2: v2 decides', stepArgs(policy, [1, 0], 0, undefined, r0.atUs!), ordered);
+  expect((await ov()).ov).toEqual({ limits: plan, policyId: v2.id });
+  await step('none read after v2: the marker', stepArgs(policy, [1, 0], 0, undefined, r0.atUs! + 2), ordered);
+  expect((await ov()).ov).toEqual({ policyId: `${r0.atUs! + 2}.` });
+  await step('a view of v1: the marker stays', stepArgs(policy, [1, 0], 0, v1), ordered);
+  expect(await ov()).toMatchObject({ ov: { policyId: `${r0.atUs! + 2}.` }, expiresAt: expect.any(Date) });
+  // The policy's own record: versions increase (two sets most likely in one ms), a clear leaves a
+  // pinned marker (no expiresAt).
+  const policyKey = `${key}*`;
+  let policyRecord: OverrideRecord | undefined;
+  for (const [name, args] of [
+    ['set w1', { base, limits: plan, policyId: 'w1' }],
+    ['set w2', { base, limits: small, policyId: 'w2' }],
+    ['clear w3', { base, limits: null, policyId: 'w3' }],
+  ] as const) {
+    const r = await store.override!(policyKey, args);
+    const want = applyOverride(undefined, policyRecord, r.atUs, args);
+    expect({ name, ...r }).toEqual({ name, ...strip(want) });
+    expect(changeVersion(want.after!.policyId)).toBeGreaterThan(changeVersion(policyRecord?.policyId));
+    policyRecord = want.after;
+  }
+  const marker = (await collection.findOne({ _id: policyKey })) as { ov?: unknown; expiresAt?: unknown };
+  expect(marker.ov).toEqual({ policyId: policyRecord!.policyId });
+  expect(marker.expiresAt).toBeUndefined();
 }
 
 describe('mongodb store override records at the clock readings the store reports', () => {
-  it('set, take, refuse, block, unblock, reset, an end, a policy-wide change: core at each reading (mingo on the real clock; the checks the real-server suite runs)', async () => {
+  it('set, take, refuse, block, unblock, reset, an end, a policy-wide change, changes ordered by version: core at each reading (mingo on the real clock; the checks the real-server suite runs)', async () => {
     clock?.mockRestore();
     await checkRecordsAtStoreReadings(new MingoCollection());
   });
@@ -592,7 +628,7 @@ if (uri) {
       await collection.drop().catch(() => {});
       await client.close();
     });
-    it('set, take, refuse, block, unblock, reset, an end, a policy-wide change: core at each reading the server reports; refusals write nothing', async () => {
+    it('set, take, refuse, block, unblock, reset, an end, a policy-wide change, changes ordered by version: core at each reading the server reports; refusals write nothing', async () => {
       clock?.mockRestore();
       await checkRecordsAtStoreReadings(collection as never);
     });

@@ -1,0 +1,202 @@
+// MongoDB store: policy-wide changes are ordered (core 41ade5e), in the pipelines evaluated by mingo on a
+// fake clock ($$NOW is Date.now). A key's copy of a change newer than a step's view decides that step
+// and stays; a step that read no change after the copy's replaces it with a marker; the override
+// pipeline versions a change's id by the store clock, and a clear leaves a pinned marker.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { BSON } from 'mongodb';
+import { mongoStore } from '../src/stores/mongodb.js';
+import { adjustArgs, stepArgs } from '../src/core/gcra.js';
+import { numbersOf, type PolicyOverride } from '../src/core/override.js';
+import { resolvePolicy } from '../src/core/policy.js';
+import { createLimiter } from '../src/index.js';
+import { MingoCollection } from './support/mingo-collection.js';
+
+let now = 1_790_000_000_000;
+let clock: { mockRestore(): void } | undefined;
+beforeEach(() => {
+  now = 1_790_000_000_000;
+  clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+});
+afterEach(() => clock?.mockRestore());
+
+const settings = { onStoreError: 'deny' as const, timeoutMs: 1000 };
+// The policy: 10 at 1 per second; the changes' numbers: 2 or 5 at the same rate (same token units).
+const policy = resolvePolicy('p', { capacity: 10, refillPerSecond: 1 }, settings);
+const base = policy.limits.map(numbersOf);
+const two = resolvePolicy('q', { capacity: 2, refillPerSecond: 1 }, settings).limits.map(numbersOf);
+const five = resolvePolicy('q', { capacity: 5, refillPerSecond: 1 }, settings).limits.map(numbersOf);
+const u = policy.tokenUnits;
+
+function fixture() {
+  const collection = new MingoCollection();
+  const store = mongoStore({ collection });
+  const doc = (id: string) => collection.docs.find((d) => d._id === id);
+  const bytes = (id: string) => Buffer.from(BSON.serialize(doc(id)!)).toString('hex');
+  return { collection, store, doc, bytes };
+}
+
+describe('mongodb store: a key\'s copy of a newer policy-wide change decides a step with an older view, and stays', () => {
+  it('copy of v2; steps seeing v1, or none read before v2: decided under v2 (refused when v2 is spent), the copy kept, a refusal writes nothing', async () => {
+    const { store, doc, bytes } = fixture();
+    const t = now * 1000;
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: five };
+    const v2: PolicyOverride = { id: `${t + 1000}.two#`, limits: two };
+    expect(await store.step('k', stepArgs(policy, 1, 0, v2))).toMatchObject({ allowed: true, debtUnits: [u], limits: two });
+    expect(doc('k')!.ov).toEqual({ limits: two, policyId: v2.id });
+    // A node that still sees v1: v2 (2 tokens) decides; under v1 (5) these would be allowed.
+    expect(await store.step('k', stepArgs(policy, 1, 0, v1))).toMatchObject({ allowed: true, debtUnits: [2 * u], limits: two });
+    expect(doc('k')!.ov).toEqual({ limits: two, policyId: v2.id });
+    const spent = bytes('k');
+    expect(await store.step('k', stepArgs(policy, 1, 0, v1))).toMatchObject({ allowed: false, debtUnits: [2 * u], limits: two });
+    // A node that read no change before v2 was made (policySeenUs below v2's version, or at it).
+    expect(await store.step('k', stepArgs(policy, 1, 0, undefined, t + 999))).toMatchObject({ allowed: false, debtUnits: [2 * u], limits: two });
+    expect(await store.step('k', stepArgs(policy, 1, 0, undefined, t + 1000))).toMatchObject({ allowed: false, limits: two });
+    expect(bytes('k')).toBe(spent);
+    // A node with v2's view decides under it as before; v2 has refilled one token a second later.
+    now += 1000;
+    expect(await store.step('k', stepArgs(policy, 1, 0, v2))).toMatchObject({ allowed: true, debtUnits: [2 * u], limits: two });
+  });
+});
+
+describe('mongodb store: a step that read no change after a key\'s copy leaves the marker "<seenUs>."', () => {
+  it('the marker replaces the copy with the bucket carried to the base; an older view does not install the change again; a newer change replaces the marker', async () => {
+    const { store, doc } = fixture();
+    const t = now * 1000;
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: five };
+    expect(await store.step('k', stepArgs(policy, 3, 0, v1))).toMatchObject({ allowed: true, debtUnits: [3 * u], limits: five });
+    // Read at t + 2 ms that no change is in force (a revert of v1).
+    const seen = t + 2000;
+    const r = await store.step('k', stepArgs(policy, 1, 0, undefined, seen));
+    expect(r).toEqual({ allowed: true, debtUnits: [4 * u], atUs: t });
+    expect(doc('k')).toMatchObject({ debt: [4 * u], atUs: t });
+    expect(doc('k')!.ov).toStrictEqual({ policyId: `${seen}.` });
+    // A node that still sees v1 (older than the marker): the base decides (10), the marker stays.
+    for (let i = 0; i < 6; i++) expect(await store.step('k', stepArgs(policy, 1, 0, v1))).toEqual({ allowed: true, debtUnits: [(5 + i) * u], atUs: t });
+    expect(await store.step('k', stepArgs(policy, 1, 0, v1))).toEqual({ allowed: false, debtUnits: [10 * u], atUs: t });
+    expect(doc('k')!.ov).toEqual({ policyId: `${seen}.` });
+    // A node with the same reading, or a later one, leaves the marker as it is.
+    await store.step('k', stepArgs(policy, 0, 0, undefined, seen + 5000));
+    expect(doc('k')!.ov).toEqual({ policyId: `${seen}.` });
+    // A change made after the reading replaces the marker.
+    const v3: PolicyOverride = { id: `${t + 3000}.three#`, limits: two };
+    expect(await store.step('k', stepArgs(policy, 0, 0, v3))).toMatchObject({ allowed: true, limits: two });
+    expect(doc('k')!.ov).toEqual({ limits: two, policyId: v3.id });
+  });
+
+  it('without policySeenUs (a caller that sends no view) the copy goes and no marker is left, as before', async () => {
+    const { store, doc } = fixture();
+    const v1: PolicyOverride = { id: `${now * 1000}.one#`, limits: five };
+    await store.step('k', stepArgs(policy, 3, 0, v1));
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [4 * u], atUs: now * 1000 });
+    expect(doc('k')!.ov).toBeUndefined();
+  });
+});
+
+describe('mongodb store: a marker on a key goes with its bucket', () => {
+  it('its document expires when the bucket is full (4 spent at 1 per second: 4 s), kept when a step leaves it, its block too', async () => {
+    const { store, doc } = fixture();
+    const t = now * 1000;
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: five };
+    await store.step('k', stepArgs(policy, 3, 0, v1));
+    await store.step('k', stepArgs(policy, 1, 0, undefined, t + 1));
+    expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + 4000) });
+    now += 1000;
+    await store.step('k', stepArgs(policy, 2, 0, undefined, t + 1));
+    expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + 5000) });
+    // A copy with a live block: the marker keeps the block, and the document stays until its end at least
+    // (a take is refused by the block and writes nothing; an adjustment is applied).
+    await store.step('j', stepArgs(policy, 1, 0, v1));
+    await store.override!('j', { base, blockForMs: 60_000 });
+    await store.step('j', stepArgs(policy, 1, 0, undefined, t + 1));
+    expect(doc('j')!.ov).toEqual({ limits: five, policyId: v1.id, blockedUntilUs: now * 1000 + 60_000_000 });
+    await store.step('j', adjustArgs(policy, 1, undefined, t + 1));
+    expect(doc('j')).toMatchObject({ ov: { policyId: `${t + 1}.`, blockedUntilUs: now * 1000 + 60_000_000 }, expiresAt: new Date(now + 60_000) });
+  });
+});
+
+describe('mongodb store: Store.override versions a policy-wide change\'s id by the store clock', () => {
+  it('two sets in one ms get increasing versions; a clear with a policyId leaves a marker with no expiresAt; a later ms its reading; a clock gone back the last + 1', async () => {
+    const { store, doc } = fixture();
+    const t = now * 1000;
+    expect((await store.override!('p*', { base, limits: two, policyId: 'w1' })).after).toEqual({ limits: two, policyId: `${t}.w1` });
+    expect((await store.override!('p*', { base, limits: five, policyId: 'w2' })).after).toEqual({ limits: five, policyId: `${t + 1}.w2` });
+    const cleared = await store.override!('p*', { base, limits: null, policyId: 'w3' });
+    expect(cleared).toEqual({ atUs: t, before: { limits: five, policyId: `${t + 1}.w2` }, after: { policyId: `${t + 2}.w3` } });
+    expect(doc('p*')!.ov).toEqual({ policyId: `${t + 2}.w3` });
+    expect(doc('p*')!.expiresAt).toBeUndefined();
+    // Long after: the marker is still there (no expiry), and a set replaces it at the clock's reading.
+    now += 90 * 24 * 3600 * 1000;
+    expect((await store.override!('p*', { base })).after).toEqual({ policyId: `${t + 2}.w3` });
+    expect((await store.override!('p*', { base, limits: two, forMs: 5000, policyId: 'w4' })).after).toEqual({ limits: two, untilUs: now * 1000 + 5_000_000, policyId: `${now * 1000}.w4` });
+    expect(doc('p*')!.expiresAt).toEqual(new Date(now + 5000));
+    // A server whose clock is behind: still one above the last version.
+    const last = now * 1000;
+    now -= 3;
+    expect((await store.override!('p*', { base, limits: null, policyId: 'w5' })).after).toEqual({ policyId: `${last + 1}.w5` });
+    expect(doc('p*')!.expiresAt).toBeUndefined();
+    // A clear without a policyId (a key's own numbers) leaves nothing.
+    expect((await store.override!('p*', { base, limits: null })).after).toBeUndefined();
+  });
+});
+
+describe('mongodb store: two nodes that disagree about a policy-wide change (separate stores on one collection)', () => {
+  // As test/runtime-limits.test.ts does on the record store: 2 at 100 per second, the change 100 at one
+  // an hour; the key stepped by both nodes in turn while only one has read the change or its revert.
+  const SLOW = 1 / 3600;
+  function node() {
+    const collection = shared;
+    const clock = { ms: 0 };
+    const limiter = createLimiter({ store: mongoStore({ collection }), policies: { fast: { capacity: 2, refillPerSecond: 100 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10_000 });
+    return { limiter, clock };
+  }
+  let shared: MingoCollection;
+  beforeEach(() => {
+    shared = new MingoCollection();
+  });
+  async function alternate(a: ReturnType<typeof node>, b: ReturnType<typeof node>, ms: number) {
+    const limits = { a: new Set<number>(), b: new Set<number>() };
+    let allowed = 0;
+    for (let i = 0; i < ms; i++) {
+      now += 1;
+      a.clock.ms += 1;
+      b.clock.ms += 1;
+      const n = i % 2 === 0 ? a : b;
+      const d = await n.limiter.take('fast', 'k');
+      limits[n === a ? 'a' : 'b'].add(d.limit);
+      if (d.allowed) allowed++;
+    }
+    return { allowed, limits };
+  }
+
+  it('a change read by one node only: the other decides under the key\'s copy; at most the change\'s 100 in 200 ms', async () => {
+    const [a, b] = [node(), node()];
+    await a.limiter.take('fast', 'warm');
+    await b.limiter.take('fast', 'warm');
+    now += 1;
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    const { allowed, limits } = await alternate(a, b, 200);
+    expect(limits).toEqual({ a: new Set([100]), b: new Set([100]) });
+    expect(allowed).toBe(100);
+  }, 60_000);
+
+  it('a revert read by one node only: its marker stops the other installing the change again; at most the policy\'s 2 + 20 in 200 ms', async () => {
+    const [a, b] = [node(), node()];
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    await b.limiter.take('fast', 'warm');
+    expect((await b.limiter.peek('fast', 'k')).limit).toBe(100);
+    now += 1;
+    await a.limiter.clearPolicyLimits('fast');
+    const { allowed, limits } = await alternate(a, b, 200);
+    expect(limits).toEqual({ a: new Set([2]), b: new Set([2]) });
+    // 2 at once, then one each 10 ms.
+    expect(allowed).toBeLessThanOrEqual(2 + 20);
+    expect(allowed).toBeGreaterThanOrEqual(20);
+    // The policy's record is the pinned marker of the revert; the key's a marker that goes with its bucket.
+    const doc = (suffix: string) => shared.docs.find((d) => d._id.endsWith(suffix))!;
+    // (toEqual: mingo keeps a field an object expression set to $$REMOVE, as undefined.)
+    expect(doc('fast*').ov).toEqual({ policyId: expect.stringMatching(/^\d+\.[^#]+#$/) });
+    expect(doc('fast*').expiresAt).toBeUndefined();
+    expect(doc('fast:k').ov).toEqual({ policyId: expect.stringMatching(/^\d+\.$/) });
+    expect(doc('fast:k').expiresAt).toBeInstanceOf(Date);
+  }, 60_000);
+});
