@@ -4,11 +4,11 @@
 // pipeline versions a change's id by the store clock, and a clear leaves a pinned marker.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BSON } from 'mongodb';
-import { mongoStore } from '../src/stores/mongodb.js';
+import { mongoStore, stepPipeline } from '../src/stores/mongodb.js';
 import { adjustArgs, stepArgs } from '../src/core/gcra.js';
 import { numbersOf, type PolicyOverride } from '../src/core/override.js';
 import { resolvePolicy } from '../src/core/policy.js';
-import { createLimiter } from '../src/index.js';
+import { createLimiter, StoreError } from '../src/index.js';
 import { MingoCollection } from './support/mingo-collection.js';
 
 let now = 1_790_000_000_000;
@@ -89,6 +89,27 @@ describe('mongodb store: a step that read no change after a key\'s copy leaves t
     await store.step('k', stepArgs(policy, 3, 0, v1));
     expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [4 * u], atUs: now * 1000 });
     expect(doc('k')!.ov).toBeUndefined();
+  });
+});
+
+describe('mongodb store: a step\'s view of the policy-wide change', () => {
+  it('policySeenUs on a key with no record: one update, the plain pipeline, as without it (the hot path is unchanged)', async () => {
+    const { store, collection } = fixture();
+    const args = stepArgs(policy, 1, 0, undefined, now * 1000 - 5000);
+    expect(await store.step('k', args)).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000 });
+    const updates = collection.calls.filter((c) => c.method === 'findOneAndUpdate');
+    expect(updates).toHaveLength(1);
+    const callId = JSON.stringify(updates[0]!.args[1]).match(/"\$literal":"([^"]+)"/)![1]!;
+    expect(updates[0]!.args[1]).toEqual(stepPipeline(stepArgs(policy, 1, 0), callId));
+  });
+
+  it('a policySeenUs that is no whole µs of 0 or more, or a change with no string id, is refused (it would be written into a marker\'s id)', async () => {
+    const { store, collection } = fixture();
+    for (const bad of [1.5, -1, Number.NaN, '5' as unknown as number]) {
+      await expect(store.step('k', { ...stepArgs(policy, 1, 0), policySeenUs: bad })).rejects.toThrow(StoreError);
+    }
+    await expect(store.step('k', { ...stepArgs(policy, 1, 0), policy: { id: 5 as unknown as string, limits: two } })).rejects.toThrow(/policySeenUs/);
+    expect(collection.calls).toEqual([]);
   });
 });
 
