@@ -247,9 +247,12 @@ describe('steps under a record', () => {
     expect(blocked).toEqual({ allowed: false, debtUnits: [0], atUs: T0, blockedUntilUs: T0 + 5, limits: wide });
     expect(stepWithRecord(undefined, T0 + 5, stepArgs(p, 1, 0, change), { blockedUntilUs: T0 + 5 }).writeRecord).toEqual({ limits: wide, policyId: 'c1' });
     expect(applyOverride(undefined, { limits: wide, policyId: 'c1' }, T0, { base: baseNumbers(p), blockForMs: 1 }).after).toEqual({ limits: wide, policyId: 'c1', blockedUntilUs: T0 + 1000 });
-    // Cleared a µs later: the 4 (less a µs of refill) carried back to capacity 5, so 1 is admitted, and only 1.
-    const cleared = stepWithRecord(first.write!, T0 + 1, stepArgs(p, 1, 0), first.writeRecord!);
-    expect(cleared).toMatchObject({ allowed: true, writeRecord: null, debtUnits: [4_999_999] });
+    // A step with no view keeps the copy (a node that has read nothing is the oldest view) and decides under it.
+    expect(stepWithRecord(first.write!, T0 + 1, stepArgs(p, 1, 0), first.writeRecord!)).toMatchObject({ allowed: false, limits: wide });
+    // Cleared a µs later (the node read the revert's marker, version 7): the 4 (less a µs of refill)
+    // carried back to capacity 5, so 1 is admitted, and only 1; the marker of that reading stays.
+    const cleared = stepWithRecord(first.write!, T0 + 1, stepArgs(p, 1, 0, undefined, 7), first.writeRecord!);
+    expect(cleared).toMatchObject({ allowed: true, writeRecord: { policyId: '7.' }, debtUnits: [4_999_999] });
     expect(cleared.limits).toBeUndefined();
   });
 });

@@ -55,21 +55,25 @@ const costOf = (costs: Costs, i: number): number => (typeof costs === 'number' ?
  * reservation further ahead is refused (at the fastest rates with a rate that is no whole number of
  * units per µs, that horizon can be under an hour).
  */
-export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number, change?: PolicyOverride, seenUs?: number): StepArgs {
+export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number, change?: PolicyOverride, seenUs?: number, holdMs?: number): StepArgs {
   return {
     limits: policy.limits.map((l, i) => ({ costUnits: costOf(costs, i) * l.tokenUnits, limitUnits: limitUnitsOf(l, maxWaitMs), refillUnitsPerUs: l.refillUnitsPerUs })),
-    ...baseOf(policy, maxWaitMs, change, seenUs),
+    ...baseOf(policy, maxWaitMs, change, seenUs, holdMs),
   };
 }
 
 /**
  * StepArgs.base of a step on `policy` that may wait maxWaitMs, and this node's view of the policy-wide
- * change: .policy when it sees one, else .policySeenUs when it has read that there is none (seenUs).
+ * change: .policy when it sees one, else .policySeenUs (seenUs) when it has read the record; and
+ * .policyHoldMs (holdMs), how long a key's copy or marker this step writes is held.
  */
-function baseOf(policy: ResolvedPolicy, maxWaitMs: number, change: PolicyOverride | undefined, seenUs: number | undefined): { base: StepBase; policy?: PolicyOverride; policySeenUs?: number } {
+function baseOf(policy: ResolvedPolicy, maxWaitMs: number, change: PolicyOverride | undefined, seenUs: number | undefined, holdMs: number | undefined): { base: StepBase; policy?: PolicyOverride; policySeenUs?: number; policyHoldMs?: number } {
   const base = { tokenUnits: policy.limits.map((l) => l.tokenUnits), capacityUnits: policy.limits.map((l) => l.capacityUnits), maxWaitMs };
-  if (change !== undefined) return { base, policy: change };
-  return seenUs === undefined ? { base } : { base, policySeenUs: seenUs };
+  const out: { base: StepBase; policy?: PolicyOverride; policySeenUs?: number; policyHoldMs?: number } = { base };
+  if (change !== undefined) out.policy = change;
+  else if (seenUs !== undefined) out.policySeenUs = seenUs;
+  if (holdMs !== undefined) out.policyHoldMs = holdMs;
+  return out;
 }
 
 /**
@@ -77,11 +81,11 @@ function baseOf(policy: ResolvedPolicy, maxWaitMs: number, change: PolicyOverrid
  * a charge may put a limit into debt up to MAX_WAIT_MS (one hour) of its refill beyond empty, the
  * horizon of a reservation.
  */
-export function adjustArgs(policy: ResolvedPolicy, costs: Costs, change?: PolicyOverride, seenUs?: number): StepArgs {
+export function adjustArgs(policy: ResolvedPolicy, costs: Costs, change?: PolicyOverride, seenUs?: number, holdMs?: number): StepArgs {
   return {
     limits: policy.limits.map((l, i) => ({ costUnits: costOf(costs, i) * l.tokenUnits, limitUnits: limitUnitsOf(l, MAX_WAIT_MS), refillUnitsPerUs: l.refillUnitsPerUs })),
     adjust: true,
-    ...baseOf(policy, MAX_WAIT_MS, change, seenUs),
+    ...baseOf(policy, MAX_WAIT_MS, change, seenUs, holdMs),
   };
 }
 
@@ -89,8 +93,8 @@ export function adjustArgs(policy: ResolvedPolicy, costs: Costs, change?: Policy
  * The step arguments of a settlement of the charge recorded under `chargeId` at `costs` tokens per limit
  * (the actual cost, each at least 0): adjustArgs' limits with those costs, and StepArgs.settle.
  */
-export function settleArgs(policy: ResolvedPolicy, costs: Costs, chargeId: string, change?: PolicyOverride, seenUs?: number): StepArgs {
-  return { ...adjustArgs(policy, costs, change, seenUs), settle: { chargeId } };
+export function settleArgs(policy: ResolvedPolicy, costs: Costs, chargeId: string, change?: PolicyOverride, seenUs?: number, holdMs?: number): StepArgs {
+  return { ...adjustArgs(policy, costs, change, seenUs, holdMs), settle: { chargeId } };
 }
 
 /**
@@ -98,15 +102,15 @@ export function settleArgs(policy: ResolvedPolicy, costs: Costs, chargeId: strin
  * (the store clock's reading at the grant) the store decays it by the refill since, when it applies it;
  * without, `units` must already be decayed.
  */
-export function refundArgs(policy: ResolvedPolicy, units: number, sinceUs?: number, change?: PolicyOverride, seenUs?: number): StepArgs {
+export function refundArgs(policy: ResolvedPolicy, units: number, sinceUs?: number, change?: PolicyOverride, seenUs?: number, holdMs?: number): StepArgs {
   const limits = [{ costUnits: -units, limitUnits: policy.capacityUnits, refillUnitsPerUs: policy.refillUnitsPerUs }];
-  const args = { limits, adjust: true, ...baseOf(policy, 0, change, seenUs) };
+  const args = { limits, adjust: true, ...baseOf(policy, 0, change, seenUs, holdMs) };
   return sinceUs === undefined ? args : { ...args, refundSinceUs: sinceUs };
 }
 
 /** A lease grant (a policy of one limit): as many of `tokens` tokens as exist now, at least one. */
-export function grantArgs(policy: ResolvedPolicy, tokens: number, change?: PolicyOverride, seenUs?: number): StepArgs {
-  return { ...stepArgs(policy, tokens, 0, change, seenUs), tokenUnits: policy.tokenUnits };
+export function grantArgs(policy: ResolvedPolicy, tokens: number, change?: PolicyOverride, seenUs?: number, holdMs?: number): StepArgs {
+  return { ...stepArgs(policy, tokens, 0, change, seenUs, holdMs), tokenUnits: policy.tokenUnits };
 }
 
 /**

@@ -98,10 +98,12 @@ export function changeVersion(id: string | undefined): number {
 }
 
 /**
- * Whether the record is a marker: a policy-wide id and no numbers. A step whose node read, at store time
- * R, that no change was in force leaves one (id "R.") where it takes a key's copy of an older change
- * away, so that a node whose view is older than R cannot install that change again; a newer change
- * replaces it. It sets no numbers (the bucket is in the base's) and, like a copy, goes with its bucket.
+ * Whether the record is a marker: a policy-wide id and no numbers. A step whose node last read the
+ * policy-wide record at version R with no change in force (a revert's marker, or a change that has
+ * ended) leaves one (id "R.") where it takes a key's copy of an older change away, so that a node whose
+ * view is older cannot install that change again; a key's copy of a change that ends becomes the marker
+ * of that change. A newer change replaces it. It sets no numbers (the bucket is in the base's) and, like
+ * a copy, goes with its bucket once its hold has passed (keepUntilUs).
  */
 export function isMarker(record: OverrideRecord | undefined): boolean {
   return record !== undefined && record.limits === undefined && record.policyId !== undefined;
@@ -112,7 +114,8 @@ export function liveRecord(record: OverrideRecord | undefined, nowUs: number): O
   if (record === undefined) return undefined;
   const numbers = numbersLive(record, nowUs);
   const block = blockLive(record, nowUs);
-  const marker = isMarker(record);
+  // A copy of a policy-wide change whose numbers ended is the marker of that change from then on.
+  const marker = record.policyId !== undefined && !numbers;
   if (!numbers && !block && !marker) return undefined;
   // Nothing has ended: the record itself (a step then leaves it unwritten).
   if ((numbers || record.limits === undefined) && (block || record.blockedUntilUs === undefined)) return record;
@@ -171,15 +174,14 @@ export interface OverrideWrites {
 function recordForStep(record: OverrideRecord | undefined, args: StepArgs): OverrideRecord | undefined {
   const change = args.policy;
   const copy = record?.policyId;
+  // No view at all (policySeenUs absent) is the oldest: it keeps whatever the key holds.
+  const seen = args.policySeenUs ?? 0;
   if (copy !== undefined) {
     const v = changeVersion(copy);
-    if (change !== undefined ? v > changeVersion(change.id) : args.policySeenUs !== undefined && v >= args.policySeenUs) return record;
+    if (change !== undefined ? v > changeVersion(change.id) : v >= seen) return record;
   }
   if (change === undefined) {
-    if (copy === undefined) return record;
-    const seen = args.policySeenUs;
-    if (seen === undefined) return record!.blockedUntilUs === undefined ? undefined : { blockedUntilUs: record!.blockedUntilUs };
-    if (record!.limits === undefined) return record;
+    if (copy === undefined || record!.limits === undefined) return record;
     return record!.blockedUntilUs === undefined ? { policyId: `${seen}.` } : { policyId: `${seen}.`, blockedUntilUs: record!.blockedUntilUs };
   }
   if (record !== undefined && (copy === undefined ? record.limits !== undefined : copy === change.id)) return record;
@@ -248,9 +250,12 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   const { base } = args;
   const next: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = { ...record };
   if (args.limits === null) {
-    delete next.limits;
-    delete next.untilUs;
-    delete next.policyId;
+    // A key's clear takes its own numbers away; a copy of a policy-wide change or a marker stays.
+    if (args.policyId !== undefined || next.policyId === undefined) {
+      delete next.limits;
+      delete next.untilUs;
+      delete next.policyId;
+    }
   } else if (args.limits !== undefined) {
     next.limits = args.limits;
     if (args.forMs === undefined) delete next.untilUs;
@@ -326,10 +331,12 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
  * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
  * at least; `state` undefined: a full bucket.
  */
-export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false): number {
+export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0): number {
   let until = 0;
   if (record?.limits !== undefined && (pinned || record.policyId === undefined)) until = record.untilUs ?? Infinity;
   else if (pinned && isMarker(record)) until = Infinity;
+  // A key's copy or marker is held at least until holdUntilUs (StepArgs.policyHoldMs after the step that wrote it).
+  else if (record?.policyId !== undefined) until = holdUntilUs;
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
   if (state === undefined) return until;
   const from = numbersAt(record, state.atUs, base);

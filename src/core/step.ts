@@ -65,13 +65,20 @@ export interface StepArgs {
    */
   readonly policy?: PolicyOverride;
   /**
-   * Without `policy`: the store clock's reading, in whole µs, at which this node last read that no
-   * policy-wide change was in force (the policy-wide record's store). A key's copy of a change made at
-   * or after it is newer than this node's view, and stays (the step decides under it); an older one
-   * goes, and a marker of this reading takes its place, so that no node whose view is older installs it
-   * again. Absent: this node's view is current (a copy goes, and no marker is left).
+   * Without `policy`: the version (core/override.ts changeVersion: a store clock reading in whole µs) of
+   * the policy-wide record this node last read with no change in force: a revert's marker, or a change
+   * that has ended; 0 when there was none. A key's copy or marker of that version or newer is newer than
+   * this node's view, and stays (the step decides under it); an older copy goes, and the marker
+   * "<policySeenUs>." takes its place, so that no node whose view is older installs it again. Absent:
+   * this node has no view, the oldest: the key keeps what it holds.
    */
   readonly policySeenUs?: number;
+  /**
+   * How long, in ms, a key's copy of a policy-wide change or marker that this step writes is kept at
+   * least, even with its bucket full: as long as another node may still hold an older view (the
+   * limiter sends its policyRefreshMs + the policy's timeoutMs + 50). Absent: 0.
+   */
+  readonly policyHoldMs?: number;
   /**
    * A settlement of a charge: the take recorded under operation id `chargeId` on this key (a take with
    * an idempotency key). Each limit's costUnits is then the ACTUAL cost in units, at least 0; in the

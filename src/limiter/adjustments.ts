@@ -8,6 +8,7 @@ import type { Idempotent } from './idempotent.js';
 import type { AdjustOptions, AdminOptions, AuditEvent, SettleChargeOptions } from './types.js';
 import { withTimeout, type Wiring } from './wiring.js';
 import { seenOf } from './policy-wide.js';
+import type { PolicyEntry } from './entry.js';
 
 export interface Adjustments {
   adjust(name: string, key: string, cost: Cost, options?: AdjustOptions): Promise<Decision>;
@@ -18,6 +19,12 @@ export interface Adjustments {
 /** `peek`: reads a bucket without onDecision hearing of it, for an administrative action's `before`. */
 export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name: string, key: string) => Promise<Decision>): Adjustments {
   const { store, getEntry, monotonicMs, audit } = w;
+  /** This node's reading of the policy-wide change brought up to date, as for a take (an adjustment carries it too). */
+  function freshView(entry: PolicyEntry): Promise<void> | undefined {
+    const wide = w.policyWide;
+    return wide === undefined || wide.fresh(entry) ? undefined : wide.refresh(entry, monotonicMs());
+  }
+
   return {
     async adjust(name, key, cost, opts = {}) {
       const entry = getEntry(name);
@@ -25,7 +32,8 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name
       assertKey(key);
       const costs = resolveAdjustment(policy, cost);
       if (opts.idempotencyKey !== undefined) assertIdempotencyKey(opts.idempotencyKey);
-      const args = adjustArgs(policy, costs, entry.change, seenOf(entry));
+      await freshView(entry);
+      const args = adjustArgs(policy, costs, entry.change, seenOf(entry), entry.holdMs);
       const withOp = opts.idempotencyKey === undefined ? args : idempotent.withOp(args, opts.idempotencyKey, `adjust|${JSON.stringify(costs)}`);
       return audited('adjust', name, key, opts, () => idempotent.once('adjust', name, key, costs, policy, keyPrefix + key, withOp, 0), (d) => ({
         cost,
@@ -40,9 +48,10 @@ export function createAdjustments(w: Wiring, idempotent: Idempotent, peek: (name
       const { charge, cost } = opts ?? ({} as Partial<SettleChargeOptions>);
       assertIdempotencyKey(charge, 'charge');
       const costs = resolveSettlement(policy, cost);
+      await freshView(entry);
       // Its own operation id, derived from the charge's: a retry, or a second server settling the same
       // charge, gets the first answer; another cost is a conflict.
-      const args = idempotent.withOp(settleArgs(policy, costs, charge, entry.change, seenOf(entry)), SETTLE_OP + charge, `settle|${JSON.stringify(costs)}`);
+      const args = idempotent.withOp(settleArgs(policy, costs, charge, entry.change, seenOf(entry), entry.holdMs), SETTLE_OP + charge, `settle|${JSON.stringify(costs)}`);
       return idempotent.once('settle', name, key, costs, policy, keyPrefix + key, args, 0);
     },
     async reset(name, key, opts = {}) {

@@ -45,7 +45,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /** The step arguments of a decision: the policy's shared ones for a take of one token with no wait. */
 function argsOf(entry: PolicyEntry, cost: Costs, maxWaitMs: number): StepArgs {
-  return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs, entry.change, seenOf(entry));
+  return cost === 1 && maxWaitMs === 0 ? entry.takeOne : stepArgs(entry.policy, cost, maxWaitMs, entry.change, seenOf(entry), entry.holdMs);
 }
 
 export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
@@ -240,7 +240,7 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
 
   async function readNow(name: string, key: string, entry: PolicyEntry, started: number, heard: boolean): Promise<Decision> {
     const { policy, keyPrefix } = entry;
-    const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change, seenOf(entry)), true);
+    const { decision, error } = await call(policy, keyPrefix + key, 0, 0, stepArgs(policy, 0, 0, entry.change, seenOf(entry), entry.holdMs), true);
     if (onDecision && heard) emit({ policy: name, key, cost: 0, op: 'peek', decision, durationMs: monotonicMs() - started, ...(error === undefined ? {} : { error }) });
     return decision;
   }

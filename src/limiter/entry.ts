@@ -37,9 +37,11 @@ export interface PolicyEntry {
   change: PolicyOverride | undefined;
   /** This node's reading of the policy-wide record. */
   wide: PolicyWideState;
+  /** StepArgs.policyHoldMs of this node's steps on the policy. */
+  holdMs: number;
 }
 
-export function newEntry(policy: ResolvedPolicy, prefix: string): PolicyEntry {
+export function newEntry(policy: ResolvedPolicy, prefix: string, holdMs = 0): PolicyEntry {
   return {
     policy,
     keyPrefix: `${prefix}${policy.name}:`,
@@ -48,5 +50,6 @@ export function newEntry(policy: ResolvedPolicy, prefix: string): PolicyEntry {
     policyKey: `${prefix}${policy.name}*`,
     change: undefined,
     wide: { readAtMs: -Infinity, inFlight: undefined, inFlightAtMs: 0, record: undefined, atUs: 0, seen: 0 },
+    holdMs,
   };
 }

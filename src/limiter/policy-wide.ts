@@ -55,14 +55,14 @@ export interface PolicyWideOptions {
 }
 
 /**
- * StepArgs.policySeenUs of this node's steps on the entry's policy: with no change in force, the store
- * clock's reading of the last record read, or the version of the record read if above it (a revert's
- * marker made in that µs). Undefined before the first reading: a step then takes its view as current.
- * See core/override.ts recordForStep.
+ * StepArgs.policySeenUs of this node's steps on the entry's policy: with no change in force, the version
+ * of the record last read (a revert's marker, an ended change; 0: none). Undefined before the first
+ * reading: no view. A version, not the reading's time, so that neither a skewed client clock nor a
+ * store clock that steps back can outrank a later change. See core/override.ts recordForStep.
  */
 export function seenOf(entry: PolicyEntry): number | undefined {
   const s = entry.wide;
-  return entry.change === undefined && s.readAtMs !== -Infinity ? Math.max(s.atUs, changeVersion(s.record?.policyId)) : undefined;
+  return entry.change === undefined && s.readAtMs !== -Infinity ? changeVersion(s.record?.policyId) : undefined;
 }
 
 /** Policy-wide changes made through any limiter, per in-process store object. */
@@ -119,7 +119,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     // (StepArgs.policySeenUs); the common take's arguments are made once per change, or per reading.
     if (same && change !== undefined) return;
     entry.change = change;
-    entry.takeOne = stepArgs(entry.policy, 1, 0, change, seenOf(entry));
+    entry.takeOne = stepArgs(entry.policy, 1, 0, change, seenOf(entry), entry.holdMs);
     if (!same && !firstRead) options.onChange(entry);
   }
 

@@ -8,12 +8,12 @@ import type { OverrideArgs, OverrideRecord, OverrideResult } from '../core/overr
 import { assertKey } from '../core/key.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { InvalidInputError, StoreError, show } from '../errors.js';
-import { numbersOf } from '../core/override.js';
+import { changeVersion, numbersOf } from '../core/override.js';
 import { resolveLimitsInput, toNumbers } from './limits-input.js';
 import type { PolicyEntry } from './entry.js';
 import type { AdminOptions, AuditEvent, KeyLimits, Limiter, LimitsState, SetLimitsOptions } from './types.js';
 import { withTimeout, type Wiring } from './wiring.js';
-import { changeId, changeOf } from './policy-wide.js';
+import { changeId, changeOf, seenOf } from './policy-wide.js';
 
 /** The longest a runtime change or a block may be set for: 400 days, in ms. */
 export const MAX_CHANGE_MS = 400 * 86_400_000;
@@ -49,10 +49,16 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
   function stateOf(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number): LimitsState {
     const { policy } = entry;
     const out: LimitsState = { limits: toNumbers(policy), source: 'policy' };
-    if (record?.limits && (record.untilUs === undefined || record.untilUs > atUs)) {
+    // A key's copy of a policy-wide change, or a marker, newer than this node's view decides the key's
+    // steps (core/override.ts recordForStep), so it is what the key's limits are.
+    const copy = record?.policyId;
+    const newer = copy !== undefined && (entry.change ? changeVersion(copy) > changeVersion(entry.change.id) : changeVersion(copy) >= (seenOf(entry) ?? 0));
+    if (record?.limits && (record.untilUs === undefined || record.untilUs > atUs) && (copy === undefined || newer)) {
       out.limits = toNumbers(policy, record.limits);
-      out.source = record.policyId === undefined ? 'key' : 'policy-wide';
+      out.source = copy === undefined ? 'key' : 'policy-wide';
       if (record.untilUs !== undefined) out.expiresInMs = leftMs(record.untilUs, atUs);
+    } else if (newer) {
+      // A marker (or a copy that has ended): the policy's numbers.
     } else if (entry.change) {
       const wide = entry.change;
       out.limits = toNumbers(policy, wide.limits);

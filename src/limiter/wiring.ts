@@ -80,9 +80,11 @@ export function wire(options: LimiterOptions): Wiring {
         // A grant or refund carries the policy-wide change this node sees, as every step does.
         call: (storageKey, args, policy, background) => {
           const entry = entries.get(policy.name);
-          const change = entry?.change;
-          const seenUs = entry && seenOf(entry);
-          return storeCall(policy, storageKey, change !== undefined ? { ...args, policy: change } : seenUs !== undefined ? { ...args, policySeenUs: seenUs } : args, background);
+          if (entry === undefined) return storeCall(policy, storageKey, args, background);
+          const change = entry.change;
+          const seenUs = seenOf(entry);
+          const view = change !== undefined ? { policy: change } : seenUs !== undefined ? { policySeenUs: seenUs } : {};
+          return storeCall(policy, storageKey, { ...args, ...view, policyHoldMs: entry.holdMs }, background);
         },
         monotonicMs,
         maxKeys: leaseMaxKeys,

@@ -126,9 +126,9 @@ function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits?: read
 }
 
 /** An entry to store (undefined: delete it) for a bucket and a record beside it; `base` reckons when it holds nothing. */
-function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false): StoredBucket | undefined {
+function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false, holdUntilUs = 0): StoredBucket | undefined {
   if (bucket === undefined && record === undefined) return undefined;
-  const untilUs = keepUntilUs(bucket, base, record, pinned);
+  const untilUs = keepUntilUs(bucket, base, record, pinned, holdUntilUs);
   // Numbers with no end keep the entry: the alarm re-arms every 30 days and finds it still live.
   const fullAtMs = untilUs === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(untilUs / 1000);
   return { ...(bucket ? { debtUnits: bucket.debtUnits, atUs: bucket.atUs } : {}), fullAtMs, ...(record ? { override: record } : {}) };
@@ -142,6 +142,8 @@ function isNumbers(v: unknown, n?: number): v is OverrideLimit[] {
 
 /** Whether `v` is a wait in ms from now (a non-negative integer). */
 const isMs = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+/** The longest StepArgs.policyHoldMs a step may ask for: the longest policyRefreshMs and timeoutMs, with room. */
+const MAX_HOLD_MS = 86_400_000;
 
 /**
  * The Durable Object class that holds buckets. Export it from your Worker's main module and bind it
@@ -188,7 +190,8 @@ export class RateLimiterObject {
       (args.settle !== undefined && !(args.op !== undefined && typeof args.settle?.chargeId === 'string')) ||
       (args.base !== undefined && !(isMs(args.base?.maxWaitMs) && isNumbers(stepBaseNumbers(args.limits, args.base), args.limits.length) && args.base.tokenUnits.length === args.limits.length)) ||
       (args.policy !== undefined && !(typeof args.policy?.id === 'string' && isNumbers(args.policy.limits, args.limits.length) && (args.policy.untilUs === undefined || isMs(args.policy.untilUs)))) ||
-      (args.policySeenUs !== undefined && !isMs(args.policySeenUs))
+      (args.policySeenUs !== undefined && !isMs(args.policySeenUs)) ||
+      (args.policyHoldMs !== undefined && !(isMs(args.policyHoldMs) && args.policyHoldMs <= MAX_HOLD_MS))
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -221,7 +224,7 @@ export class RateLimiterObject {
         // Without StepArgs.base a record holds only a block (stepWithRecord refuses numbers without it), and
         // only the refill counts for when the entry holds nothing.
         const base = args.base ? stepBaseNumbers(args.limits, args.base) : args.limits.map((l) => ({ tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: l.refillUnitsPerUs }));
-        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base);
+        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base, false, (nowMs + (args.policyHoldMs ?? 0)) * 1000);
         if (entry === undefined) await this.storage.delete(body.key);
         else {
           await this.storage.put(body.key, entry);

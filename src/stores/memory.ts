@@ -4,7 +4,7 @@
 import { ceilDiv, chargedUnitsOf, decayed, repeatOf, settledArgs, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
 import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../core/key.js';
 import { applyOverride, numbersAt, stepWithRecord, type OverrideWrites } from '../core/override.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, StoreError } from '../errors.js';
 import type { OverrideArgs, OverrideResult, StepArgs, StepResult, Store } from '../store.js';
 import { memoryRecords } from './memory-records.js';
 
@@ -266,7 +266,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
       const stepped = charged === undefined ? args : settledArgs(args, charged);
       const record = records.size === 0 ? undefined : records.get(key);
-      const r: StepResult & OverrideWrites = record === undefined && args.policy === undefined ? step(state, now, stepped) : stepWithRecord(state, now, stepped, record);
+      let r: StepResult & OverrideWrites;
+      if (record === undefined && args.policy === undefined) r = step(state, now, stepped);
+      else {
+        // A view of the policy-wide change that is no version refuses the step, as every store's does.
+        const seen = args.policySeenUs;
+        if (seen !== undefined && !(Number.isSafeInteger(seen) && seen >= 0)) throw new StoreError('memory', `StepArgs.policySeenUs must be whole µs of 0 or more, got ${String(seen)}`);
+        r = stepWithRecord(state, now, stepped, record);
+      }
       const { write } = r;
       // The refill in force, kept for eviction: the record's when the step ran under its numbers.
       const limits = r.limits ?? args.limits;

@@ -119,11 +119,11 @@ export class OverrideModel {
       this.inRecord = false;
     }
     this.decay(tt);
-    // What has ended is forgotten (it no longer says anything).
+    // What has ended is forgotten (it no longer says anything), but a copy of a policy-wide change
+    // becomes the marker of that change (its id stays).
     if (this.record.limits !== undefined && !this.live(tt)) {
       delete this.record.limits;
       delete this.record.untilUs;
-      delete this.record.policyId;
     }
     if (this.record.blockedUntilUs !== undefined && this.record.blockedUntilUs <= tt) delete this.record.blockedUntilUs;
   }
@@ -132,7 +132,6 @@ export class OverrideModel {
     if (next.limits !== undefined && next.untilUs !== undefined && next.untilUs <= t) {
       delete next.limits;
       delete next.untilUs;
-      delete next.policyId;
     }
     const from = this.current();
     const to = next.limits ?? this.base;
@@ -160,15 +159,16 @@ export class OverrideModel {
     const saved = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record } };
     const undo = () => Object.assign(this, saved);
     const r = this.record;
+    // No view at all is the oldest: the key keeps what it holds.
+    const seen = seenUs ?? 0;
     if (r.policyId !== undefined) {
       const v = versionOf(r.policyId);
-      if (change !== undefined ? v > versionOf(change.id) : seenUs !== undefined && v >= seenUs) return undo;
+      if (change !== undefined ? v > versionOf(change.id) : v >= seen) return undo;
     }
     if (change === undefined) {
-      if (r.policyId === undefined) return undo;
+      if (r.policyId === undefined || r.limits === undefined) return undo;
       const block = r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs };
-      if (seenUs === undefined) this.become(block, this.at);
-      else if (r.limits !== undefined) this.become({ policyId: `${seenUs}.`, ...block }, this.at);
+      this.become({ policyId: `${seen}.`, ...block }, this.at);
       return undo;
     }
     const own = r.policyId === undefined && r.limits !== undefined;
@@ -249,9 +249,11 @@ export class OverrideModel {
     const tt = BigInt(t);
     const next: ModelRecord = { ...this.record };
     if (o.limits === null) {
-      delete next.limits;
-      delete next.untilUs;
-      delete next.policyId;
+      // A key's clear takes its own numbers away; a copy of a policy-wide change or a marker stays.
+      if (next.policyId === undefined) {
+        delete next.limits;
+        delete next.untilUs;
+      }
     } else if (o.limits !== undefined) {
       next.limits = o.limits.map(numbers);
       delete next.policyId;
@@ -405,10 +407,10 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
   // The views of the policy-wide record a node may hold, oldest first: a change (its id versioned as
   // Store.override versions it: max(store time, last version + 1)), or none read at seenUs (a revert's
   // marker version). The current one is the last; a stale node holds an earlier one.
-  const views: { change?: PolicyChange; seenUs: number }[] = [{ seenUs: t0 }];
+  const views: { change?: PolicyChange; seenUs: number }[] = [{ seenUs: 0 }];
   let lastVersion = 0;
   let change: PolicyChange | undefined;
-  let seenUs: number | undefined = t0;
+  let seenUs: number | undefined = 0;
   const implOf = (c: PolicyChange | undefined): PolicyOverride | undefined =>
     c === undefined ? undefined : { id: c.id, limits: implNumbers(c.limits), ...(c.untilUs === undefined ? {} : { untilUs: t0 + c.untilUs }) };
   const implChange = () => implOf(change);
