@@ -192,6 +192,36 @@ describe('RateLimiterObject override records (fake storage, fake clock)', () => 
   });
 });
 
+describe('RateLimiterObject: a key\'s copy of a policy-wide change or marker is held policyHoldMs', () => {
+  it('with its bucket full, the entry stays policyHoldMs past the step that wrote it (a node with an older view could install the change again), and goes then', async () => {
+    const { RateLimiterObject } = await import('../src/stores/durable-object.js');
+    const { data, storage } = fakeStorage();
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const obj = new RateLimiterObject({ storage });
+      const call = (body: unknown) => obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify(body) }));
+      const five = [{ tokenUnits: 500_000, capacityUnits: 2_500_000, refillUnitsPerUs: 1 }];
+      const peek = { limits: [{ costUnits: 0, limitUnits: 10_000_000, refillUnitsPerUs: 1 }], base: { tokenUnits: [1_000_000], capacityUnits: [10_000_000], maxWaitMs: 0 } };
+      // A peek installs the copy on a full bucket; then a step that read the revert (version 9) leaves the marker.
+      await call({ op: 'step', key: 'k', args: { ...peek, policy: { id: '5.w#p', limits: five }, policyHoldMs: 5000 } });
+      expect(data.get('k')).toMatchObject({ fullAtMs: now + 5000, override: { policyId: '5.w#p' } });
+      now += 1000;
+      await call({ op: 'step', key: 'k', args: { ...peek, policySeenUs: 9, policyHoldMs: 5000 } });
+      expect(data.get('k')).toEqual({ fullAtMs: now + 5000, override: { policyId: '9.' } });
+      now += 4999;
+      await obj.alarm();
+      expect(data.has('k')).toBe(true);
+      now += 1;
+      await obj.alarm();
+      expect(data.has('k')).toBe(false);
+      expect((await call({ op: 'step', key: 'k', args: { ...peek, policyHoldMs: -1 } })).status).toBe(400);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+});
+
 describe('RateLimiterObject against the exact model (fake storage, Date.now() on a fake clock)', () => {
   /** A Store that sends each step to one object in-process, as the namespace would. */
   async function objectStore() {

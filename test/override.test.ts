@@ -255,6 +255,26 @@ describe('steps under a record', () => {
     expect(cleared).toMatchObject({ allowed: true, writeRecord: { policyId: '7.' }, debtUnits: [4_999_999] });
     expect(cleared.limits).toBeUndefined();
   });
+
+  it('a key\'s copy of a change that ends becomes the marker of that change: a node still holding an older change does not install it again', () => {
+    const wide = numbers({ capacity: 2, refillPerSecond: 1 });
+    const older = { id: '5.old#p', limits: numbers({ capacity: 50, refillPerSecond: 1 }) };
+    const ended = { id: '9.new#p', limits: wide, untilUs: T0 + 10 };
+    const copy = stepWithRecord(undefined, T0, stepArgs(p, 1, 0, ended), undefined);
+    expect(copy.writeRecord).toEqual({ limits: wide, policyId: '9.new#p', untilUs: T0 + 10 });
+    // Past its end, a step with that change's view leaves its marker, and one with the older view keeps it.
+    const marked = stepWithRecord(copy.write!, T0 + 10, stepArgs(p, 1, 0, ended), copy.writeRecord!);
+    expect(marked.writeRecord).toEqual({ policyId: '9.new#p' });
+    expect(marked.limits).toBeUndefined();
+    const stale = stepWithRecord(marked.write!, T0 + 11, stepArgs(p, 1, 0, older), marked.writeRecord!);
+    expect(stale.limits).toBeUndefined();
+    expect(stale.writeRecord).toBeUndefined();
+    // The same with a step that comes first after the end (nothing written in between).
+    expect(stepWithRecord(copy.write!, T0 + 11, stepArgs(p, 1, 0, older), copy.writeRecord!)).toMatchObject({ writeRecord: { policyId: '9.new#p' } });
+    // A key's clear (limits: null) takes its own numbers only: a copy or a marker stays.
+    expect(applyOverride(undefined, { limits: wide, policyId: '9.new#p' }, T0, { base: baseNumbers(p), limits: null }).after).toEqual({ limits: wide, policyId: '9.new#p' });
+    expect(applyOverride(undefined, { policyId: '9.' }, T0, { base: baseNumbers(p), limits: null }).after).toEqual({ policyId: '9.' });
+  });
 });
 
 describe('policyUnder: the decision of a step under a record', () => {

@@ -314,6 +314,52 @@ describe('two nodes that disagree about a policy-wide change, neither set of num
   });
 });
 
+describe('a policy-wide change: what an independent review found', () => {
+  it('a node that only adjusts reads the change too, and obeys the key\'s copy (it sent no view, which dropped the copy)', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 10_000 });
+    const c = limiterOn(store, { policyRefreshMs: 10_000 });
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    await a.limiter.take('fast', 'k');
+    expect(await c.limiter.adjust('fast', 'k', 1)).toMatchObject({ limit: 100, remaining: 98 });
+    expect(await c.limiter.adjust('fast', 'fresh', 1)).toMatchObject({ limit: 100, remaining: 99 });
+    expect([...store.records.entries()].find(([k]) => k.endsWith('fast:k'))![1]).toMatchObject({ policyId: expect.stringMatching(/^\d+\./) });
+  });
+
+  it('a store clock that steps back: a change made after it still reaches a key holding a marker (a view was the reading\'s time, which outranked it)', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 10 });
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    expect((await a.limiter.take('fast', 'k')).limit).toBe(100);
+    store.nowUs += 1000;
+    await a.limiter.clearPolicyLimits('fast');
+    // Two seconds on, a reading and a step leave the revert's marker on k.
+    store.nowUs += 2_000_000;
+    a.clock.ms += 20;
+    expect((await a.limiter.take('fast', 'k')).limit).toBe(2);
+    // The store's clock steps back 2.5 s (a failover to a server behind), and an incident lowers the numbers.
+    store.nowUs -= 2_500_000;
+    await a.limiter.setPolicyLimits('fast', { capacity: 5, refillPerSecond: SLOW });
+    expect((await a.limiter.take('fast', 'k')).limit).toBe(5);
+  });
+
+  it('a key\'s clearLimits keeps its copy of the change in force; a node that has not read a revert reports the key\'s marker', async () => {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 10_000 });
+    const b = limiterOn(store, { policyRefreshMs: 10_000 });
+    await a.limiter.setPolicyLimits('fast', { capacity: 100, refillPerSecond: SLOW });
+    await b.limiter.take('fast', 'warm');
+    await a.limiter.take('fast', 'k');
+    expect(await a.limiter.clearLimits('fast', 'k')).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 100 }] });
+    expect((await b.limiter.take('fast', 'k')).limit).toBe(100);
+    await a.limiter.clearPolicyLimits('fast');
+    await a.limiter.take('fast', 'k');
+    // b still holds the change; k holds the revert's marker, which decides b's steps on it.
+    expect(await b.limiter.getLimits('fast', 'k')).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }] });
+    expect((await b.limiter.take('fast', 'k')).limit).toBe(2);
+  });
+});
+
 describe('a settlement under a policy-wide change', () => {
   it('settles under the change, as every other step does (it sent no view, so the key’s copy was dropped and the bucket carried to the policy’s numbers)', async () => {
     const limiter = createLimiter({ store: memoryStore(), policies: { p: { capacity: 10, refillPerSecond: SLOW } } });
