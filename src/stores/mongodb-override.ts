@@ -89,15 +89,16 @@ function liveRecordExpr(r: Expr): object {
             $switch: {
               branches: [
                 { case: { $eq: ['$$r', null] }, then: null },
-                // A marker (an id and no numbers) is something left, as numbers are.
-                { case: { $and: [{ $not: ['$$n'] }, { $not: ['$$b'] }, { $not: [markerExpr('$$r')] }] }, then: null },
+                // A marker (an id and no numbers) is something left, as numbers are; so is a copy of a
+                // policy-wide change whose numbers ended (the marker of that change from then on).
+                { case: { $and: [{ $not: ['$$n'] }, { $not: ['$$b'] }, unset('$$r.policyId')] }, then: null },
                 { case: { $and: [{ $or: ['$$n', unset('$$r.limits')] }, { $or: ['$$b', unset('$$r.blockedUntilUs')] }] }, then: '$$r' },
               ],
               default: {
                 limits: { $cond: ['$$n', '$$r.limits', '$$REMOVE'] },
                 untilUs: { $cond: ['$$n', { $ifNull: ['$$r.untilUs', '$$REMOVE'] }, '$$REMOVE'] },
                 blockedUntilUs: { $cond: ['$$b', '$$r.blockedUntilUs', '$$REMOVE'] },
-                policyId: { $cond: [{ $or: ['$$n', markerExpr('$$r')] }, { $ifNull: ['$$r.policyId', '$$REMOVE'] }, '$$REMOVE'] },
+                policyId: { $ifNull: ['$$r.policyId', '$$REMOVE'] },
               },
             },
           },
@@ -171,10 +172,11 @@ function carryStages(base: readonly OverrideLimit[], record: object[]): { stages
  * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end (or,
  * `pinned`, the policy-wide change itself: core keepUntilUs); otherwise when every limit is full under
  * the expiry split, and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
- * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change goes with its
- * full bucket: the next step installs it again.
+ * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change or marker
+ * goes with its full bucket (the next step installs it again), but not before `holdMs` from now
+ * (StepArgs.policyHoldMs: core keepUntilUs' holdUntilUs), as long as another node may hold an older view.
  */
-export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr, pinned = false): object {
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr, pinned = false, holdMs = 0): object {
   const full = base.map((b, i) => {
     const t = `$_sT${i}`;
     // In the record's numbers until its untilUs, then carried to the base there.
@@ -183,7 +185,8 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
     const under = { $add: [NOW, { $ceil: { $divide: [w(i), `${t}.refillUnitsPerUs`] } }] };
     return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), atEnd, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
   });
-  const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs')] };
+  const hold = holdMs > 0 && !pinned ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
+  const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };
   const never = { $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] };
   return {
     $cond: [
@@ -202,21 +205,19 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
  */
 function stepRecord(args: StepArgs): object[] {
   const change = args.policy;
-  const seen = args.policySeenUs;
+  // No view at all (policySeenUs absent) is the oldest: the key keeps whatever it holds.
+  const seen = args.policySeenUs ?? 0;
   const l1 = '$_sL1';
   // recordForStep: a key's copy or marker newer than this node's view is kept, and the step decides under it.
   const v = versionExpr(`${l1}.policyId`);
-  const newer = change !== undefined ? { $gt: [v, changeVersion(change.id)] } : seen !== undefined ? { $gte: [v, seen] } : false;
+  const newer = change !== undefined ? { $gt: [v, changeVersion(change.id)] } : { $gte: [v, seen] };
   let keep: object;
   let other: object;
   if (change === undefined) {
-    // No policy-wide change seen: a copy of one is cleared (its block kept); with the reading that found
-    // none (policySeenUs), a marker of it takes its place, and a marker stays.
-    keep = seen === undefined ? unset(`${l1}.policyId`) : { $or: [unset(`${l1}.policyId`), newer, { $not: [{ $isArray: [`${l1}.limits`] }] }] };
-    other =
-      seen === undefined
-        ? { $cond: [isSet(`${l1}.blockedUntilUs`), { blockedUntilUs: `${l1}.blockedUntilUs` }, null] }
-        : { $cond: [isSet(`${l1}.blockedUntilUs`), { policyId: { $literal: `${seen}.` }, blockedUntilUs: `${l1}.blockedUntilUs` }, { policyId: { $literal: `${seen}.` } }] };
+    // No policy-wide change seen: a key's own record and a marker stay; an older copy of one gives way to
+    // the marker of this node's reading, "<policySeenUs>." (its block kept).
+    keep = { $or: [unset(`${l1}.policyId`), newer, { $not: [{ $isArray: [`${l1}.limits`] }] }] };
+    other = { $cond: [isSet(`${l1}.blockedUntilUs`), { policyId: { $literal: `${seen}.` }, blockedUntilUs: `${l1}.blockedUntilUs` }, { policyId: { $literal: `${seen}.` } }] };
   } else {
     const same = { $and: [isSet(l1), { $cond: [unset(`${l1}.policyId`), { $isArray: [`${l1}.limits`] }, { $eq: [`${l1}.policyId`, { $literal: change.id }] }] }] };
     keep = { $or: [{ $and: [isSet(`${l1}.policyId`), newer] }, same] };
@@ -328,11 +329,16 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   const pinned = args.limits !== undefined && args.policyId !== undefined;
   const version = { $toString: { $toLong: { $max: [NOW, { $add: [versionExpr('$_sO.policyId'), 1] }] } } };
   const versioned = pinned ? { policyId: { $concat: [version, { $literal: `.${args.policyId}` }] } } : {};
+  // A key's clear (`limits: null`, no policyId) takes its own numbers away; a copy of a policy-wide
+  // change or a marker stays.
+  const copyKept = (f: string) => ({ $cond: [isSet('$_sO.policyId'), keep(f), '$$REMOVE'] });
   const numbers =
     args.limits === undefined
       ? { limits: keep('$_sO.limits'), untilUs: keep('$_sO.untilUs'), policyId: keep('$_sO.policyId') }
       : args.limits === null
-        ? { ...versioned }
+        ? pinned
+          ? { ...versioned }
+          : { limits: copyKept('$_sO.limits'), untilUs: copyKept('$_sO.untilUs'), policyId: copyKept('$_sO.policyId') }
         : {
             limits: { $literal: args.limits.map(limitDoc) },
             ...(args.forMs === undefined ? {} : { untilUs: us(args.forMs) }),

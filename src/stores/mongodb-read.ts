@@ -94,14 +94,23 @@ export function withBase(args: StepArgs, record: OverrideRecord | undefined, now
   return { ...args, base: { tokenUnits: args.limits.map(() => 1), capacityUnits: args.limits.map((l: LimitStep) => l.limitUnits), maxWaitMs: 0 } };
 }
 
+/** The longest StepArgs.policyHoldMs a step may ask for (as the Durable Object's): a day. */
+const MAX_HOLD_MS = 86_400_000;
+
 /**
  * A step's view of the policy-wide change, checked: StepArgs.policy's id a string, policySeenUs whole
- * µs (the pipeline writes it into a marker's id, "<policySeenUs>.").
+ * µs (the pipeline writes it into a marker's id, "<policySeenUs>."), policyHoldMs whole ms of at most a
+ * day (it sets a copy's or marker's expiry).
  */
 export function checkPolicyView(args: StepArgs): void {
   const seen = args.policySeenUs;
-  if ((args.policy !== undefined && typeof args.policy?.id !== 'string') || (seen !== undefined && !(Number.isSafeInteger(seen) && seen >= 0))) {
-    throw new StoreError('mongodb', 'a step\'s policy needs a string id, and its policySeenUs whole µs of 0 or more');
+  const hold = args.policyHoldMs;
+  if (
+    (args.policy !== undefined && typeof args.policy?.id !== 'string') ||
+    (seen !== undefined && !(Number.isSafeInteger(seen) && seen >= 0)) ||
+    (hold !== undefined && !(Number.isSafeInteger(hold) && hold >= 0 && hold <= MAX_HOLD_MS))
+  ) {
+    throw new StoreError('mongodb', 'a step\'s policy needs a string id, its policySeenUs whole µs of 0 or more, and its policyHoldMs whole ms from 0 to 86400000');
   }
 }
 
