@@ -65,6 +65,8 @@ const opArb = fc.record({
   pid: fc.constantFrom(false, false, true),
   // An operation id (an Idempotency-Key) on the step, now and then: one of a few, so that some repeat.
   op: fc.option(fc.record({ id: fc.constantFrom('a', 'b', 'c'), ttlMs: fc.constantFrom(500, 5000), fingerprint: fc.constantFrom('f', 'f', 'g') }), { nil: undefined, freq: 3 }),
+  // StepArgs.policyHoldMs: how long a step that writes a key's copy or marker holds it at least.
+  holdMs: fc.constantFrom(undefined, 0, 40, 2500, 30_000),
 });
 type Op = typeof opArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -148,19 +150,19 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
       records.clear();
     } else {
       let args: StepArgs;
-      if (op.kind === 'take') args = stepArgs(policy, costs, 0, change, seenUs);
-      else if (op.kind === 'reserve') args = stepArgs(policy, costs, op.maxWaitMs, change, seenUs);
-      else if (op.kind === 'peek') args = stepArgs(policy, 0, 0, change, seenUs);
-      else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)), change, seenUs);
-      else if (op.kind === 'grant' && n === 1) args = grantArgs(policy, Math.max(1, costs[0]!), change, seenUs);
-      else if (op.kind === 'grant') args = stepArgs(policy, costs, 0, change, seenUs);
+      if (op.kind === 'take') args = stepArgs(policy, costs, 0, change, seenUs, op.holdMs);
+      else if (op.kind === 'reserve') args = stepArgs(policy, costs, op.maxWaitMs, change, seenUs, op.holdMs);
+      else if (op.kind === 'peek') args = stepArgs(policy, 0, 0, change, seenUs, op.holdMs);
+      else if (op.kind === 'adjust') args = adjustArgs(policy, costs.map((c, i) => (op.signs[i] ? -c : c)), change, seenUs, op.holdMs);
+      else if (op.kind === 'grant' && n === 1) args = grantArgs(policy, Math.max(1, costs[0]!), change, seenUs, op.holdMs);
+      else if (op.kind === 'grant') args = stepArgs(policy, costs, 0, change, seenUs, op.holdMs);
       else if (op.kind === 'settle') {
         // A settlement of one of the ids' charges at `costs` (the limiter's settleArgs and op).
         const chargeId = op.op?.id ?? 'a';
-        args = { ...settleArgs(policy, costs, chargeId, change, seenUs), op: { id: SETTLE_OP + chargeId, ttlMs: op.op?.ttlMs ?? 5000, fingerprint: `settle|${costs.join(',')}` } };
+        args = { ...settleArgs(policy, costs, chargeId, change, seenUs, op.holdMs), op: { id: SETTLE_OP + chargeId, ttlMs: op.op?.ttlMs ?? 5000, fingerprint: `settle|${costs.join(',')}` } };
       } else {
         const since = op.kind === 'refund-since' && lastAtUs !== undefined ? lastAtUs - op.backMs * 1000 : undefined;
-        const refund = adjustArgs(policy, costs.map((c) => -c), change, seenUs);
+        const refund = adjustArgs(policy, costs.map((c) => -c), change, seenUs, op.holdMs);
         args = since === undefined ? refund : { ...refund, refundSinceUs: since };
       }
       const peek = args.limits.every((l) => l.costUnits === 0) && !args.settle;
@@ -192,6 +194,10 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
       if (want.write !== undefined) state = want.write ?? undefined;
       if (want.writeRecord !== undefined) record = want.writeRecord ?? undefined;
       if (got.allowed && !args.limits.every((l) => l.costUnits === 0)) lastAtUs = got.atUs;
+      // A step that writes a key's copy or marker holds it policyHoldMs at least, a full bucket too.
+      if ((want.write !== undefined || want.writeRecord !== undefined) && record?.policyId !== undefined) {
+        expect({ ...at, expiresAt: (doc()!.expiresAt as Date).getTime() >= now + (op.holdMs ?? 0) }).toEqual({ ...at, expiresAt: true });
+      }
       // A refusal (by the bucket or a block) that changes no record writes nothing (but an id's record).
       if (!want.allowed && want.write === undefined && want.writeRecord === undefined && (!args.op || want.repeated || want.conflict)) expect(sameDoc(doc()), `${op.kind} wrote`).toBe(before);
     }
@@ -270,7 +276,7 @@ describe('mongodb store: a key\'s copy of a policy-wide change expires with its 
 describe('mongodb store override records: cases the property test found', () => {
   it('a grant refused by a live block charged nothing: its settlement applies the whole actual cost (the pipeline recorded the grant\'s tokens as charged, so the settlement applied 0)', async () => {
     const one = { tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: 1 };
-    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10 as const, backMs: 0, numbers: 0, forMs: undefined, policy: 0 as const, seen: undefined, pid: false as const };
+    const op = { dtMs: 0, costs: [1, 1, 1], signs: [false, false, false], maxWaitMs: 10 as const, backMs: 0, numbers: 0, forMs: undefined, policy: 0 as const, seen: undefined, pid: false as const, holdMs: undefined };
     const charge = { id: 'c' as const, ttlMs: 500 as const, fingerprint: 'f' as const };
     await checkAgainstCore(
       [{ capacity: 1, p: 1, q: 1 }],
@@ -556,7 +562,12 @@ async function checkRecordsAtStoreReadings(collection: DriverLike): Promise<void
   await step('take under the base (other key)', stepArgs(policy, [3, 3], 0), other);
   await step('the change installed', stepArgs(policy, [0, 1], 0, change), other);
   await step('the change seen again', stepArgs(policy, [0, 1], 0, change), other);
-  await step('no change seen: cleared', stepArgs(policy, [0, 1], 0), other);
+  // A step with no view (the oldest) keeps the copy and decides under it; one that read no change after
+  // it leaves its marker.
+  await step('no view: the copy kept', stepArgs(policy, [0, 1], 0), other);
+  expect(record).toEqual({ limits: plan, policyId: 'pw-1' });
+  await step('none read after it: its marker', stepArgs(policy, [0, 1], 0, undefined, 1), other);
+  expect(record).toEqual({ policyId: '1.' });
   expect(seen.map((s) => (s as unknown[]).slice(1))).toEqual([
     [true, false, false],
     [true, true, false],
@@ -569,6 +580,7 @@ async function checkRecordsAtStoreReadings(collection: DriverLike): Promise<void
     [false, true, false],
     [true, false, false],
     [true, false, false],
+    [true, true, false],
     [true, true, false],
     [true, true, false],
     [true, false, false],
@@ -591,6 +603,38 @@ async function checkRecordsAtStoreReadings(collection: DriverLike): Promise<void
   expect((await ov()).ov).toEqual({ policyId: `${r0.atUs! + 2}.` });
   await step('a view of v1: the marker stays', stepArgs(policy, [1, 0], 0, v1), ordered);
   expect(await ov()).toMatchObject({ ov: { policyId: `${r0.atUs! + 2}.` }, expiresAt: expect.any(Date) });
+  // A key's clear (no policyId) keeps a copy; a copy of a change that ends becomes that change's marker,
+  // which a step with an older change's view leaves (it decides under the base).
+  const v3: PolicyOverride = { id: `${r0.atUs! + 3}.three#`, limits: plan };
+  await step('v3 installed', stepArgs(policy, [0, 1], 0, v3), ordered);
+  const overrideOn = async (name: string, args: OverrideArgs) => {
+    const r = await store.override!(ordered, args);
+    const want = applyOverride(state, record, r.atUs, args);
+    expect({ name, ...r }).toEqual({ name, ...strip(want) });
+    if (want.write !== undefined) state = want.write ?? undefined;
+    if (want.writeRecord !== undefined) record = want.writeRecord ?? undefined;
+  };
+  await overrideOn('a key\'s clear: the copy stays', { base, limits: null });
+  expect((await ov()).ov).toEqual({ limits: plan, policyId: v3.id });
+  const r4 = await step('a read at the clock', stepArgs(policy, 0, 0, v3), ordered);
+  const v4: PolicyOverride = { id: `${r4.atUs! + 1}.four#`, limits: small, untilUs: r4.atUs! + 300_000 };
+  await step('v4 installed (for 300 ms)', stepArgs(policy, [0, 1], 0, v4), ordered);
+  await new Promise((r) => setTimeout(r, 400));
+  const ended = await step('v4 ended: a view of v3 decides under the base', stepArgs(policy, [0, 1], 0, v3), ordered);
+  expect(ended.limits).toBeUndefined();
+  expect((await ov()).ov).toEqual({ policyId: v4.id });
+  // A step that writes a key's copy or marker holds it policyHoldMs (a day) past it, a full bucket too;
+  // a plain key's document expires with its bucket.
+  const held = `${key}:hold`;
+  [state, record] = [undefined, undefined];
+  const day = 86_400_000;
+  const h = await step('a copy installed by a peek, held a day', stepArgs(policy, 0, 0, v3, undefined, day), held);
+  expect((await collection.findOne({ _id: held })) as object).toMatchObject({ ov: { limits: plan, policyId: v3.id }, expiresAt: new Date(h.atUs! / 1000 + day) });
+  const m = await step('its marker, held a day', stepArgs(policy, [1, 1], 0, undefined, r4.atUs! + 2, day), held);
+  expect((await collection.findOne({ _id: held })) as object).toMatchObject({ ov: { policyId: `${r4.atUs! + 2}.` }, expiresAt: new Date(m.atUs! / 1000 + day) });
+  [state, record] = [undefined, undefined];
+  const p = await step('a plain key', stepArgs(policy, [1, 1], 0, undefined, 0, day), `${key}:plain`);
+  expect((((await collection.findOne({ _id: `${key}:plain` })) as { expiresAt: Date }).expiresAt).getTime()).toBeLessThan(p.atUs! / 1000 + day);
   // The policy's own record: versions increase (two sets most likely in one ms), a clear leaves a
   // pinned marker (no expiresAt).
   const policyKey = `${key}*`;

@@ -83,12 +83,121 @@ describe('mongodb store: a step that read no change after a key\'s copy leaves t
     expect(doc('k')!.ov).toEqual({ limits: two, policyId: v3.id });
   });
 
-  it('without policySeenUs (a caller that sends no view) the copy goes and no marker is left, as before', async () => {
-    const { store, doc } = fixture();
-    const v1: PolicyOverride = { id: `${now * 1000}.one#`, limits: five };
+  it('a step with no view (no policySeenUs: the oldest) keeps the key\'s copy and decides under it; a marker stays too', async () => {
+    const { store, doc, bytes } = fixture();
+    const t = now * 1000;
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: five };
     await store.step('k', stepArgs(policy, 3, 0, v1));
-    expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [4 * u], atUs: now * 1000 });
-    expect(doc('k')!.ov).toBeUndefined();
+    // Under v1's 5: one more is allowed, then 2 are refused (the base's 10 would allow them).
+    expect(await store.step('k', stepArgs(policy, 1, 0))).toEqual({ allowed: true, debtUnits: [4 * u], atUs: t, limits: five });
+    expect(doc('k')!.ov).toEqual({ limits: five, policyId: v1.id });
+    const spent = bytes('k');
+    expect(await store.step('k', stepArgs(policy, 2, 0))).toEqual({ allowed: false, debtUnits: [4 * u], atUs: t, limits: five });
+    expect(bytes('k')).toBe(spent);
+    // A marker: a step with no view leaves it, and decides under the base.
+    await store.step('k', stepArgs(policy, 0, 0, undefined, t + 1));
+    expect(doc('k')!.ov).toStrictEqual({ policyId: `${t + 1}.` });
+    expect(await store.step('k', stepArgs(policy, 2, 0))).toEqual({ allowed: true, debtUnits: [6 * u], atUs: t });
+    expect(doc('k')!.ov).toStrictEqual({ policyId: `${t + 1}.` });
+  });
+});
+
+describe('mongodb store: a key\'s copy of a change that ends becomes the marker of that change', () => {
+  it('the ended copy leaves { policyId: the change\'s id } (its block kept); a step with an older change\'s view then decides under the base and does not install it; a newer change does', async () => {
+    const { store, doc } = fixture();
+    const t = now * 1000;
+    const v0: PolicyOverride = { id: `${t - 5000}.zero#`, limits: five };
+    // v1: 2 tokens for 1 s.
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: two, untilUs: t + 1_000_000 };
+    expect(await store.step('k', stepArgs(policy, 2, 0, v1))).toMatchObject({ allowed: true, limits: two });
+    await store.override!('k', { base, blockForMs: 60_000 });
+    now += 2000;
+    // A node that still sees v0 (older than v1): v1's marker stays, and the base decides (an adjustment
+    // is applied on the blocked key).
+    const r = await store.step('k', adjustArgs(policy, 1, v0));
+    expect(r).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000, blockedUntilUs: t + 60_000_000 });
+    // (toEqual: mingo keeps a field an object expression set to $$REMOVE, as undefined.)
+    expect(doc('k')!.ov).toEqual({ policyId: v1.id, blockedUntilUs: t + 60_000_000 });
+    await store.override!('k', { base, blockForMs: null });
+    for (let i = 0; i < 9; i++) expect(await store.step('k', stepArgs(policy, 1, 0, v0))).toEqual({ allowed: true, debtUnits: [(2 + i) * u], atUs: now * 1000 });
+    expect(await store.step('k', stepArgs(policy, 1, 0, v0))).toEqual({ allowed: false, debtUnits: [10 * u], atUs: now * 1000 });
+    expect(doc('k')!.ov).toEqual({ policyId: v1.id });
+    // A node that sees v1 still (ended), or read no change before v1: the marker stays.
+    await store.step('k', stepArgs(policy, 0, 0, v1));
+    await store.step('k', stepArgs(policy, 0, 0, undefined, t - 1));
+    expect(doc('k')!.ov).toEqual({ policyId: v1.id });
+    // A change made after v1 replaces the marker.
+    const v2: PolicyOverride = { id: `${t + 1000}.two#`, limits: five };
+    expect(await store.step('k', stepArgs(policy, 0, 0, v2))).toMatchObject({ allowed: true, limits: five });
+    expect(doc('k')!.ov).toEqual({ limits: five, policyId: v2.id });
+  });
+});
+
+describe('mongodb store: a key\'s clear keeps a copy of a policy-wide change or a marker', () => {
+  it('override with limits null and no policyId: a copy and a marker stay (nothing written), a key\'s own numbers go', async () => {
+    const { store, doc, bytes } = fixture();
+    const t = now * 1000;
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: five };
+    await store.step('k', stepArgs(policy, 3, 0, v1));
+    const held = bytes('k');
+    expect(await store.override!('k', { base, limits: null })).toEqual({ atUs: t, before: { limits: five, policyId: v1.id }, after: { limits: five, policyId: v1.id } });
+    expect(bytes('k')).toBe(held);
+    // With a block set in the same call: the copy stays beside it.
+    expect((await store.override!('k', { base, limits: null, blockForMs: 1000 })).after).toEqual({ limits: five, policyId: v1.id, blockedUntilUs: t + 1_000_000 });
+    expect(doc('k')!.ov).toEqual({ limits: five, policyId: v1.id, blockedUntilUs: t + 1_000_000 });
+    await store.step('m', stepArgs(policy, 3, 0, v1));
+    await store.step('m', stepArgs(policy, 0, 0, undefined, t + 1));
+    expect((await store.override!('m', { base, limits: null })).after).toEqual({ policyId: `${t + 1}.` });
+    expect(doc('m')!.ov).toStrictEqual({ policyId: `${t + 1}.` });
+    // A key's own numbers are cleared, the bucket carried back to the base.
+    await store.override!('o', { base, limits: five });
+    await store.step('o', stepArgs(policy, 3, 0));
+    expect(await store.override!('o', { base, limits: null })).toEqual({ atUs: t, before: { limits: five } });
+    expect(doc('o')!.ov).toBeUndefined();
+  });
+});
+
+describe('mongodb store: a key\'s copy or marker is held policyHoldMs past the step that writes it', () => {
+  it('a copy or marker left with a full bucket, or a bucket full sooner, expires no sooner than now + policyHoldMs; a plain key\'s expiry and pipeline are as without it', async () => {
+    const { store, doc, collection } = fixture();
+    const t = now * 1000;
+    const hold = 7000;
+    const v1: PolicyOverride = { id: `${t}.one#`, limits: five };
+    // Installed by a peek: the bucket full, the copy held 7 s (without the hold: now, with the bucket).
+    await store.step('k', stepArgs(policy, 0, 0, v1, undefined, hold));
+    expect(doc('k')).toMatchObject({ ov: { limits: five, policyId: v1.id }, expiresAt: new Date(now + hold) });
+    expect(doc('k')!.debt).toBeUndefined();
+    now += 1000;
+    // A take of 1 at 1 a second: full in 1 s, held 7.
+    await store.step('k', stepArgs(policy, 1, 0, v1, undefined, hold));
+    expect(doc('k')!.expiresAt).toEqual(new Date(now + hold));
+    // A refund to full keeps the copy held.
+    now += 100;
+    await store.step('k', { ...adjustArgs(policy, -1, v1, undefined, hold) });
+    expect(doc('k')).toMatchObject({ ov: { limits: five, policyId: v1.id }, expiresAt: new Date(now + hold) });
+    expect(doc('k')!.debt).toBeUndefined();
+    // The marker a later reading leaves (4 spent: full in 4 s) is held 7 s; a bucket full later than the hold wins.
+    await store.step('k', stepArgs(policy, 4, 0, undefined, t + 1, hold));
+    expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + hold) });
+    await store.step('k', stepArgs(policy, 5, 0, undefined, t + 1, hold));
+    expect(doc('k')!.expiresAt).toEqual(new Date(now + 9000));
+    // A plain key: one update of the plain pipeline, as without policyHoldMs, expiring with its bucket.
+    const calls = collection.calls.length;
+    await store.step('plain', stepArgs(policy, 1, 0, undefined, t, hold));
+    const updates = collection.calls.slice(calls).filter((c) => c.method === 'findOneAndUpdate');
+    expect(updates).toHaveLength(1);
+    const callId = JSON.stringify(updates[0]!.args[1]).match(/"\$literal":"([^"]+)"/)![1]!;
+    expect(updates[0]!.args[1]).toEqual(stepPipeline(stepArgs(policy, 1, 0), callId));
+    expect(doc('plain')!.expiresAt).toEqual(new Date(now + 1000));
+  });
+
+  it('a policyHoldMs that is no whole ms from 0 to 86400000 is refused before any call', async () => {
+    const { store, collection } = fixture();
+    for (const bad of [1.5, -1, 86_400_001, Number.NaN, Infinity, '5' as unknown as number]) {
+      await expect(store.step('k', { ...stepArgs(policy, 1, 0), policyHoldMs: bad })).rejects.toThrow(/policyHoldMs/);
+    }
+    expect(collection.calls).toEqual([]);
+    await store.step('k', { ...stepArgs(policy, 1, 0), policyHoldMs: 86_400_000 });
   });
 });
 
@@ -155,8 +264,9 @@ describe('mongodb store: Store.override versions a policy-wide change\'s id by t
     now -= 3;
     expect((await store.override!('p*', { base, limits: null, policyId: 'w5' })).after).toEqual({ policyId: `${last + 1}.w5` });
     expect(doc('p*')!.expiresAt).toBeUndefined();
-    // A clear without a policyId (a key's own numbers) leaves nothing.
-    expect((await store.override!('p*', { base, limits: null })).after).toBeUndefined();
+    // A clear without a policyId (a key's own numbers) leaves the marker as it is.
+    expect((await store.override!('p*', { base, limits: null })).after).toEqual({ policyId: `${last + 1}.w5` });
+    expect(doc('p*')!.expiresAt).toBeUndefined();
   });
 });
 
