@@ -61,6 +61,8 @@ const opArb = (n: number) =>
           policy: fc.constantFrom(undefined, undefined, 0, 1),
           // Without a change: this node's reading that found none (StepArgs.policySeenUs), µs after the start.
           seenUs: fc.option(fc.integer({ min: 0, max: 5_000_000 }), { nil: undefined }),
+          // StepArgs.policyHoldMs: how long a copy or marker the step writes is kept at least.
+          holdMs: fc.constantFrom(undefined, 0, 20_000),
         }),
       },
       {
@@ -80,7 +82,7 @@ const opArb = (n: number) =>
   });
 type Op = typeof opArb extends (n: number) => fc.Arbitrary<infer T> ? T : never;
 
-/** The step's arguments as the limiter sends them, with StepArgs.base (and policySeenUs, op.seenUs after startUs). */
+/** The step's arguments as the limiter sends them, with StepArgs.base (and policySeenUs, op.seenUs after startUs, and policyHoldMs). */
 function argsOf(base: OverrideLimit[], op: Extract<Op['op'], { type: 'step' }>, lastAtUs: number, policies: (StepArgs['policy'] | undefined)[], startUs = 0): StepArgs {
   const adjust = op.kind === 'adjust' || op.kind === 'refund-since';
   const wait = adjust ? MAX_WAIT_MS : op.kind === 'grant' ? 0 : op.maxWaitMs;
@@ -96,6 +98,7 @@ function argsOf(base: OverrideLimit[], op: Extract<Op['op'], { type: 'step' }>, 
   const policy = op.policy === undefined ? undefined : policies[op.policy];
   if (policy) args.policy = policy;
   else if (op.seenUs !== undefined) args.policySeenUs = startUs + op.seenUs;
+  if (op.holdMs !== undefined) args.policyHoldMs = op.holdMs;
   return args;
 }
 
@@ -115,9 +118,10 @@ function applyWrites(s: { state?: BucketState; record?: OverrideRecord }, r: { w
  * record has numbers without an end; else at least 1 s, the bucket's full time under the expiry split,
  * a key's own record's untilUs, and the block's end. `pinned`: the override script set or cleared numbers
  * with a policy-wide change's id (setPolicyLimits, clearPolicyLimits on the policy's own key), kept as
- * a key's own are (the change, or the marker of its revert).
+ * a key's own are (the change, or the marker of its revert). A key's copy of a policy-wide change or a
+ * marker, not pinned, is kept at least holdMs (the step's StepArgs.policyHoldMs).
  */
-function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean): number | null {
+function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean, holdMs = 0): number | null {
   if (!record) return Math.max(1000, ...(state?.debtUnits ?? []).map((d, i) => (d > 0 ? Math.ceil(d / (base[i]!.refillUnitsPerUs * 1000)) : 0)));
   if (pinned && isMarker(record)) return null;
   const own = numbersLive(record, nowUs) && (pinned || record.policyId === undefined);
@@ -134,16 +138,17 @@ function expiryOf(state: BucketState | undefined, record: OverrideRecord | undef
     }
     ms = Math.max(ms, x);
   });
+  if (record.policyId !== undefined && !pinned) ms = Math.max(ms, holdMs);
   if (own) ms = Math.max(ms, (record.untilUs! - nowUs) / 1000);
   if (record.blockedUntilUs !== undefined) ms = Math.max(ms, (record.blockedUntilUs - nowUs) / 1000);
   return Math.max(1000, Math.ceil(ms));
 }
 
-async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean, pinned = false) {
+async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean, pinned = false, holdMs = 0) {
   const [stored, pttl] = await Promise.all([io.get(key), io.pttl(key)]);
   expect({ ...what, stored }).toEqual({ ...what, stored: valueText(s.state, s.record) });
   if (!written || stored === null) return;
-  const px = expiryOf(s.state, s.record, base, nowUs, pinned);
+  const px = expiryOf(s.state, s.record, base, nowUs, pinned, holdMs);
   if (px === null) expect({ ...what, pttl }).toEqual({ ...what, pttl: -1 });
   else {
     expect(pttl).toBeLessThanOrEqual(px);
@@ -195,7 +200,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
                 const got = await store.step(key, args);
                 expect({ ...what, got }).toEqual({ ...what, got: answer(want) });
                 s = applyWrites(s, want);
-                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined);
+                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined, false, op.holdMs);
               } else if (op.type === 'override') {
                 const args: OverrideArgs = { base, ...(op.limits !== undefined && { limits: op.limits }), ...(op.forMs !== undefined && { forMs: op.forMs }), ...(op.blockForMs !== undefined && { blockForMs: op.blockForMs }), ...(op.policyId !== undefined && { policyId: op.policyId }) };
                 const want = applyOverride(s.state, s.record, nowUs, args);
@@ -223,7 +228,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
     await fc.assert(
       fc.asyncProperty(
         fc.array(numbersArb, { minLength: 3, maxLength: 3 }),
-        fc.array(fc.record({ dtUs: gapUsArb(), key: fc.nat({ max: 2 }), cost: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })), maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000), together: fc.boolean(), wide: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }) }), { minLength: 1, maxLength: 40 }),
+        fc.array(fc.record({ dtUs: gapUsArb(), key: fc.nat({ max: 2 }), cost: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })), maxWaitMs: fc.constantFrom(0, 0, 10, 250, 5000), together: fc.boolean(), wide: fc.oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }), holdMs: fc.constantFrom(undefined, 0, 20_000) }), { minLength: 1, maxLength: 40 }),
         async ([base, own, other], ops) => {
           let nowUs = 1_790_000_000_000_000;
           const alone = redisStore({ client: io, clientClock: true, nowMs: () => nowUs / 1000, batch: false });
@@ -247,7 +252,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
           const change = { id: 'wide', limits: [other!] };
           for (const [i, op] of ops.entries()) {
             nowUs += op.dtUs;
-            const plain = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined, seenUs: undefined }, nowUs, []);
+            const plain = argsOf([base!], { type: 'step', kind: op.cost === 0 ? 'peek' : 'take', costs: [op.cost], refund: [false], maxWaitMs: op.maxWaitMs, backUs: 0, policy: undefined, seenUs: undefined, holdMs: op.holdMs }, nowUs, []);
             const args = op.wide ? { ...plain, policy: change } : plain;
             // Alone, or two at once (a batch of two keys, in order).
             const pair = op.together ? [op.key, (op.key + 1) % 3] : [op.key];
@@ -258,7 +263,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
               const want = stepWithRecord(states[k]!.state, nowUs, args, states[k]!.record);
               expect({ i, j, got: got[j] }).toEqual({ i, j, got: answer(want) });
               states[k] = applyWrites(states[k]!, want);
-              await checkStored(keys[k]!, states[k]!, [base!], nowUs, { i, j }, want.write !== undefined || want.writeRecord !== undefined);
+              await checkStored(keys[k]!, states[k]!, [base!], nowUs, { i, j }, want.write !== undefined || want.writeRecord !== undefined, false, op.holdMs);
             }
           }
         },
@@ -275,7 +280,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
         fc.array(
           fc.record({
             dtUs: gapUsArb(),
-            takes: fc.array(fc.record({ key: fc.nat({ max: 2 }), costs: fc.array(costArb, { minLength: 3, maxLength: 3 }), maxWaitMs: fc.constantFrom(0, 0, 250), policy: fc.constantFrom(undefined, undefined, 0, 1), seenUs: fc.option(fc.integer({ min: 0, max: 3_000_000 }), { nil: undefined }) }), { minLength: 2, maxLength: 8 }),
+            takes: fc.array(fc.record({ key: fc.nat({ max: 2 }), costs: fc.array(costArb, { minLength: 3, maxLength: 3 }), maxWaitMs: fc.constantFrom(0, 0, 250), policy: fc.constantFrom(undefined, undefined, 0, 1), seenUs: fc.option(fc.integer({ min: 0, max: 3_000_000 }), { nil: undefined }), holdMs: fc.constantFrom(undefined, 0, 20_000) }), { minLength: 2, maxLength: 8 }),
             change: fc.option(fc.record({ key: fc.nat({ max: 2 }), limits: fc.oneof(fc.constant(null), fc.array(numbersArb, { minLength: 3, maxLength: 3 })), forMs: fc.option(fc.integer({ min: 0, max: 3000 }), { nil: undefined }), blockForMs: fc.constantFrom(undefined, undefined, null, 0, 500, 3000) }), { nil: undefined }),
           }),
           { minLength: 1, maxLength: 12 },
@@ -293,7 +298,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
             nowUs += round.dtUs;
             const argsList = round.takes.map((t) => {
               const base = keyBase[t.key]!;
-              const args = argsOf(base, { type: 'step', kind: 'take', costs: t.costs, refund: [false, false, false], maxWaitMs: t.maxWaitMs, backUs: 0, policy: undefined, seenUs: t.seenUs }, nowUs, [], startUs);
+              const args = argsOf(base, { type: 'step', kind: 'take', costs: t.costs, refund: [false, false, false], maxWaitMs: t.maxWaitMs, backUs: 0, policy: undefined, seenUs: t.seenUs, holdMs: t.holdMs }, nowUs, [], startUs);
               return t.policy === undefined ? args : { ...args, policy: policies[t.policy]!(base) };
             });
             const before = calls.batch;
@@ -360,8 +365,15 @@ describe('two limiters on one redis-server (issue 31)', () => {
       const viaB = redisStore({ client: ioB });
       expect((await Promise.all([0, 1, 2].map(() => viaB.step(other, args)))).map((r) => r.allowed)).toEqual([true, true, false]);
       expect(await ioA.get(other)).toMatch(/\|incident$/);
-      // A's next plain take (no change seen) clears it and carries the 2 spent back to the base.
+      // A has read no change (its view, version 0, is no newer than the copy's): its next peek decides
+      // under the copy, 2 of 2 spent, and keeps it.
+      expect((await a.peek('api', 'other')).remaining).toBe(0);
+      expect(await ioA.get(other)).toMatch(/\|incident$/);
+      // A revert through A (a newer view): A's next peek takes the copy away, carries the 2 spent back to
+      // the base and leaves the marker of A's reading.
+      await a.clearPolicyLimits('api');
       expect((await a.peek('api', 'other')).remaining).toBe(8);
+      expect(await ioA.get(other)).toMatch(/\|\|\|\|\d{16}\.$/);
     } finally {
       ioA.disconnect();
       ioB.disconnect();
@@ -420,8 +432,8 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
 
   /** A store on the fake clock at T0, and its step: alone (single-key script) or in a batch call with a peek of another key. */
   function storeOf(batch: boolean) {
-    const nowUs = T0;
-    const store = redisStore({ client, clientClock: true, nowMs: () => nowUs / 1000, batch: batch ? { maxSize: 64 } : false });
+    const clock = { nowUs: T0 };
+    const store = redisStore({ client, clientClock: true, nowMs: () => clock.nowUs / 1000, batch: batch ? { maxSize: 64 } : false });
     const step = async (key: string, args: StepArgs) => {
       if (!batch) return store.step(key, args);
       const before = calls.batch;
@@ -429,7 +441,7 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
       expect(calls.batch - before).toBe(1);
       return r;
     };
-    return { store, step };
+    return { store, step, clock };
   }
 
   for (const batch of [false, true]) {
@@ -561,19 +573,19 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
     });
   }
 
-  it('"!<seenUs>" on a key with no record keeps the straight-line take (which reads no base); on a key holding a copy the general step reads it', async () => {
+  it('"!<seenUs>|<holdMs>" on a key with no record keeps the straight-line take (which reads no base); on a key holding a copy the general step reads it', async () => {
     // A base with a number of 2^53 or more is refused only where it is read: by the general step.
     const huge = '0,9007199254740993,10';
     const HELD = '5:1700000000000000';
     const COPY = `${HELD}|1,20,1|||5.x#`;
     await io.set('ord-d:plain', HELD);
     await io.set('ord-d:copy', COPY);
-    const single = (key: string) => io.eval(GCRA_SCRIPT, 1, key, '', 't', '', huge, `!${T0}`, '1', '10', '1').then((r) => (r as unknown[]).slice(2), (e: Error) => e.message);
+    const single = (key: string) => io.eval(GCRA_SCRIPT, 1, key, '', 't', '', huge, `!${T0}|5000`, '1', '10', '1').then((r) => (r as unknown[]).slice(2), (e: Error) => e.message);
     expect(await single('ord-d:plain')).toEqual([-1, 2, 5, 1700000000000000]);
     expect(await single('ord-d:copy')).toMatch(/ARGV\[4\] malformed/);
-    // Batched: entry 1 is that base and "!<seenUs>"; the plain key is decided (1), the copy's refused alone (-2).
+    // Batched: entry 1 is that base and "!<seenUs>|<holdMs>"; the plain key is decided (1), the copy's refused alone (-2).
     await io.set('ord-d:plain', HELD);
-    const reply = (await io.eval(GCRA_BATCH_SCRIPT, 2, 'ord-d:plain', 'ord-d:copy', '', '17', '1', '10', '1', '17', '1', '10', '1', huge, `!${T0}`)) as unknown[];
+    const reply = (await io.eval(GCRA_BATCH_SCRIPT, 2, 'ord-d:plain', 'ord-d:copy', '', '17', '1', '10', '1', '17', '1', '10', '1', huge, `!${T0}|5000`)) as unknown[];
     expect(reply.slice(1)).toEqual([1, 2, 5, 1700000000000000, -2, -1, COPY]);
     expect(await io.mget('ord-d:plain', 'ord-d:copy')).toEqual([expect.stringMatching(/^1:\d+$/), COPY]);
   });

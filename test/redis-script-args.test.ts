@@ -63,13 +63,19 @@ const BATCH: [string, string[], string[]][] = [
   ['a clock of nan', ['k1'], ['nan', ...key(LIMIT)]],
   ['a base whose tokenUnits is 0', ['k1'], ['', '17', ...LIMIT, '0,0,5', '']],
   ['a base that is not numbers', ['k1'], ['', '17', ...LIMIT, '0,1,5e3', '']],
-  ['a policy with a refill of 0', ['k1'], ['', '17', ...LIMIT, '', '1,5,0|1|p']],
-  ['a policy whose id holds a newline', ['k1'], ['', '17', ...LIMIT, '', '1,5,1||p\n']],
-  ['a policy without its id', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|1|']],
-  ['a policy whose untilUs is not digits', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|soon|p']],
-  ["a policySeenUs of 2^53 (an entry's \"!<seenUs>\")", ['k1'], ['', '17', ...LIMIT, '', '!9007199254740992']],
-  ['a policySeenUs that is not digits', ['k1'], ['', '17', ...LIMIT, '0,1,10', '!soon']],
+  ['a policy with a refill of 0', ['k1'], ['', '17', ...LIMIT, '', '1,5,0|1||p']],
+  ['a policy whose id holds a newline', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|||p\n']],
+  ['a policy without its id', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|1||']],
+  ['a policy whose untilUs is not digits', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|soon||p']],
+  ['a policy without its holdMs (the v15 form)', ['k1'], ['', '17', ...LIMIT, '', '1,5,1|1|p']],
+  ['a policy whose holdMs is a day and 1 ms', ['k1'], ['', '17', ...LIMIT, '', '1,5,1||86400001|p']],
+  ["a policySeenUs of 2^53 (an entry's \"!<seenUs>|<holdMs>\")", ['k1'], ['', '17', ...LIMIT, '', '!9007199254740992|']],
+  ['a policySeenUs that is not digits', ['k1'], ['', '17', ...LIMIT, '0,1,10', '!soon|']],
+  ['a policySeenUs without its holdMs (the v15 form)', ['k1'], ['', '17', ...LIMIT, '', '!5']],
   ['a policySeenUs of nothing', ['k1'], ['', '17', ...LIMIT, '', '!']],
+  ['a policyHoldMs of a day and 1 ms', ['k1'], ['', '17', ...LIMIT, '', '!5|86400001']],
+  ['a policyHoldMs of 1.5', ['k1'], ['', '17', ...LIMIT, '', '!|1.5']],
+  ['a policyHoldMs of -1', ['k1'], ['', '17', ...LIMIT, '', '!5|-1']],
   ['no keys', [], ['']],
 ];
 
@@ -91,14 +97,21 @@ const SINGLE: [string, string[], string[]][] = [
   ['a base whose capacityUnits is 0', ['k1'], ['', 't', '', '0,1,0', '', ...LIMIT]],
   ['a base of one limit for two', ['k1'], ['', 't', '', '0,1,5', '', ...LIMIT, ...LIMIT]],
   ['a base with an empty field', ['k1'], ['', 't', '', '0,,5', '', ...LIMIT]],
-  ['a policy of two numbers', ['k1'], ['', 't', '', '', '1,5||p', ...LIMIT]],
-  ['a policy with a refill of 0', ['k1'], ['', 't', '', '', '1,5,0||p', ...LIMIT]],
-  ['a policy whose id holds a control character', ['k1'], ['', 't', '', '', '1,5,1||p\u0001', ...LIMIT]],
-  ['a policy of 2^53 tokenUnits', ['k1'], ['', 't', '', '', '9007199254740992,5,1||p', ...LIMIT]],
-  ['a policySeenUs ("!<seenUs>") of 2^53', ['k1'], ['', 't', '', '', '!9007199254740992', ...LIMIT]],
-  ['a policySeenUs of 1.5', ['k1'], ['', 't', '', '', '!1.5', ...LIMIT]],
-  ['a policySeenUs of -1', ['k1'], ['', 't', '', '', '!-1', ...LIMIT]],
+  ['a policy of two numbers', ['k1'], ['', 't', '', '', '1,5|||p', ...LIMIT]],
+  ['a policy with a refill of 0', ['k1'], ['', 't', '', '', '1,5,0|||p', ...LIMIT]],
+  ['a policy whose id holds a control character', ['k1'], ['', 't', '', '', '1,5,1|||p\u0001', ...LIMIT]],
+  ['a policy of 2^53 tokenUnits', ['k1'], ['', 't', '', '', '9007199254740992,5,1|||p', ...LIMIT]],
+  ['a policy without its holdMs (the v18 form)', ['k1'], ['', 't', '', '', '1,5,1||p', ...LIMIT]],
+  ['a policy whose holdMs is a day and 1 ms', ['k1'], ['', 't', '', '', '1,5,1||86400001|p', ...LIMIT]],
+  ['a policy whose holdMs is 1e3', ['k1'], ['', 't', '', '', '1,5,1||1e3|p', ...LIMIT]],
+  ['a policySeenUs ("!<seenUs>|<holdMs>") of 2^53', ['k1'], ['', 't', '', '', '!9007199254740992|', ...LIMIT]],
+  ['a policySeenUs of 1.5', ['k1'], ['', 't', '', '', '!1.5|', ...LIMIT]],
+  ['a policySeenUs of -1', ['k1'], ['', 't', '', '', '!-1|', ...LIMIT]],
+  ['a policySeenUs without its holdMs (the v18 form)', ['k1'], ['', 't', '', '', '!5', ...LIMIT]],
   ['a policySeenUs of nothing, in a grant', ['k1'], ['', 'g', '1', '', '!', ...LIMIT]],
+  ['a policyHoldMs of a day and 1 ms', ['k1'], ['', 't', '', '', '!5|86400001', ...LIMIT]],
+  ['a policyHoldMs of 10^400 (no finite number)', ['k1'], ['', 't', '', '', `!|1${'0'.repeat(400)}`, ...LIMIT]],
+  ['a policyHoldMs of 1.5, in an adjustment', ['k1'], ['', 'a', '', '', '!|1.5', ...LIMIT]],
   ["an operation id's ttl of 0", ['k1', 'k1:op'], [...take(LIMIT), '0', 'fingerprint']],
   ["an operation id's ttl of 1.5", ['k1', 'k1:op'], [...take(LIMIT), '1.5', 'fingerprint']],
   ['an operation id without its ttl and fingerprint', ['k1', 'k1:op'], take(LIMIT)],
@@ -159,14 +172,18 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
   it('well-formed calls of both scripts are answered (the cases below differ from them only where named)', async () => {
     await admin.set('k1', HELD);
     expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', ...key(LIMIT), ...key(LIMIT, LIMIT)])).toBe('reply');
-    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '17', ...LIMIT, '33', ...LIMIT, '0,1,10', '1,20,1|5|p', '0,1,10', ''])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '33', ...LIMIT, '17', ...LIMIT, '0,1,10', '1,20,1|5|86400000|p', '0,1,10', ''])).toBe('reply');
+    // k2 now holds the marker of the change "p", ended (the steps below, which send no base, go to k1).
+    expect(await admin.get('k2')).toMatch(/^\d+:\d+\|\|\|\|p$/);
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], take(LIMIT, LIMIT))).toBe('reply');
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1', 'k1:op'], [...take(LIMIT), '1000', 'fingerprint'])).toBe('reply');
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 'a', '', '', '', '-1', '10', '1'])).toBe('reply');
-    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10', '!9007199254740991', ...LIMIT])).toBe('reply');
-    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '17', ...LIMIT, '33', ...LIMIT, '0,1,10', '!1700000000000000', '', '!0'])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10', '!9007199254740991|86400000', ...LIMIT])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '', '!|', ...LIMIT])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '17', ...LIMIT, '33', ...LIMIT, '0,1,10', '!1700000000000000|', '', '!0|0'])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '17', ...LIMIT, '33', ...LIMIT, '0,1,10', '!|5000', '', '!|'])).toBe('reply');
     // Installs a record (no end) on k1: the steps above, which send no base, would be refused after it.
-    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10,1,10', '1,20,1,1,20,1||p.q-r_s', ...LIMIT, ...LIMIT])).toBe('reply');
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10,1,10', '1,20,1,1,20,1|||p.q-r_s', ...LIMIT, ...LIMIT])).toBe('reply');
     expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,20,1', '1000', '500', 'p'])).toBe('reply');
     expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'r', '', '', '', '', ''])).toBe('reply');
   });
@@ -195,7 +212,7 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1'], ['', '17', ...LIMIT, '0,0,5', ''])).toBe("error: ERR edge-limiter gcra batch: ARGV[6] malformed, got '0,0,5'");
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't'])).toBe(`error: ERR edge-limiter gcra: 2 ARGV, not 1 to ${MAX_LIMITS} limits`);
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 'x\r\n', '', '', '', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[2] malformed, got 'x??'");
-    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '', '1,5,1||\n', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[5] malformed, got '1,5,1||?'");
+    expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '', '1,5,1|||\n', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[5] malformed, got '1,5,1|||?'");
     expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,10', '', '', ''])).toBe("error: ERR edge-limiter override: ARGV[4] malformed, got '1,10'");
   });
 
@@ -224,7 +241,7 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
       expect(reply[4]).toBe(1);
     }
     // A policy-wide change is read where it would be installed: on a key with no record of its own.
-    for (const entry of [['0,1,10', `${huge},20,1||p`], ['0,1,10', '1,20,1,1,20,1||p'], ['', '1,20,1||p']]) {
+    for (const entry of [['0,1,10', `${huge},20,1|||p`], ['0,1,10', '1,20,1,1,20,1|||p'], ['', '1,20,1|||p']]) {
       await admin.set('k1', HELD);
       await admin.set('k2', HELD);
       const reply = (await admin.evalsha(GCRA_BATCH_SCRIPT_SHA, 2, 'k1', 'k2', '', '17', ...LIMIT, '1', ...LIMIT, ...entry)) as unknown[];

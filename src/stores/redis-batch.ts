@@ -8,14 +8,14 @@ import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v15
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v16
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
   // Then each key's take in turn, from b = 2: ARGV[b] its number of limits n plus 16 times its entry e,
   // and ARGV[b+1 .. b+3n] the limits (see above; every cost 0: a peek); the next key's is at ARGV[b + 3n + 1]
   // Then the entries, after the last key: entry e's base and policy-wide change, as the single-key
-  // script's ARGV[4] and ARGV[5] (a change, or "!<seenUs>": StepArgs.policySeenUs). Keys of one policy
+  // script's ARGV[4] and ARGV[5] (a change and its holdMs, or "!<seenUs>|<holdMs>"). Keys of one policy
   // share one, so a batch sends each base once, and a key's entry costs its usual step no ARGV (e 0: no
   // base and no policy-wide change)
   // Returns {nowUs, allowed1, count1, ..., allowed2, count2, ...}: the clock reading in whole µs (TIME's,
@@ -53,22 +53,28 @@ end
   // Each entry's base and policy-wide change, checked once per call, by their form: read as numbers
   // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
   // epid: each entry's change's id (for recordTake); enc: true where it sends no change (the usual
-  // path's), eseen: its policySeenUs as a number, refused at 2^53 or more.
-  `local epid, enc, eseen = {}, {}, {}
+  // path's), eseen: its policySeenUs as a number, refused at 2^53 or more; ehold: its policyHoldMs (nil:
+  // 0), refused above a day.
+  `local epid, enc, eseen, ehold = {}, {}, {}, {}
 for e = 1, top do
   local x = b + 2 * e - 2
   if A[x] ~= '' and not (string.find(A[x], '^%d+,[1-9][%d,]*%d$') and not string.find(A[x], ',,', 1, true) and not string.find(A[x], ',0', 1, true)) then bad = x end
   local p = A[x + 1]
-  local sd = string.match(p, '^!(%d+)$')
+  local sd, hd = string.match(p, '^!(%d*)|(%d*)$')
   if p == '' then enc[e] = true
-  elseif sd then
-    enc[e], eseen[e] = true, sd + 0
-    if not (eseen[e] < 9007199254740992) then bad = x + 1 end
   else
-    local l, id = string.match(p, '^([1-9][%d,]*%d)|%d*|(%C+)$')
-    if not l then l, id = string.match(p, '^([1-9])|%d*|(%C+)$') end
-    if not l or string.find(l, ',,', 1, true) or string.find(l, ',0', 1, true) then bad = x + 1 end
-    epid[e] = id
+    if sd then
+      enc[e], eseen[e] = true, tonumber(sd)
+      if eseen[e] and not (eseen[e] < 9007199254740992) then bad = x + 1 end
+    else
+      local l, id
+      l, hd, id = string.match(p, '^([1-9][%d,]*%d)|%d*|(%d*)|(%C+)$')
+      if not l then l, hd, id = string.match(p, '^([1-9])|%d*|(%d*)|(%C+)$') end
+      if not l or string.find(l, ',,', 1, true) or string.find(l, ',0', 1, true) then bad = x + 1 end
+      epid[e] = id
+    end
+    ehold[e] = tonumber(hd)
+    if ehold[e] and not (ehold[e] <= 86400000) then bad = x + 1 end
   end
 end
 ${refuse('gcra batch')}
@@ -122,7 +128,7 @@ for i = 1, #KEYS do
           ? `
     elseif e > 0 then
       local j, hit = b + 1, false
-      ${indent(recordTake(batchBase, 'epid[e]', batchParse), '      ')}
+      ${indent(recordTake(batchBase, 'epid[e]', '(ehold[e] or 0)', batchParse), '      ')}
       if hit then
         out[m + 1] = allowed
         out[m + 2] = -1
@@ -152,12 +158,12 @@ for i = 1, #KEYS do
         local bs = A[last - 2 * top + 2 * e - 1]
         if bs ~= '' then B = record_list(bs, 2 * n + 1, 2) end
         if ps ~= '' then
-          local l, u, id = string.match(ps, '^([%d,]+)|(%d*)|(%C+)$')
+          local l, u, id = string.match(ps, '^([%d,]+)|(%d*)|%d*|(%C+)$')
           P = {l = record_list(l, 3 * n, 1), u = tonumber(u), id = id}
         end
       end
       if not ((e > 0 and A[last - 2 * top + 2 * e - 1] ~= '' and not B) or (P and not P.l)) then
-        allowed, tokens, after = record_step(key, v, now, 't', '', b + 1, n, B, P, eseen[e])
+        allowed, tokens, after = record_step(key, v, now, 't', '', b + 1, n, B, P, eseen[e], ehold[e])
       end
       if not allowed then allowed, after = -2, v end
     else
@@ -174,4 +180,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '6796990176752966784debcd7429a851b0e6acdb';
+export const GCRA_BATCH_SCRIPT_SHA = 'ec09bb8fa74897658a34fb414f1abeedf85a5617';

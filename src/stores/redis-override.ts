@@ -9,14 +9,15 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v4
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v5
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
   // ARGV[2]: "o" change the record; "r" reset: forget the bucket, keep the record
   // ARGV[3]: with "o", the base: "<t1>,<c1>,<r1>,...", each limit's tokenUnits, capacityUnits and
   // refillUnitsPerUs (1 to 8 limits, each number above 0 and below 2^53); with "r", ""
-  // ARGV[4]: the numbers to set, as the base ("-": clear them; "": keep)
+  // ARGV[4]: the numbers to set, as the base ("-": clear them, a key's own: a copy of a policy-wide
+  // change or a marker stays unless ARGV[7] names one; "": keep)
   // ARGV[5]: with numbers to set, the ms they last ("": until cleared)
   // ARGV[6]: block for this many ms ("-": unblock; "": keep)
   // ARGV[7]: with numbers to set or "-", the id of the policy-wide change they are, or whose revert the
@@ -68,7 +69,7 @@ for i = 1, n do bt[i], bc[i], br[i] = base[3 * i - 2], base[3 * i - 1], base[3 *
 local nx = {}
 if rec then nx.l, nx.u, nx.bl, nx.id = rec.l, rec.u, rec.bl, rec.id end
 if A[4] == '-' then
-  nx.l, nx.u, nx.id = nil, nil, nil
+  if A[7] ~= '' or not nx.id then nx.l, nx.u, nx.id = nil, nil, nil end
 elseif lim then
   nx.l, nx.u, nx.id = lim, nil, nil
   if A[5] ~= '' then nx.u = now + A[5] * 1000 end
@@ -105,4 +106,4 @@ end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '33a75f2265db9e53a4cfe4debe45ea26fff68545';
+export const OVERRIDE_SCRIPT_SHA = '54d5df5b445d660b824342a9ec26124cdd29cba5';

@@ -9,8 +9,8 @@ import { indent } from './redis-lua.js';
  * no string.
  */
 export const baseShape = (n: string) => `(${n} == 1 and '^%d+,[1-9]%d*,[1-9]%d*$' or '^%d+' .. string.rep(',[1-9]%d*', 2 * ${n}) .. '$')`;
-/** Lua: the pattern a policy ARGV of `n` limits matches: 3n numbers above 0, untilUs (or nothing) and an id of no control character. */
-export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*', 3 * ${n} - 1) .. '|%d*|%C+$'`;
+/** Lua: the pattern a policy ARGV of `n` limits matches: 3n numbers above 0, untilUs and holdMs (each or nothing) and an id of no control character. */
+export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*', 3 * ${n} - 1) .. '|%d*|%d*|%C+$'`;
 
 /**
  * Lua: a take of one limit on the usual key with a record, in straight lines, as `rstep` decides it
@@ -20,16 +20,16 @@ export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*'
  * the id of the change this step sees, or nil), which core keeps as they are), a cost of at least 0,
  * and the base's numbers, which
  * `base` (Lua) sets as bw, bu, bc (maxWaitMs, tokenUnits, capacityUnits; nil when it is not of one
- * limit). Expects the locals key, v, now and the cost's
+ * limit); `hold` (Lua) is the step's StepArgs.policyHoldMs as a number. Expects the locals key, v, now and the cost's
  * index j; sets `hit` when it decided, then `allowed` and `after` (the value after). Any other value,
  * or a number of 2^53 or more (the base's included, as the general path refuses it), leaves hit false for
  * the general path. The record has numbers and no end,
  * so the bucket is in them and nothing of the record changes: the debt decays at its refill, the cost
  * is converted up (convertUnits), the cap is its capacity plus the wait at its refill, and the value is
- * written with rsave's expiry: none for a key's own numbers, the bucket's full time (at least 1 s) for
- * a policy-wide change's.
+ * written with rsave's expiry: none for a key's own numbers, the bucket's full time (at least 1 s) and
+ * the hold for a policy-wide change's.
  */
-export const recordTake = (base: string, policyId: string, parse: RecordParse = singleParse) => `${parse.lua}
+export const recordTake = (base: string, policyId: string, hold: string, parse: RecordParse = singleParse) => `${parse.lua}
 if rt and rid ~= '' and rid ~= (${policyId}) then rt = nil end
 local bw, bu, bc
 if rt then
@@ -70,7 +70,7 @@ if bu and cost >= 0 then
       after = string.format(f, a, now, ${parse.args})
       if rid == '' then redis.call('SET', key, after)
       else
-        local ms = math.max(1000, math.ceil(a / (r * 1000)))
+        local ms = math.max(1000, math.ceil(a / (r * 1000)), ${hold})
         if ms < 1e18 then ms = string.format('%d', ms) else ms = string.format('%.0f', ms) end
         redis.call('SET', key, after, 'PX', ms)
       end

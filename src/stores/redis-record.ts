@@ -67,12 +67,14 @@ export function baseArg(base: { tokenUnits: readonly number[]; capacityUnits: re
 export const limitsArg = (limits: readonly OverrideLimit[]) => limits.map((l) => `${l.tokenUnits},${l.capacityUnits},${l.refillUnitsPerUs}`).join(',');
 
 /**
- * StepArgs.policy as the scripts take it: "<t1>,<c1>,<r1>,...|<untilUs>|<id>"; with none, StepArgs.policySeenUs
- * as "!<seenUs>" ("" for neither).
+ * A step's view of the policy-wide change and its hold as the scripts take them: StepArgs.policy as
+ * "<t1>,<c1>,<r1>,...|<untilUs>|<holdMs>|<id>"; with none, StepArgs.policySeenUs and policyHoldMs as
+ * "!<seenUs>|<holdMs>" (each "" when absent); "" for none of the three. The hold goes before the id,
+ * which may hold any character but a control one.
  */
-export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]; untilUs?: number } | undefined, seenUs?: number): string {
-  if (policy === undefined) return seenUs === undefined ? '' : `!${seenUs}`;
-  return `${limitsArg(policy.limits)}|${policy.untilUs ?? ''}|${policy.id}`;
+export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]; untilUs?: number } | undefined, seenUs?: number, holdMs?: number): string {
+  if (policy === undefined) return seenUs === undefined && holdMs === undefined ? '' : `!${seenUs ?? ''}|${holdMs ?? ''}`;
+  return `${limitsArg(policy.limits)}|${policy.untilUs ?? ''}|${holdMs ?? ''}|${policy.id}`;
 }
 
 /**
@@ -182,10 +184,12 @@ end
 end
 ` +
   // core's liveRecord: the record without what ended by now (the same table when nothing did; nil when
-  // nothing is left). A marker (an id and no numbers, core's isMarker) is something left.
+  // nothing is left). A marker (an id and no numbers, core's isMarker) is something left, and a copy of a
+  // policy-wide change whose numbers ended is the marker of that change from then on (its id kept).
   `local function live_record(r, now)
   if not r then return nil end
-  local nl, bk, mk = live(r, now), r.bl and r.bl > now, not r.l and r.id
+  local nl, bk = live(r, now), r.bl and r.bl > now
+  local mk = r.id and not nl
   if not nl and not bk and not mk then return nil end
   if (nl or not r.l) and (bk or not r.bl) then return r end
   local o = {}
@@ -209,10 +213,11 @@ end
   // (false: no key). The expiry keeps the key while the record lives and until the bucket is full
   // under the expiry split: none while a key's own record has numbers without an end; else at least
   // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
-  // of a policy-wide change without a block may go when the bucket is full: the next step installs it
-  // again, and so may a marker. \`pin\`: the record is the policy-wide change itself, or the marker of its
-  // revert (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is.
-  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin)
+  // of a policy-wide change, or a marker, is kept at least \`hold\` ms (StepArgs.policyHoldMs; nil: 0),
+  // even with its bucket full, while another node may still step with an older view (core's
+  // keepUntilUs). \`pin\`: the record is the policy-wide change itself, or the marker of its revert
+  // (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is.
+  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold)
   local keep = false
   if w then
     for i = 1, n do
@@ -255,6 +260,7 @@ end
       return value
     end
     if own and (r.u - now) / 1000 > ms then ms = (r.u - now) / 1000 end
+    if r.id and not pin and hold and hold > ms then ms = hold end
     if r.bl and (r.bl - now) / 1000 > ms then ms = (r.bl - now) / 1000 end
   end
   ms = math.max(1000, ceil(ms))
@@ -266,11 +272,11 @@ end
   // core/override.ts stepWithRecord on the key holding v, at now: a step of kind ('t' a take, 'g' a
   // grant of tokenUnits x, 'a' an adjustment refunding since x: applied during a block too, which
   // refuses the others) of the n limits at A[j ..], with the
-  // base B ({maxWaitMs, t1, c1, ...}; nil: not sent), the policy-wide change P ({l, u, id}; nil) and,
-  // without one, StepArgs.policySeenUs S (nil: not sent). Returns the verdict, the tokens of a grant,
-  // and the key's value after. A step that needs the base and was not sent one returns nil (the script
-  // refuses it, as core throws).
-  `local function rstep(key, v, now, kind, x, j, n, B, P, S)
+  // base B ({maxWaitMs, t1, c1, ...}; nil: not sent), the policy-wide change P ({l, u, id}; nil),
+  // without one StepArgs.policySeenUs S (nil: not sent), and StepArgs.policyHoldMs H (rsave's hold; nil:
+  // 0). Returns the verdict, the tokens of a grant, and the key's value after. A step that needs the
+  // base and was not sent one returns nil (the script refuses it, as core throws).
+  `local function rstep(key, v, now, kind, x, j, n, B, P, S, H)
   local b, rec = v, nil
   if v then
     local pb, pr = rparse(v)
@@ -291,17 +297,15 @@ end
   else
     nxt = live_record(rec, now)
 ` +
-  // core's recordForStep: a copy or marker newer than this node's view is kept; else the change is
-  // installed on a key with no record of its own, or with none seen a copy goes (S: a marker of S
-  // takes its place; a marker stays).
+  // core's recordForStep: a copy or marker newer than this node's view is kept (no view at all, S nil,
+  // is the oldest: 0); else the change is installed on a key with no record of its own, or with none
+  // seen an older copy goes and the marker of S takes its place (a marker stays).
   `    local c = nxt and nxt.id
-    if c and (P and version(c) > version(P.id) or not P and S and version(c) >= S) then
+    if c and (P and version(c) > version(P.id) or not P and version(c) >= (S or 0)) then
     elseif P then
       if not (nxt and ((not c and nxt.l) or c == P.id)) then
         nxt = {l = P.l, u = P.u, id = P.id, bl = nxt and nxt.bl}
       end
-    elseif c and not S then
-      if nxt.bl then nxt = {bl = nxt.bl} else nxt = nil end
     elseif c and nxt.l then
       nxt = {id = format('%d', S) .. '.', bl = nxt.bl}
     end
@@ -379,6 +383,6 @@ end
   if not w and not changed then return allowed, tokens, v end
   local r = rec
   if changed then r = nxt end
-  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br)
+  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H)
 end
 `;

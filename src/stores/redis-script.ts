@@ -21,7 +21,7 @@ import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v18
+export const GCRA_SCRIPT = `-- edge-limiter gcra v19
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -45,8 +45,9 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v18
   // back ("": none), a refund then being what the bucket has not refilled since,
   // max(0, -costUnits - max(0, now - since) * rate); with "t", ""
   // ARGV[4]: StepArgs.base, "<maxWaitMs>,<tokenUnits1>,<capacityUnits1>,..." ("": not sent)
-  // ARGV[5]: StepArgs.policy, "<t1>,<c1>,<r1>,...|<untilUs>|<id>"; or, with none, StepArgs.policySeenUs,
-  // "!<seenUs>" (whole µs below 2^53), which only a key holding a record reads; "": neither
+  // ARGV[5]: StepArgs.policy and policyHoldMs, "<t1>,<c1>,<r1>,...|<untilUs>|<holdMs>|<id>"; or, with no
+  // change, StepArgs.policySeenUs and policyHoldMs, "!<seenUs>|<holdMs>" (whole µs below 2^53, whole ms
+  // up to 86,400,000; each "" when absent), which only a key holding a record reads; "": none of them
   // ARGV[3j+3], ARGV[3j+4], ARGV[3j+5]: limit j's costUnits, limitUnits and refillUnitsPerUs (see above),
   // for j = 1 to n = (#ARGV - 5) / 3 (with KEYS[2], two more at the end: the record's ttl in ms and
   // the fingerprint). Every cost 0 is a peek, of any kind: read only
@@ -59,13 +60,17 @@ local now, v
 ` +
   // The arguments, checked before anything is read or written (see refuse): n limits of 1 to
   // ${MAX_LIMITS}, as 5 + 3n ARGV (7 + 3n with an operation id, whose ttl is digits), a known kind, the
-  // base and policy of their shape (see baseShape, policyShape), "!" and digits below 2^53 (S), or "",
-  // and every other ARGV a finite number, where ARGV[1] and ARGV[3] may be "" (a grant's tokenUnits may
-  // not, and is above 0). nc: no policy-wide change is sent (ARGV[5] "" or S), as on the usual path.
+  // base and policy of their shape (see baseShape, policyShape), "!<seenUs>|<holdMs>" (S, H) or "",
+  // a seenUs below 2^53 and a holdMs up to a day, and every other ARGV a finite number, where ARGV[1] and
+  // ARGV[3] may be "" (a grant's tokenUnits may not, and is above 0). nc: no policy-wide change is sent
+  // (ARGV[5] "" or S), as on the usual path, which matches ARGV[5] once.
   `local last = #A
 if op then last = last - 2 end
-local n, kind, bad, S = (last - 5) / 3, A[2]
-if A[5] and A[5] ~= '' then S = string.match(A[5], '^!(%d+)$') end
+local n, kind, bad, S, H = (last - 5) / 3, A[2]
+if A[5] and A[5] ~= '' then
+  S, H = string.match(A[5], '^!(%d*)|(%d*)$')
+  if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
+end
 local nc = A[5] == '' or S
 if not (n >= 1 and n <= ${MAX_LIMITS} and n % 1 == 0) then bad = 0
 elseif kind ~= 't' and kind ~= 'g' and kind ~= 'a' and not (kind == 's' and op and KEYS[3]) then bad = 2
@@ -73,7 +78,7 @@ elseif op and not string.match(A[last + 1], '^[1-9]%d*$') then bad = last + 1
 elseif kind == 'g' and not ((tonumber(A[3]) or 0) > 0) then bad = 3
 elseif A[4] ~= '' and not string.find(A[4], ${baseShape('n')}) then bad = 4
 elseif not nc and not string.find(A[5], ${policyShape('n')}) then bad = 5
-elseif S and not (S + 0 < 9007199254740992) then bad = 5
+elseif (S and S ~= '' and not (S + 0 < 9007199254740992)) or (H and H ~= '' and not (H + 0 <= 86400000)) then bad = 5
 else
   local sum = 0
   if A[1] ~= '' then sum = A[1] + 0 end
@@ -113,7 +118,7 @@ ${refuse('gcra')}
       n === 1
         ? `
     local j, hit, allowed, after = 6, false
-    ${indent(recordTake(singleBase, "not nc and string.match(A[5], '^[%d,]+|%d*|(.+)$') or nil"), '    ')}
+    ${indent(recordTake(singleBase, "not nc and string.match(A[5], '^[%d,]+|%d*|%d*|(.+)$') or nil", "(tonumber(H) or 0)"), '    ')}
     if hit then return {allowed, now, -1, -1, v} end`
         : ''
     }`,
@@ -130,9 +135,11 @@ if A[4] ~= '' then
   B = list(A[4], 2 * n + 1, 2)
   if not B then bad = 4 end
 end
-if S then S = S + 0
+H = tonumber(H)
+if S == '' then S = nil
+elseif S then S = S + 0
 elseif A[5] ~= '' then
-  local l, u, id = string.match(A[5], '^([%d,]+)|(%d*)|(%C+)$')
+  local l, u, id = string.match(A[5], '^([%d,]+)|(%d*)|%d*|(%C+)$')
   P = {l = list(l, 3 * n, 1), u = tonumber(u), id = id}
   if not P.l then bad = 5 end
 end
@@ -194,7 +201,7 @@ end
 ` +
   // A key with an override record, or a step under a policy-wide change: core/override.ts's step.
   `if P or (v and string.find(v, '|', 1, true)) then
-  local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P, S)
+  local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P, S, H)
   if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4], the base') end
   return reply(allowed, tokens)
 end
@@ -259,6 +266,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '58090d5cd8065e0362d9d8a96c96155a6b60adf6';
+export const GCRA_SCRIPT_SHA = '09ce8e883b53371c050acf2eaef4addcc6e27a9f';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

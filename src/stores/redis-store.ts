@@ -119,7 +119,7 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
       settle !== undefined ? 's' : args.adjust ? 'a' : grant ? 'g' : 't',
       args.adjust ? (args.refundSinceUs === undefined ? '' : String(args.refundSinceUs)) : grant ? String(args.tokenUnits) : '',
       baseArg(args.base),
-      policyArg(args.policy, args.policySeenUs),
+      policyArg(args.policy, args.policySeenUs, args.policyHoldMs),
     ];
     let peek = true;
     for (const l of limits) {
@@ -178,22 +178,25 @@ export function createRedisStore(options: RedisStoreOptions, adaptClient: (clien
     const argv: string[] = [sentNowUs === undefined ? '' : String(sentNowUs)];
     const entries: string[] = [];
     const entryOf = new Map<unknown, number>();
-    // Each entry's policySeenUs, where it sends no change (the base's entry found by identity must have the step's).
+    // Each entry's policySeenUs, where it sends no change, and policyHoldMs (the base's entry found by
+    // identity must have the step's).
     const seenOf: (number | undefined)[] = [];
+    const holdOf: (number | undefined)[] = [];
     for (const p of batch) {
-      const { limits, base, policy } = p.args;
+      const { limits, base, policy, policyHoldMs: hold } = p.args;
       const seen = policy === undefined ? p.args.policySeenUs : undefined;
       // The limiter shares one base (and one change) between the steps of a policy: found by identity first.
       let e = policy === undefined && base !== undefined ? (entryOf.get(base) ?? 0) : 0;
-      if (e !== 0 && seenOf[e] !== seen) e = 0;
-      if (e === 0 && (base !== undefined || policy !== undefined || seen !== undefined)) {
-        const pair = [baseArg(base), policyArg(policy, seen)] as const;
+      if (e !== 0 && (seenOf[e] !== seen || holdOf[e] !== hold)) e = 0;
+      if (e === 0 && (base !== undefined || policy !== undefined || seen !== undefined || hold !== undefined)) {
+        const pair = [baseArg(base), policyArg(policy, seen, hold)] as const;
         const text = `${pair[0]}\n${pair[1]}`;
         e = entryOf.get(text) ?? 0;
         if (e === 0) {
           entries.push(...pair);
           entryOf.set(text, (e = entries.length / 2));
           seenOf[e] = seen;
+          holdOf[e] = hold;
         }
         if (policy === undefined && base !== undefined) entryOf.set(base, e);
       }
