@@ -485,6 +485,111 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
     });
   }
 
+  for (const batch of [false, true]) {
+    const script = batch ? 'batch script' : 'single-key script';
+
+    it(`${script}: a step with no view (no change, no policySeenUs) on a key holding a copy keeps the copy and decides under it (0065881: no view is the oldest)`, async () => {
+      const { step } = storeOf(batch);
+      const key = `rv-a${run++}`;
+      expect((await step(key, take(4, { change: v2 }))).allowed).toBe(true);
+      // Under v2 (capacity 4) the key is empty; under the base (10) it would admit 6 more.
+      const none = await step(key, take(1));
+      expect({ allowed: none.allowed, limits: none.limits }).toEqual({ allowed: false, limits: v2.limits });
+      expect(await io.get(key)).toBe(`${debtOf(4)}:${T0}${copyOf(v2)}`);
+    });
+
+    it(`${script}: a copy of a change that ends becomes the marker of that change (its id kept), and a step with an older change's view then decides under the base and does not install its change`, async () => {
+      const { step, clock } = storeOf(batch);
+      const key = `rv-b${run++}`;
+      const ends = { ...changeOf(T0 - 5_000_000, 'ends', 4), untilUs: T0 + 1_000_000 };
+      expect((await step(key, take(4, { change: ends }))).allowed).toBe(true);
+      const l = ends.limits[0]!;
+      expect(await io.get(key)).toBe(`${debtOf(4)}:${T0}|${l.tokenUnits},${l.capacityUnits},${l.refillUnitsPerUs}|${T0 + 1_000_000}||${ends.id}`);
+      clock.nowUs = T0 + 2_000_000;
+      // The 4 spent, less 2 s of refill (one unit a µs), carried to the base.
+      const spent = debtOf(4) - 2_000_000;
+      // A peek with no view after the end: the copy is now the marker of its change.
+      const peek = await step(key, take(0));
+      expect({ allowed: peek.allowed, limits: peek.limits, debt: peek.debtUnits }).toEqual({ allowed: true, limits: undefined, debt: [spent] });
+      expect(await io.get(key)).toBe(`${spent}:${T0 + 2_000_000}||||${ends.id}`);
+      // A node that still sees v1 (made before it, capacity 20): decided under the base (10, 4 spent), the marker kept.
+      const stale = await step(key, take(1, { change: v1 }));
+      expect({ allowed: stale.allowed, limits: stale.limits, debt: stale.debtUnits }).toEqual({ allowed: true, limits: undefined, debt: [spent + debtOf(1)] });
+      expect(await io.get(key)).toBe(`${spent + debtOf(1)}:${T0 + 2_000_000}||||${ends.id}`);
+      // Up to 10: 5 more are refused as one, under the base.
+      const over = await step(key, take(6, { change: v1 }));
+      expect({ allowed: over.allowed, limits: over.limits }).toEqual({ allowed: false, limits: undefined });
+    });
+
+    it(`${script}: a key's clear (limits null, no policyId) leaves a copy or a marker the key holds, and the key's next step is decided under it`, async () => {
+      const { store, step } = storeOf(batch);
+      const [key, marked] = [`rv-c${run}`, `rv-c${run}:m`];
+      run++;
+      expect((await step(key, take(4, { change: v2 }))).allowed).toBe(true);
+      const cleared = await store.override!(key, { base, limits: null });
+      expect({ before: cleared.before, after: cleared.after }).toEqual({ before: { limits: v2.limits, policyId: v2.id }, after: { limits: v2.limits, policyId: v2.id } });
+      expect(await io.get(key)).toBe(`${debtOf(4)}:${T0}${copyOf(v2)}`);
+      const next = await step(key, take(1, { change: v2 }));
+      expect({ allowed: next.allowed, limits: next.limits }).toEqual({ allowed: false, limits: v2.limits });
+      // A marker (a view newer than v1's copy) stays too, and an older view still does not install v1.
+      await step(marked, take(6, { change: v1 }));
+      await step(marked, take(0, { seenUs: T0 - 1_000_000 }));
+      expect(await io.get(marked)).toBe(`${debtOf(6)}:${T0}||||${T0 - 1_000_000}.`);
+      expect((await store.override!(marked, { base, limits: null })).after).toEqual({ policyId: `${T0 - 1_000_000}.` });
+      expect(await io.get(marked)).toBe(`${debtOf(6)}:${T0}||||${T0 - 1_000_000}.`);
+      const stale = await step(marked, take(5, { change: v1 }));
+      expect({ allowed: stale.allowed, limits: stale.limits }).toEqual({ allowed: false, limits: undefined });
+    });
+
+    it(`${script}: a step that leaves a copy or a marker holds the key policyHoldMs even with its bucket full (or full within 1 ms); a plain key's and a key's own expiry are as without it`, async () => {
+      const { store, step } = storeOf(batch);
+      // 1000 tokens a second: one token is back in 1 ms, so the bucket's own expiry is the 1 s floor.
+      const fast = resolvePolicy('f', { capacity: 10, refillPerSecond: 1000 }, { onStoreError: 'deny', timeoutMs: 1000 });
+      const fb = baseNumbers(fast);
+      const wide = { id: `${T0 - 5_000_000}.wide#`, limits: [{ ...fb[0]!, capacityUnits: 20 * fb[0]!.tokenUnits }] };
+      const hold = 5000;
+      const takeFast = (cost: number, view: { change?: typeof wide; seenUs?: number } = {}): StepArgs => ({
+        ...stepArgs(fast, cost, 0, view.change),
+        ...(view.seenUs === undefined ? {} : { policySeenUs: view.seenUs }),
+        policyHoldMs: hold,
+      });
+      const k = (name: string) => `rv-d${run}:${name}`;
+      run++;
+      const pttl = async (key: string) => {
+        const [value, ms] = await Promise.all([io.get(key), io.pttl(key)]);
+        return { value: value?.replace(/^\d+:\d+/, '<bucket>'), ms };
+      };
+      const copy = `|${fb[0]!.tokenUnits},${wide.limits[0]!.capacityUnits},${fb[0]!.refillUnitsPerUs}|||${wide.id}`;
+      // A peek that installs the copy on a key with no bucket: nothing but the copy, held 5 s.
+      await step(k('copy'), takeFast(0, { change: wide }));
+      const installed = await pttl(k('copy'));
+      expect(installed.value).toBe(copy);
+      expect(installed.ms).toBeGreaterThan(hold - 1000);
+      // A take on the key holding that copy (the straight-line path of a copy with no end): held 5 s again.
+      await io.pexpire(k('copy'), 500);
+      expect((await step(k('copy'), takeFast(1, { change: wide }))).allowed).toBe(true);
+      const taken = await pttl(k('copy'));
+      expect(taken.value).toBe(`<bucket>${copy}`);
+      expect(taken.ms).toBeGreaterThan(hold - 1000);
+      // A step whose view is newer leaves the marker: held 5 s with the bucket refilled in 1 ms.
+      expect((await step(k('copy'), takeFast(1, { seenUs: T0 }))).allowed).toBe(true);
+      const marked = await pttl(k('copy'));
+      expect(marked.value).toBe(`<bucket>||||${T0}.`);
+      expect(marked.ms).toBeGreaterThan(hold - 1000);
+      // A plain key, with no view and with one: the bucket's own expiry (the 1 s floor).
+      for (const view of [{}, { seenUs: T0 }]) {
+        expect((await step(k('plain'), takeFast(1, view))).allowed).toBe(true);
+        const plain = await pttl(k('plain'));
+        expect(plain.value).toBe('<bucket>');
+        expect(plain.ms).toBeLessThanOrEqual(1000);
+      }
+      // A key's own numbers with no end: no expiry, as without a hold.
+      await store.override!(k('own'), { base: fb, limits: wide.limits });
+      expect((await step(k('own'), takeFast(1, { seenUs: T0 }))).allowed).toBe(true);
+      expect(await io.pttl(k('own'))).toBe(-1);
+    });
+  }
+
   it('batch script: steps sharing one base object with different policySeenUs are each decided with their own (one entry each)', async () => {
     const { store } = storeOf(true);
     const [k1, k2] = [`ord-e${run}:1`, `ord-e${run}:2`];
