@@ -29,6 +29,8 @@ const LIMIT = ['1', '1000000000', '1'];
 const BASE = '0,1,1000000000';
 /** Numbers of a record or a change: twice the capacity, so no take is refused in any round. */
 const NUMBERS = '1,2000000000,1';
+/** A policy-wide change as the limiter sends it: its numbers, no end, the hold (the defaults: policyRefreshMs 1000 + timeoutMs 1000 + 50 ms) and its id. */
+const CHANGE = `${NUMBERS}||2050|incident`;
 
 async function scriptsBefore(): Promise<{ GCRA_SCRIPT: string; GCRA_BATCH_SCRIPT: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-overrides-'));
@@ -59,11 +61,11 @@ export async function overridesSection(options: SectionOptions): Promise<string[
     { label: 'single, no record, before', script: then.GCRA_SCRIPT, call: single('b13a', ['', 't', '', ...LIMIT]), perCall: 1 },
     { label: 'single, no record, now', script: GCRA_SCRIPT, call: single('b13b', ['', 't', '', BASE, '', ...LIMIT]), perCall: 1 },
     { label: 'single, a record, now', script: GCRA_SCRIPT, call: single('b13c', ['', 't', '', BASE, '', ...LIMIT]), perCall: 1 },
-    { label: 'single, a policy-wide change, now', script: GCRA_SCRIPT, call: single('b13d', ['', 't', '', BASE, `${NUMBERS}||incident`, ...LIMIT]), perCall: 1 },
+    { label: 'single, a policy-wide change, now', script: GCRA_SCRIPT, call: single('b13d', ['', 't', '', BASE, CHANGE, ...LIMIT]), perCall: 1 },
     { label: 'batch, no record, before', script: then.GCRA_BATCH_SCRIPT, call: batch('b13e', (k) => ['', ...Array.from({ length: k }, () => ['1', ...LIMIT]).flat()]), perCall: 64 },
     { label: 'batch, no record, now', script: GCRA_BATCH_SCRIPT, call: batch('b13f', batchNow([BASE, ''])), perCall: 64 },
     { label: 'batch, a record, now', script: GCRA_BATCH_SCRIPT, call: batch('b13g', batchNow([BASE, ''])), perCall: 64 },
-    { label: 'batch, a policy-wide change, now', script: GCRA_BATCH_SCRIPT, call: batch('b13h', batchNow([BASE, `${NUMBERS}||incident`])), perCall: 64 },
+    { label: 'batch, a policy-wide change, now', script: GCRA_BATCH_SCRIPT, call: batch('b13h', batchNow([BASE, CHANGE])), perCall: 64 },
   ];
   const shas = await Promise.all(variants.map((v) => io.script('LOAD', v.script) as Promise<string>));
   // Every key of the record variants gets its own numbers (no end), through the override script.
