@@ -28,10 +28,30 @@ export { ceilDiv, floorDiv };
 export type { LimitStep, OpArgs, OpRecord, StepArgs, StepResult } from './step.js';
 export { chargedUnitsOf, repeatOf, settledArgs, SETTLE_OP } from './step.js';
 
-/** A bucket's stored state: each limit's debt in its units at the store clock's reading `atUs` (whole µs). */
+/**
+ * A bucket's stored state: each limit's debt in its units at the store clock's reading `atUs` (whole µs),
+ * and while a reservation is pending, `reservedUntilUs`: the store clock's reading (whole µs, rounded
+ * up) at which the last one granted is due. A change of numbers before then carries the bucket as it
+ * will stand then (core/override.ts carryDebt), so that the reservations keep their times and no new
+ * admission comes on top of them.
+ */
 export interface BucketState {
   debtUnits: readonly number[];
   atUs: number;
+  reservedUntilUs?: number;
+}
+
+/** The reservation horizon a write at nowUs keeps: `state`'s while it is after nowUs, or the later of it and `dueUs`. */
+function horizon(state: BucketState | undefined, nowUs: number, dueUs = 0): number | undefined {
+  const r = state?.reservedUntilUs;
+  const h = r !== undefined && r > dueUs ? r : dueUs;
+  return h > nowUs ? h : undefined;
+}
+
+/** A bucket to write at nowUs: the debts, and the reservation horizon kept (see horizon). */
+export function stateAt(debtUnits: readonly number[], nowUs: number, state: BucketState | undefined, dueUs = 0): BucketState {
+  const r = horizon(state, nowUs, dueUs);
+  return r === undefined ? { debtUnits, atUs: nowUs } : { debtUnits, atUs: nowUs, reservedUntilUs: r };
 }
 
 /** How many tokens of a partial grant fit: the largest k <= maxTokens with debt + k * tokenUnits <= limit. */
@@ -155,10 +175,10 @@ export function takeUnits(debtUnits: number, l: LimitStep): number {
  * `write` is the state to store when it changed: positive debts at nowUs, or null to delete the bucket
  * (every limit is full); undefined when nothing is to be written.
  */
-export function step(state: BucketState | undefined, nowUs: number, args: StepArgs): StepResult & { write?: BucketState | null } {
+export function step(state: BucketState | undefined, nowUs: number, args: StepArgs, capsUnits: readonly number[] | undefined = args.base?.capacityUnits): StepResult & { write?: BucketState | null } {
   const { limits } = args;
   const n = limits.length;
-  if (n === 1 && !args.adjust && args.tokenUnits === undefined) return takeOne(state, nowUs, limits[0]!);
+  if (n === 1 && !args.adjust && args.tokenUnits === undefined) return takeOne(state, nowUs, limits[0]!, capsUnits?.[0]);
   const debts = new Array<number>(n);
   let peek = true;
   for (let i = 0; i < n; i++) {
@@ -169,6 +189,7 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
   if (peek) return { allowed: true, debtUnits: debts, atUs: nowUs };
   const after = new Array<number>(n);
   let tokens: number | undefined;
+  let dueUs = 0;
   if (args.adjust) {
     for (let i = 0; i < n; i++) {
       const { costUnits, limitUnits, refillUnitsPerUs } = limits[i]!;
@@ -189,8 +210,9 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
       after[i] = costUnits < 0 ? Math.max(0, debts[i]! + costUnits) : debts[i]! + costUnits;
       if (costUnits > 0 && after[i]! > limitUnits) return { allowed: false, debtUnits: debts, atUs: nowUs };
     }
+    if (capsUnits !== undefined) dueUs = dueOf(limits, after, capsUnits, nowUs);
   }
-  const write = after.some((d) => d > 0) ? { debtUnits: after, atUs: nowUs } : state === undefined ? undefined : null;
+  const write = after.some((d) => d > 0) ? stateAt(after, nowUs, state, dueUs) : state === undefined ? undefined : null;
   return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
 }
 
@@ -198,15 +220,34 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
  * `step` for a take on a policy of one limit, the hot path of every store: the same arithmetic without
  * the per-limit arrays (the property tests hold both paths to the same exact model).
  */
-function takeOne(state: BucketState | undefined, nowUs: number, l: LimitStep): StepResult & { write?: BucketState | null } {
+function takeOne(state: BucketState | undefined, nowUs: number, l: LimitStep, capUnits: number | undefined): StepResult & { write?: BucketState | null } {
   const d = debtAt(state, 0, nowUs, l.refillUnitsPerUs);
   const c = l.costUnits;
   if (c === 0) return { allowed: true, debtUnits: [d], atUs: nowUs };
   const a = c < 0 ? Math.max(0, d + c) : takeUnits(d, l);
   if (a < 0) return { allowed: false, debtUnits: [d], atUs: nowUs };
   const debtUnits = [a];
-  const write = a > 0 ? { debtUnits, atUs: nowUs } : state === undefined ? undefined : null;
+  if (a === 0) return { allowed: true, debtUnits, atUs: nowUs, write: state === undefined ? undefined : null };
+  const dueUs = c > 0 && capUnits !== undefined && a > capUnits ? nowUs + ceilDiv(a - capUnits, l.refillUnitsPerUs) : 0;
+  const write = dueUs === 0 && state?.reservedUntilUs === undefined ? { debtUnits, atUs: nowUs } : stateAt(debtUnits, nowUs, state, dueUs);
   return { allowed: true, debtUnits, atUs: nowUs, write };
+}
+
+/**
+ * When a take that left debts `after` (at nowUs) is due: when every limit it charged has refilled to its
+ * capacity in force (capsUnits), in whole µs rounded up; 0 when it is due at once.
+ */
+export function dueOf(limits: readonly LimitStep[], after: readonly number[], capsUnits: readonly number[], nowUs: number): number {
+  let wait = 0;
+  for (let i = 0; i < limits.length; i++) {
+    const l = limits[i]!;
+    const over = after[i]! - capsUnits[i]!;
+    if (l.costUnits > 0 && over > 0) {
+      const w = ceilDiv(over, l.refillUnitsPerUs);
+      if (w > wait) wait = w;
+    }
+  }
+  return wait === 0 ? 0 : nowUs + wait;
 }
 
 /**

@@ -15,7 +15,7 @@
 // policy-wide change for a while, can give back what was spent. A bucket in the record's numbers read at
 // or after untilUs decays under the record's refill to untilUs, is carried to the base there, and
 // decays under the base refill from untilUs: so an expiry is exact in both directions.
-import { debtAt, decayed, refundUnitsAt, step, type BucketState, type LimitStep, type StepArgs, type StepResult } from './gcra.js';
+import { debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
@@ -54,10 +54,25 @@ export function numbersAt(record: OverrideRecord | undefined, tUs: number, base:
   return r.length === base.length ? r : base.map((b, i) => r[i] ?? b);
 }
 
-/** Carries one debt (already decayed to the moment of the change) from numbers `from` to `to`, whole (in `to`'s units, rounded up). */
-export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit): number {
-  return convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
+/**
+ * Carries one debt (already decayed to the moment of the change, atUs) from numbers `from` to `to`,
+ * whole (in `to`'s units, rounded up). With a reservation due after atUs (reservedUntilUs: the bucket's
+ * horizon), at least as the bucket will stand then: its debt decayed under `from` to reservedUntilUs and
+ * carried there, plus `to`'s refill until then. So reservations granted before the change keep their
+ * times and count at `from`'s rate, and no admission under `to` comes before them or on top of them
+ * (a change to a faster rate would otherwise count them at its rate, and admit that many more in a
+ * window ending when they are due).
+ */
+export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit, atUs = 0, reservedUntilUs = 0): number {
+  const whole = convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
+  if (!(reservedUntilUs > atUs)) return whole;
+  const then = convertUnits(decayed(debtUnits, atUs, reservedUntilUs, from.refillUnitsPerUs), from.tokenUnits, to.tokenUnits, 'up');
+  const held = Math.min(MAX_LIMIT_UNITS, (reservedUntilUs - atUs) * to.refillUnitsPerUs + then);
+  return held > whole ? held : whole;
 }
+
+/** Whether two limits' numbers are the same (a record carries the policy's own for a limit it does not set): nothing to carry. */
+const sameNumbers = (a: OverrideLimit, b: OverrideLimit) => a === b || (a.tokenUnits === b.tokenUnits && a.capacityUnits === b.capacityUnits && a.refillUnitsPerUs === b.refillUnitsPerUs);
 
 /**
  * A stored bucket's debts at nowUs, one per limit, in the numbers in force at nowUs (numbersAt): each
@@ -74,16 +89,16 @@ export function debtsAt(state: BucketState | undefined, nowUs: number, base: rea
   for (let i = 0; i < n; i++) {
     const d = state.debtUnits[i] ?? 0;
     const f = from[i]!;
-    if (!split || f === base[i]) out[i] = decayed(d, state.atUs, nowUs, f.refillUnitsPerUs);
-    else out[i] = decayed(carryDebt(decayed(d, state.atUs, untilUs, f.refillUnitsPerUs), f, base[i]!), untilUs, nowUs, base[i]!.refillUnitsPerUs);
+    if (!split || sameNumbers(f, base[i]!)) out[i] = decayed(d, state.atUs, nowUs, f.refillUnitsPerUs);
+    else out[i] = decayed(carryDebt(decayed(d, state.atUs, untilUs, f.refillUnitsPerUs), f, base[i]!, untilUs, state.reservedUntilUs), untilUs, nowUs, base[i]!.refillUnitsPerUs);
   }
   return out;
 }
 
-/** Debts carried limit by limit from the numbers `from` to `to` (both in force at the same instant). */
-function carryAll(debts: number[], from: readonly OverrideLimit[], to: readonly OverrideLimit[]): number[] {
+/** Debts carried limit by limit from the numbers `from` to `to` (both in force at nowUs), the bucket's reservations pending until reservedUntilUs. */
+function carryAll(debts: number[], from: readonly OverrideLimit[], to: readonly OverrideLimit[], nowUs: number, reservedUntilUs: number | undefined): number[] {
   if (from === to) return debts;
-  return debts.map((d, i) => carryDebt(d, from[i]!, to[i]!));
+  return debts.map((d, i) => (sameNumbers(from[i]!, to[i]!) ? d : carryDebt(d, from[i]!, to[i]!, nowUs, reservedUntilUs)));
 }
 
 /**
@@ -149,7 +164,8 @@ function argsUnder(args: StepArgs, base: readonly OverrideLimit[], to: readonly 
       costUnits = -Math.min(underBase, refundUnitsAt(costUnits, t.refillUnitsPerUs, since, nowUs));
     }
     if (t === base[i]) return { costUnits, limitUnits: l.limitUnits, refillUnitsPerUs: l.refillUnitsPerUs };
-    const limitUnits = b.maxWaitMs === 0 ? t.capacityUnits : Math.min(MAX_LIMIT_UNITS, t.capacityUnits + b.maxWaitMs * t.refillUnitsPerUs * 1000);
+    // A take's cost above the capacity in force never fits at once: refused (a wait would admit it as one burst).
+    const limitUnits = b.maxWaitMs === 0 || (!args.adjust && costUnits > t.capacityUnits) ? t.capacityUnits : Math.min(MAX_LIMIT_UNITS, t.capacityUnits + b.maxWaitMs * t.refillUnitsPerUs * 1000);
     return { costUnits, limitUnits, refillUnitsPerUs: t.refillUnitsPerUs };
   });
   const out: { -readonly [K in keyof StepArgs]: StepArgs[K] } = { limits };
@@ -217,8 +233,8 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const base = stepBaseNumbers(args.limits, args.base);
   const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
   const to = numbersAt(next, nowUs, base);
-  const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), to);
-  const now: BucketState = { debtUnits: debts, atUs: nowUs };
+  const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
+  const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);
   if (blocked && !args.adjust) {
@@ -226,7 +242,8 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
     if (inForce) refused.limits = inForce;
     return refused;
   }
-  const r: StepResult & OverrideWrites = step(state === undefined ? undefined : now, nowUs, to === base ? args : argsUnder(args, base, to, nowUs));
+  const caps = to.map((n) => n.capacityUnits);
+  const r: StepResult & OverrideWrites = step(state === undefined ? undefined : now, nowUs, to === base ? args : argsUnder(args, base, to, nowUs), caps);
   if (inForce) r.limits = inForce;
   if (blocked) r.blockedUntilUs = next!.blockedUntilUs!;
   if (next !== record) {
@@ -275,8 +292,8 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   if (sameRecord(record, after)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
-    const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), numbersAt(after, nowUs, base));
-    out.write = debts.some((d) => d > 0) ? { debtUnits: debts, atUs: nowUs } : null;
+    const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), numbersAt(after, nowUs, base), nowUs, state.reservedUntilUs);
+    out.write = debts.some((d) => d > 0) ? stateAt(debts, nowUs, state) : null;
   }
   return out;
 }
@@ -345,7 +362,7 @@ export function keepUntilUs(state: BucketState | undefined, base: readonly Overr
     const d = state.debtUnits[i] ?? 0;
     const f = from[i]!;
     let full = state.atUs + ceilDiv(d, f.refillUnitsPerUs);
-    if (f !== base[i] && end !== undefined && full > end) full = end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, base[i]!), base[i]!.refillUnitsPerUs);
+    if (!sameNumbers(f, base[i]!) && end !== undefined && full > end) full = end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, base[i]!, end, state.reservedUntilUs), base[i]!.refillUnitsPerUs);
     if (full > until) until = full;
   }
   return until;

@@ -122,7 +122,9 @@ interface StoredBucket extends Partial<BucketState> {
 /** A stored bucket's state; one written with a single debt (a number) reads as that one limit. */
 function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits?: readonly number[] | number }) | undefined): BucketState | undefined {
   if (stored?.debtUnits === undefined) return undefined;
-  return typeof stored.debtUnits === 'number' ? { debtUnits: [stored.debtUnits], atUs: stored.atUs! } : stored as BucketState;
+  if (typeof stored.debtUnits !== 'number') return stored as BucketState;
+  const state: BucketState = { debtUnits: [stored.debtUnits], atUs: stored.atUs! };
+  return stored.reservedUntilUs === undefined ? state : { ...state, reservedUntilUs: stored.reservedUntilUs };
 }
 
 /** An entry to store (undefined: delete it) for a bucket and a record beside it; `base` reckons when it holds nothing. */
@@ -131,7 +133,8 @@ function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undef
   const untilUs = keepUntilUs(bucket, base, record, pinned, holdUntilUs);
   // Numbers with no end keep the entry: the alarm re-arms every 30 days and finds it still live.
   const fullAtMs = untilUs === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(untilUs / 1000);
-  return { ...(bucket ? { debtUnits: bucket.debtUnits, atUs: bucket.atUs } : {}), fullAtMs, ...(record ? { override: record } : {}) };
+  const reserved = bucket?.reservedUntilUs === undefined ? {} : { reservedUntilUs: bucket.reservedUntilUs };
+  return { ...(bucket ? { debtUnits: bucket.debtUnits, atUs: bucket.atUs, ...reserved } : {}), fullAtMs, ...(record ? { override: record } : {}) };
 }
 
 /** Whether `v` is a list of `n` limits' numbers (positive integers). */
@@ -233,7 +236,7 @@ export class RateLimiterObject {
       }
     } else if (r.write) {
       const fullAtMs = nowMs + Math.max(...r.write.debtUnits.map((d, i) => fullAfterMs(d, args.limits[i]!.refillUnitsPerUs)));
-      await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, fullAtMs });
+      await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, ...(r.write.reservedUntilUs === undefined ? {} : { reservedUntilUs: r.write.reservedUntilUs }), fullAtMs });
       await this.armAlarm(fullAtMs);
     } else if (r.write === null) {
       await this.storage.delete(body.key);

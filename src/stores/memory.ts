@@ -110,7 +110,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // What `step` reads of a stored bucket: one object and array, refilled before each step. Safe because
   // `step` only reads its state, and neither returns nor keeps it (its results are new arrays).
   const oneDebt = [0];
-  const view: { debtUnits: readonly number[]; atUs: number } = { debtUnits: oneDebt, atUs: 0 };
+  const view: BucketState = { debtUnits: oneDebt, atUs: 0, reservedUntilUs: undefined };
+  /** Reservation horizons (BucketState.reservedUntilUs), by slot: only buckets with one pending. */
+  const reserved = new Map<number, number>();
   let evictedActive = 0;
   // Operation ids by key and id (see stepSync), oldest first (they are only ever added at the end).
   const maxOps = options.maxOps ?? 100_000;
@@ -152,6 +154,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   function drop(key: string, at: number): void {
     slots.delete(key);
+    if (reserved.size !== 0) reserved.delete(at);
     if (records.size !== 0 && overrides.goesWithBucket(key)) overrides.set(key, null, true);
     if (nums[at + META]! >= 4) several.delete(at);
     const i = at / STRIDE;
@@ -262,6 +265,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
           view.debtUnits = oneDebt;
         } else view.debtUnits = several.get(at)!.debtUnits;
         view.atUs = nums[at + AT]!;
+        view.reservedUntilUs = reserved.size === 0 ? undefined : reserved.get(at);
         state = view;
       }
       const stepped = charged === undefined ? args : settledArgs(args, charged);
@@ -288,6 +292,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
           nums[to + AT] = now;
           nums[to + META] = n * 2 + used;
         }
+        if (write.reservedUntilUs !== undefined) reserved.set(to, write.reservedUntilUs);
+        else if (reserved.size !== 0) reserved.delete(to);
       } else if (write === null) {
         // Full again (or refunded to full): no state is a full bucket.
         drop(key, at!);
@@ -357,7 +363,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const now = nowUs();
       key = flattened(key);
       const at = slots.get(key);
-      const state = at === undefined ? undefined : { debtUnits: nums[at + META]! < 4 ? [nums[at + DEBT]!] : several.get(at)!.debtUnits, atUs: nums[at + AT]! };
+      const r0 = at === undefined || reserved.size === 0 ? undefined : reserved.get(at);
+      const state: BucketState | undefined = at === undefined ? undefined : { debtUnits: nums[at + META]! < 4 ? [nums[at + DEBT]!] : several.get(at)!.debtUnits, atUs: nums[at + AT]!, ...(r0 === undefined ? {} : { reservedUntilUs: r0 }) };
       const r = applyOverride(state, records.get(key), now, args);
       // The record first: it is the write that may be refused (maxOverrides), and then nothing changes.
       if (r.writeRecord !== undefined) overrides.set(key, r.writeRecord, false, args.policyId !== undefined && args.limits !== undefined);
@@ -371,6 +378,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
           nums[to + AT] = now;
           nums[to + META] = debtUnits.length * 2 + 1;
         }
+        if (r.write.reservedUntilUs !== undefined) reserved.set(to, r.write.reservedUntilUs);
+        else if (reserved.size !== 0) reserved.delete(to);
       } else if (r.write === null) drop(key, at!);
       // A copy of a policy-wide change left with no bucket (an unblock of a full key) goes, as after a step.
       if (r.writeRecord !== undefined && !slots.has(key) && overrides.goesWithBucket(key)) overrides.set(key, null, true);

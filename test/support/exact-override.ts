@@ -62,9 +62,17 @@ function convert(x: bigint, from: bigint, to: bigint, up: boolean): bigint {
   return y > MAX ? MAX : y;
 }
 
-/** One debt carried from numbers f to t: whole, in t's units (rounded up). */
-function carry(d: bigint, f: Numbers, t: Numbers): bigint {
-  return convert(d, f.token, t.token, true);
+/**
+ * One debt carried from numbers f to t at `at`: whole, in t's units (rounded up); with a reservation
+ * due at r after `at`, at least as the bucket will stand then (decayed under f to r, carried, plus t's
+ * refill until r).
+ */
+function carry(d: bigint, f: Numbers, t: Numbers, at = 0n, r = 0n): bigint {
+  const whole = convert(d, f.token, t.token, true);
+  if (r <= at) return whole;
+  let held = (r - at) * t.rate + convert(pos(d - (r - at) * f.rate), f.token, t.token, true);
+  if (held > MAX) held = MAX;
+  return held > whole ? held : whole;
 }
 
 interface ModelRecord {
@@ -93,6 +101,8 @@ export class OverrideModel {
   inRecord = false;
   record: ModelRecord = {};
   at = 0n;
+  /** When the last reservation granted is due (0n: none). */
+  reservedUntil = 0n;
   constructor(base: Spec[]) {
     this.base = base.map(numbers);
     this.debts = base.map(() => 0n);
@@ -115,7 +125,7 @@ export class OverrideModel {
     const u = this.record.untilUs;
     if (this.inRecord && u !== undefined && tt >= u) {
       this.decay(u);
-      this.debts = this.debts.map((d, i) => carry(d, this.record.limits![i]!, this.base[i]!));
+      this.debts = this.debts.map((d, i) => (same(this.record.limits![i]!, this.base[i]!) ? d : carry(d, this.record.limits![i]!, this.base[i]!, u, this.reservedUntil)));
       this.inRecord = false;
     }
     this.decay(tt);
@@ -135,7 +145,7 @@ export class OverrideModel {
     }
     const from = this.current();
     const to = next.limits ?? this.base;
-    this.debts = this.debts.map((d, i) => (same(from[i]!, to[i]!) ? d : carry(d, from[i]!, to[i]!)));
+    this.debts = this.debts.map((d, i) => (same(from[i]!, to[i]!) ? d : carry(d, from[i]!, to[i]!, t, this.reservedUntil)));
     this.record = next;
     this.inRecord = next.limits !== undefined;
   }
@@ -144,6 +154,8 @@ export class OverrideModel {
   }
   /** The answer with the state as it is now. */
   private answer(allowed: boolean, extra: { tokens?: number } = {}): ModelStep {
+    // A full bucket is no bucket: its reservation horizon goes with it.
+    if (this.debts.every((d) => d === 0n)) this.reservedUntil = 0n;
     const out: ModelStep = { allowed, debtUnits: this.debts.map(Number), ...extra };
     if (this.inRecord) out.limits = this.record.limits!.map(view);
     if (this.blocked(this.at)) out.blockedUntilUs = Number(this.record.blockedUntilUs);
@@ -192,8 +204,21 @@ export class OverrideModel {
     const n = this.current();
     const after = this.debts.map((d, i) => d + BigInt(costs[i]!) * n[i]!.token);
     const peek = costs.every((c) => c === 0);
-    const allowed = peek || after.every((d, i) => costs[i] === 0 || d <= this.cap(n[i]!, maxWaitMs));
-    if (allowed && !peek) this.debts = after;
+    // Under a record's numbers a cost above their capacity is refused (a wait would admit it as one burst).
+    const limit = (i: number) => (this.inRecord && BigInt(costs[i]!) * n[i]!.token > n[i]!.cap ? n[i]!.cap : this.cap(n[i]!, maxWaitMs));
+    const allowed = peek || after.every((d, i) => costs[i] === 0 || d <= limit(i));
+    if (allowed && !peek) {
+      this.debts = after;
+      // A reservation: due when every limit it charged has refilled to its capacity (µs, rounded up).
+      let wait = 0n;
+      after.forEach((d, i) => {
+        if (costs[i]! > 0 && d > n[i]!.cap) {
+          const w = (d - n[i]!.cap + n[i]!.rate - 1n) / n[i]!.rate;
+          if (w > wait) wait = w;
+        }
+      });
+      if (wait > 0n && this.at + wait > this.reservedUntil) this.reservedUntil = this.at + wait;
+    }
     return this.answer(allowed);
   }
   /** A refusal by a block: reported in the numbers the step would have run under, and then nothing kept. */
@@ -280,6 +305,7 @@ export class OverrideModel {
   reset(t: number) {
     this.advance(t);
     this.debts = this.debts.map(() => 0n);
+    this.reservedUntil = 0n;
   }
   /** The record as OverrideResult.after shows it (store-clock readings relative to the model's 0). */
   recordView() {

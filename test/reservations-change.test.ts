@@ -1,0 +1,103 @@
+// Reservations granted before a change of a key's numbers keep their times (the caller is already
+// sleeping until its slot), so a change must not admit anything on top of them. Each admission is
+// counted when it is due (a reservation at its slot, as the caller proceeds then), and every window that
+// starts after a change and holds an admission decided under the new numbers must hold no more than
+// those numbers allow: capacity plus the refill over the window. Run against the memory store (core's
+// stepWithRecord and applyOverride) on a fake clock, with per-key changes of every kind (raised,
+// lowered, faster, slower, one limit of several, with an end) between takes that wait.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { stepArgs } from '../src/core/gcra.js';
+import { baseNumbers } from '../src/core/override.js';
+import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
+import type { OverrideLimit } from '../src/store.js';
+import { memoryStore } from '../src/stores/memory.js';
+import { rateArb } from './support/exact-bucket.js';
+
+const spec = fc.record({ capacity: fc.integer({ min: 1, max: 12 }), rate: rateArb });
+const gap = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 400 }), fc.integer({ min: 1, max: 20_000 }), fc.integer({ min: 0, max: 2000 }).map((ms) => ms * 1000));
+const take = fc.record({ dtUs: gap, cost: fc.integer({ min: 1, max: 3 }), maxWaitMs: fc.constantFrom(0, 0, 1, 5, 20, 250, 5000) });
+const caseArb = fc.record({
+  base: spec,
+  phases: fc.array(fc.record({ numbers: spec, forMs: fc.option(fc.integer({ min: 1, max: 3000 }), { nil: undefined }), takes: fc.array(take, { maxLength: 12 }) }), { minLength: 1, maxLength: 3 }),
+  first: fc.array(take, { minLength: 1, maxLength: 12 }),
+});
+
+const policyOf = (s: { capacity: number; rate: { p: number; q: number } }): ResolvedPolicy => resolvePolicy('r', { capacity: s.capacity, refillPerSecond: s.rate.p / s.rate.q }, { onStoreError: 'deny', timeoutMs: 1000 });
+
+/** An admission: when it is due (exact µs, fractional), its tokens, and the numbers it was decided under (their segment). */
+interface Admitted {
+  dueUs: number;
+  tokens: number;
+  under: number;
+}
+
+describe('a change of numbers with reservations pending (memory store, fake clock)', () => {
+  it('every window after a change that holds an admission decided under the new numbers holds no more than they allow, reservations granted before counted when due', async () => {
+    await fc.assert(
+      fc.asyncProperty(caseArb, async ({ base, phases, first }) => {
+        const originUs = 1_790_000_000_000_000;
+        let nowUs = originUs;
+        const store = memoryStore({ nowMs: () => nowUs / 1000 });
+        const policy = policyOf(base);
+        const key = 'r:k';
+        const admitted: Admitted[] = [];
+        // The numbers in force over time: segments in order (a change, or the policy's again at a change's end).
+        const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
+        const inForce = () => {
+          let k = 0;
+          while (k + 1 < segments.length && segments[k + 1]!.startUs <= nowUs - originUs) k++;
+          return k;
+        };
+        const run = async (takes: { dtUs: number; cost: number; maxWaitMs: number }[]) => {
+          for (const t of takes) {
+            nowUs += t.dtUs;
+            const cost = Math.min(t.cost, base.capacity);
+            const r = await store.step(key, stepArgs(policy, cost, t.maxWaitMs));
+            if (!r.allowed) continue;
+            const under = inForce();
+            const n = r.limits?.[0] ?? baseNumbers(policy)[0]!;
+            expect(n).toEqual(segments[under]!.numbers);
+            const over = r.debtUnits[0]! - n.capacityUnits;
+            // Relative to the origin: a fraction of a µs is lost at 1.79e15 in a double.
+            admitted.push({ dueUs: nowUs - originUs + (over > 0 ? over / n.refillUnitsPerUs : 0), tokens: cost, under });
+          }
+        };
+        await run(first);
+        for (const phase of phases) {
+          nowUs += 1;
+          const set = baseNumbers(policyOf(phase.numbers))[0]!;
+          await store.override(key, { base: baseNumbers(policy), limits: [set], ...(phase.forMs === undefined ? {} : { forMs: phase.forMs }) });
+          // An end not reached yet is replaced by this change.
+          while (segments.length > 1 && segments.at(-1)!.startUs > nowUs - originUs) segments.pop();
+          segments.push({ startUs: nowUs - originUs, numbers: set });
+          if (phase.forMs !== undefined) segments.push({ startUs: nowUs - originUs + phase.forMs * 1000, numbers: baseNumbers(policy)[0]! });
+          await run(phase.takes);
+        }
+        // Windows: from each admission due at or after a change, over the admissions after it in due
+        // order; one that holds an admission decided under that change's numbers (and none decided later)
+        // holds at most capacity + refill over the window, in those numbers' tokens.
+        admitted.sort((a, b) => a.dueUs - b.dueUs);
+        for (let k = 1; k < segments.length; k++) {
+          const { numbers: n, startUs } = segments[k]!;
+          for (let i = 0; i < admitted.length; i++) {
+            if (admitted[i]!.dueUs < startUs) continue;
+            let tokens = 0;
+            let mine = false;
+            for (let j = i; j < admitted.length; j++) {
+              const a = admitted[j]!;
+              if (a.under > k) break;
+              tokens += a.tokens;
+              if (a.under === k) mine = true;
+              const allowedUnits = n.capacityUnits + (a.dueUs - admitted[i]!.dueUs) * n.refillUnitsPerUs;
+              if (mine && tokens * n.tokenUnits > allowedUnits + 1e-6 * n.tokenUnits) {
+                expect.fail(`over in segment ${k}: ${tokens} tokens due from ${admitted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / n.tokenUnits} are allowed`);
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: Number(process.env.RUNS ?? 400) },
+    );
+  }, 120_000);
+});
