@@ -152,8 +152,8 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
       },
     },
     {
-      // debtsAt: decayed under the numbers it is in, with the expiry split; then carried from the numbers
-      // in force before to those after (carryAll).
+      // debtsAt (`_sE<i>`): decayed under the numbers it is in, with the expiry split; then carried from
+      // the numbers in force before to those after (carryAll), where they are not the same.
       $set: Object.fromEntries(
         idx.map((i) => {
           const b = base[i]!;
@@ -161,13 +161,13 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
           const r = `$${R(i)}`;
           const split = decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${r}.refillUnitsPerUs`), r, { $literal: limitDoc(b) }), '$_sU', NOW, b.refillUnitsPerUs);
           const inR = { $cond: ['$_sSplit', split, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
-          const d0 = { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] };
-          return [`_sD${i}`, { $cond: ['$_sSame', d0, carryExpr(d0, `$${F(i)}`, `$${T(i)}`)] }];
+          return [`_sE${i}`, { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] }];
         }),
       ),
     },
+    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, `$${F(i)}`, `$${T(i)}`)] }])) },
   ];
-  const scratch = ['_sO', '_sSt', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sSame', ...idx.map(R), ...idx.map(F), ...idx.map(T)];
+  const scratch = ['_sO', '_sSt', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
   return { stages, scratch };
 }
 
