@@ -290,6 +290,27 @@ describe('mongodb store override records: cases the property test found', () => 
       ],
     );
   });
+
+  it('a debt above MAX_LIMIT_UNITS (2^52), reached as the clock went back, under a key\'s copy that stays: not capped, as core carries nothing when the numbers stay (the pipeline capped it)', async () => {
+    const one = { tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: 1 };
+    const million = { tokenUnits: 1_000_000, capacityUnits: 1_000_000, refillUnitsPerUs: 1 };
+    const op = { dtMs: 0, costs: [1, 1, 0], signs: [false, false, false], maxWaitMs: 10 as const, backMs: 0, numbers: 0, forMs: undefined, pid: false as const, op: undefined, holdMs: undefined };
+    await checkAgainstCore(
+      [
+        { capacity: 1, p: 1, q: 1_000_000 },
+        { capacity: 1, p: 1_000_000, q: 1 },
+      ],
+      [[one, one], [million, million], [one, million]],
+      [undefined, undefined],
+      [
+        { ...op, kind: 'take', policy: 2, seen: undefined },
+        { ...op, kind: 'take', costs: [1, 1, 1], dtMs: -5, policy: 0, seen: 0 },
+        // (seen -2: the version of change 2, whose id has none: 0; the copy stays.)
+        { ...op, kind: 'take', dtMs: -1, policy: 0, seen: -2, op: { id: 'a', ttlMs: 500, fingerprint: 'f' } },
+        { ...op, kind: 'take', costs: [0, 0, 1], policy: 0, seen: -2 },
+      ],
+    );
+  });
 });
 
 describe('mongodb store override records against the exact BigInt model (test/support/exact-override.ts), through mingo, $$NOW on a fake clock', () => {

@@ -116,8 +116,10 @@ const numbersLiveExpr = (r: string) => ({ $and: [{ $isArray: [`${r}.limits`] }, 
  * record after the change (`_sN`) and whether it differs (`_sChg`), both set by `record` (stages that
  * read `_sO`), then each limit's numbers before (`_sF<i>`: in force at now under the stored record) and
  * after (`_sT<i>`, under `_sN`), and each limit's debt now (`_sD<i>`), carried from the one to the other.
+ * `kept`: whether `record` leaves the stored record's numbers in place (core carries nothing then, not
+ * even the cap at MAX_LIMIT_UNITS, which a debt above it after a clock that went back would meet).
  */
-function carryStages(base: readonly OverrideLimit[], record: object[]): { stages: object[]; scratch: string[] } {
+function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr): { stages: object[]; scratch: string[] } {
   const idx = base.map((_, i) => i);
   const R = (i: number) => `_sR${i}`;
   const F = (i: number) => `_sF${i}`;
@@ -144,12 +146,14 @@ function carryStages(base: readonly OverrideLimit[], record: object[]): { stages
     {
       $set: {
         _sSplit: { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }] },
+        // carryAll's `from === to`: the base before and after, or the stored numbers (one per limit) kept.
+        _sSame: { $or: [{ $and: [{ $not: ['$_sNowIn'] }, unset('$_sNL')] }, { $and: ['$_sNowIn', isSet('$_sNL'), { $eq: [{ $size: { $ifNull: ['$_sL', []] } }, base.length] }, kept] }] },
         ...Object.fromEntries(idx.map((i) => [F(i), { $cond: [{ $and: ['$_sNowIn', has('$_sL', i)] }, `$${R(i)}`, { $literal: limitDoc(base[i]!) }] }])),
       },
     },
     {
-      // debtsAt: decayed under the numbers it is in, with the expiry split; then carried from the numbers
-      // in force before to those after (carryAll).
+      // debtsAt (`_sE<i>`): decayed under the numbers it is in, with the expiry split; then carried from
+      // the numbers in force before to those after (carryAll), where they are not the same.
       $set: Object.fromEntries(
         idx.map((i) => {
           const b = base[i]!;
@@ -157,13 +161,13 @@ function carryStages(base: readonly OverrideLimit[], record: object[]): { stages
           const r = `$${R(i)}`;
           const split = decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${r}.refillUnitsPerUs`), r, { $literal: limitDoc(b) }), '$_sU', NOW, b.refillUnitsPerUs);
           const inR = { $cond: ['$_sSplit', split, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
-          const d0 = { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] };
-          return [`_sD${i}`, carryExpr(d0, `$${F(i)}`, `$${T(i)}`)];
+          return [`_sE${i}`, { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] }];
         }),
       ),
     },
+    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, `$${F(i)}`, `$${T(i)}`)] }])) },
   ];
-  const scratch = ['_sO', '_sSt', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', ...idx.map(R), ...idx.map(F), ...idx.map(T)];
+  const scratch = ['_sO', '_sSt', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
   return { stages, scratch };
 }
 
@@ -251,7 +255,7 @@ function stepRecord(args: StepArgs): object[] {
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args));
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp');
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
@@ -355,7 +359,9 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   // sameRecord: field by field (a missing field and a missing field are the same).
   const fields = ['limits', 'untilUs', 'blockedUntilUs', 'policyId'];
   const same = { $and: fields.map((f) => ({ $eq: [orNull(`$_sO.${f}`), orNull(`$_sN.${f}`)] })) };
-  const { stages, scratch } = carryStages(base, [{ $set: { _sN: next } }, { $set: { _sChg: { $not: [same] } } }]);
+  // Whether the stored numbers stay (applyOverride's next keeps them): none given, or a key's clear of a copy.
+  const kept = args.limits === undefined ? true : args.limits === null && !pinned ? isSet('$_sO.policyId') : false;
+  const { stages, scratch } = carryStages(base, [{ $set: { _sN: next } }, { $set: { _sChg: { $not: [same] } } }], kept);
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
   return [
