@@ -203,9 +203,9 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
     }
     // The document holds exactly core's bucket and record.
     const d = doc();
-    expect({ ...at, debt: d?.debt, atUs: d?.atUs, ov: d?.ov }).toEqual({ ...at, debt: state?.debtUnits, atUs: state?.atUs, ov: record });
+    expect({ ...at, debt: d?.debt, atUs: d?.atUs, reservedUntilUs: d?.reservedUntilUs, ov: d?.ov }).toEqual({ ...at, debt: state?.debtUnits, atUs: state?.atUs, reservedUntilUs: state?.reservedUntilUs, ov: record });
     // No scratch field is left behind, and nothing else is written.
-    expect(Object.keys(d ?? {}).filter((f) => !['_id', 'debt', 'atUs', 'ov', 'expiresAt', 'last', 'ops', 'opsUntil', 'opCall'].includes(f))).toEqual([]);
+    expect(Object.keys(d ?? {}).filter((f) => !['_id', 'debt', 'atUs', 'reservedUntilUs', 'ov', 'expiresAt', 'last', 'ops', 'opsUntil', 'opCall'].includes(f))).toEqual([]);
     if (d && (state || record)) {
       // It lives while anything in it matters: never while the record has a key's own numbers with no
       // end; else at its expiresAt the record has ended (or is a copy of a policy-wide change, which the

@@ -1,11 +1,28 @@
-// Exact integer arithmetic as MQL expressions, for the MongoDB pipelines: core/gcra.ts floorDiv and
-// ceilDiv and core/override.ts convertUnits, on operands that may be values read from the document.
-// Every operand is an integer below 2^53 held by a double, as in core, so the same corrections apply.
-// And core/override.ts changeVersion, a policy-wide id's version read from the id.
+// Exact integer arithmetic as MQL expressions, for the MongoDB pipelines: core/gcra.ts floorDiv,
+// ceilDiv and dueOf and core/override.ts convertUnits and carryDebt, on operands that may be values
+// read from the document. Every operand is an integer below 2^53 held by a double, as in core, so the
+// same corrections apply. And core/override.ts changeVersion, a policy-wide id's version read from the
+// id; the clock reading and the bucket's stored fields, as the pipelines read them.
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 
 /** An MQL expression, or a number (a literal). */
 export type Expr = object | number | string | boolean;
+
+/** $$NOW as whole µs (a double: exact, below 2^53). */
+export const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
+
+/**
+ * Limit i's stored debt: element i of the `debt` array (missing: 0, a limit the bucket was stored
+ * without is full), or for a document of the one-limit format (`debt` a number) that number as limit 0.
+ * No document (no debt) is a full bucket.
+ */
+export function storedDebt(i: number): object {
+  const legacy = i === 0 ? { $ifNull: ['$debt', 0] } : 0;
+  return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
+}
+
+/** The bucket's stored reservation horizon (core BucketState.reservedUntilUs), or 0 when none is pending. */
+export const RESERVED = { $ifNull: ['$reservedUntilUs', 0] };
 
 /** floor(a / b) exactly: the double quotient corrected by one either way (core/gcra.ts floorDiv). */
 export function floorDivExpr(a: Expr, b: Expr): object {
@@ -79,4 +96,29 @@ export function decayedExpr(debt: Expr, atUs: Expr, nowUs: Expr, refillUnitsPerU
 export function versionExpr(id: Expr): object {
   const found = { $regexFind: { input: { $ifNull: [id, ''] }, regex: '^([0-9]{1,16})\\.' } };
   return { $let: { vars: { m: found }, in: { $cond: [{ $eq: ['$$m', null] }, 0, { $toDouble: { $arrayElemAt: ['$$m.captures', 0] } }] } } };
+}
+
+/**
+ * core/override.ts carryDebt(d, from, to, at, r), where the numbers differ by value (sameNumbers:
+ * nothing to carry, d as it is): converted whole to the new token's units, rounded up; with a
+ * reservation due at r after `at`, at least as the bucket will stand then (decayed under `from` to r
+ * and carried, plus `to`'s refill until r). `from` and `to` are expressions of limit objects, `r` 0
+ * when no reservation is pending.
+ */
+export function carryExpr(d: Expr, from: Expr, to: Expr, at: Expr, r: Expr): object {
+  const same = { $and: ['tokenUnits', 'capacityUnits', 'refillUnitsPerUs'].map((k) => ({ $eq: [`$$f.${k}`, `$$t.${k}`] })) };
+  const whole = convertExpr('$$d', '$$f.tokenUnits', '$$t.tokenUnits', 'up');
+  const then = convertExpr(decayedExpr('$$d', '$$at', '$$r', '$$f.refillUnitsPerUs'), '$$f.tokenUnits', '$$t.tokenUnits', 'up');
+  const held = { $min: [MAX_LIMIT_UNITS, { $add: [{ $multiply: [{ $subtract: ['$$r', '$$at'] }, '$$t.refillUnitsPerUs'] }, then] }] };
+  return { $let: { vars: { d, f: from, t: to, at, r }, in: { $cond: [same, '$$d', { $cond: [{ $gt: ['$$r', '$$at'] }, { $max: [whole, held] }, whole] }] } } };
+}
+
+/**
+ * core/gcra.ts dueOf: when a take that left each limit it charged at `after` is due, the latest moment
+ * one of them has refilled to its capacity in force `cap` (whole µs, rounded up), or 0 when every one is
+ * within it (due at once).
+ */
+export function dueExpr(limits: readonly { after: Expr; cap: Expr; refill: Expr }[], nowUs: Expr): object {
+  const w = limits.map(({ after, cap, refill }) => ({ $cond: [{ $gt: [after, cap] }, ceilDivExpr({ $subtract: [after, cap] }, refill), 0] }));
+  return { $let: { vars: { w: w.length === 1 ? w[0]! : { $max: w } }, in: { $cond: [{ $gt: ['$$w', 0] }, { $add: [nowUs, '$$w'] }, 0] } } };
 }

@@ -5,10 +5,8 @@
 import { changeVersion, type OverrideArgs, type OverrideLimit } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
-import { convertExpr, decayedExpr, versionExpr, type Expr } from './mongodb-mql.js';
+import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
 
-/** $$NOW as whole µs (a double: exact, below 2^53). */
-const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
 const NOW = '$_sNow';
 
 /** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
@@ -63,17 +61,6 @@ export function limitDoc(l: OverrideLimit): OverrideLimit {
   return { tokenUnits: l.tokenUnits, capacityUnits: l.capacityUnits, refillUnitsPerUs: l.refillUnitsPerUs };
 }
 
-/** Limit i's stored debt (mongodb-pipeline.ts storedDebt: an array element, or the one-limit number). */
-function storedDebt(i: number): object {
-  const legacy = i === 0 ? { $ifNull: ['$debt', 0] } : 0;
-  return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
-}
-
-/** carryDebt(d, from, to): converted whole to the new token's units, rounded up. `from` and `to` are expressions of limit objects. */
-function carryExpr(d: Expr, from: Expr, to: Expr): object {
-  return { $let: { vars: { d, f: from, t: to }, in: convertExpr('$$d', '$$f.tokenUnits', '$$t.tokenUnits', 'up') } };
-}
-
 /** core/override.ts liveRecord of the record expression `r` (an object or null) at NOW: what has ended dropped, null when nothing is left. */
 function liveRecordExpr(r: Expr): object {
   return {
@@ -125,7 +112,8 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
   const F = (i: number) => `_sF${i}`;
   const T = (i: number) => `_sT${i}`;
   const stages: object[] = [
-    { $set: { _sO: orNull('$ov'), _sSt: { $and: [isSet('$debt'), isSet('$atUs')] } } },
+    // _sRk: the stored reservation horizon while it is after now (what a write keeps, core stateAt), else 0.
+    { $set: { _sO: orNull('$ov'), _sSt: { $and: [isSet('$debt'), isSet('$atUs')] }, _sRk: { $cond: [{ $gt: [RESERVED, NOW] }, '$reservedUntilUs', 0] } } },
     ...record,
     {
       $set: {
@@ -159,15 +147,15 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
           const b = base[i]!;
           const d = storedDebt(i);
           const r = `$${R(i)}`;
-          const split = decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${r}.refillUnitsPerUs`), r, { $literal: limitDoc(b) }), '$_sU', NOW, b.refillUnitsPerUs);
+          const split = decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${r}.refillUnitsPerUs`), r, { $literal: limitDoc(b) }, '$_sU', RESERVED), '$_sU', NOW, b.refillUnitsPerUs);
           const inR = { $cond: ['$_sSplit', split, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
           return [`_sE${i}`, { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] }];
         }),
       ),
     },
-    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, `$${F(i)}`, `$${T(i)}`)] }])) },
+    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, `$${F(i)}`, `$${T(i)}`, NOW, RESERVED)] }])) },
   ];
-  const scratch = ['_sO', '_sSt', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
+  const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
   return { stages, scratch };
 }
 
@@ -179,12 +167,14 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
  * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change or marker
  * goes with its full bucket (the next step installs it again), but not before `holdMs` from now
  * (StepArgs.policyHoldMs: core keepUntilUs' holdUntilUs), as long as another node may hold an older view.
+ * `reserved`: the reservation horizon written with the bucket (0: none), which the carry at untilUs
+ * counts as core keepUntilUs does.
  */
-export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr, pinned = false, holdMs = 0): object {
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0): object {
   const full = base.map((b, i) => {
     const t = `$_sT${i}`;
     // In the record's numbers until its untilUs, then carried to the base there.
-    const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }), b.refillUnitsPerUs] } }] };
+    const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }, '$_sN.untilUs', reserved), b.refillUnitsPerUs] } }] };
     // (Numbers with no end hold the document only as a key's copy of a policy-wide change: full under them.)
     const under = { $add: [NOW, { $ceil: { $divide: [w(i), `${t}.refillUnitsPerUs`] } }] };
     return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), atEnd, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
@@ -276,7 +266,12 @@ export function recordPlan(args: StepArgs): RecordPlan {
       cost = { $multiply: [-1, refund] };
     }
     const wait = b.maxWaitMs;
-    const cap = wait === 0 ? `${t}.capacityUnits` : { $min: [MAX_LIMIT_UNITS, { $add: [`${t}.capacityUnits`, { $multiply: [{ $multiply: [wait, `${t}.refillUnitsPerUs`] }, 1000] }] }] };
+    const capacity = `${t}.capacityUnits`;
+    const withWait = { $min: [MAX_LIMIT_UNITS, { $add: [capacity, { $multiply: [{ $multiply: [wait, `${t}.refillUnitsPerUs`] }, 1000] }] }] };
+    // A take's cost above the capacity in force never fits at once: refused (core argsUnder), as a wait
+    // would admit it as one burst. (A settlement is an adjustment: core steps it with adjust.)
+    const take = c > 0 && !args.adjust && args.settle === undefined;
+    const cap = wait === 0 ? capacity : take ? { $cond: [{ $gt: [cost, capacity] }, capacity, withWait] } : withWait;
     return {
       cost: { $cond: [under, cost, c] },
       limit: { $cond: [under, cap, l.limitUnits] },
@@ -364,22 +359,26 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   const { stages, scratch } = carryStages(base, [{ $set: { _sN: next } }, { $set: { _sChg: { $not: [same] } } }], kept);
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
+  const stored = { $and: ['$_sSt', { $not: [fullExpr(n)] }] };
   return [
     { $set: { _sNow: NOW_US } },
     ...stages,
+    // The reservation horizon the carried bucket keeps (core applyOverride: stateAt), 0 when none.
+    { $set: { _sRv: { $cond: [stored, '$_sRk', 0] } } },
     {
       $set: {
-        debt: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, debts, '$$REMOVE'] }, '$debt'),
-        atUs: write({ $cond: [{ $and: ['$_sSt', { $not: [fullExpr(n)] }] }, NOW, '$$REMOVE'] }, '$atUs'),
+        debt: write({ $cond: [stored, debts, '$$REMOVE'] }, '$debt'),
+        atUs: write({ $cond: [stored, NOW, '$$REMOVE'] }, '$atUs'),
+        reservedUntilUs: write({ $cond: [{ $gt: ['$_sRv', 0] }, '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'),
         ov: write({ $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'),
         // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes;
         // numbers with no end keep none, and a record with a change's id (the change itself or its
         // marker, pinned, or a key's copy or marker, which goes with its bucket) keeps the expiry it has.
-        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil', pinned), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$_sRv', '$opsUntil', pinned), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
         last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
       },
     },
-    { $unset: ['_sNow', ...scratch, ...debts.map((d) => d.slice(1))] },
+    { $unset: ['_sNow', '_sRv', ...scratch, ...debts.map((d) => d.slice(1))] },
   ];
 }
 
@@ -391,7 +390,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
 export function resetPipeline(): object[] {
   const us = { $max: [NOW_US, orNull('$ov.untilUs'), orNull('$ov.blockedUntilUs')] };
   return [
-    { $unset: ['debt', 'atUs', 'last', 'ops', 'opsUntil', 'opCall'] },
+    { $unset: ['debt', 'atUs', 'reservedUntilUs', 'last', 'ops', 'opsUntil', 'opCall'] },
     { $set: { expiresAt: { $cond: [{ $and: [{ $isArray: ['$ov.limits'] }, unset('$ov.untilUs'), unset('$ov.policyId')] }, '$$REMOVE', { $toDate: { $ceil: { $divide: [us, 1000] } } }] } } },
   ];
 }

@@ -4,7 +4,7 @@
 import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
-import type { Expr } from './mongodb-mql.js';
+import { dueExpr, NOW_US, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
 import { expiryExpr, fullExpr, inForceExpr, neverExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
@@ -14,19 +14,6 @@ import { expiryExpr, fullExpr, inForceExpr, neverExpr, type LimitParams, type Re
  * array stays far below MongoDB's 16 MB document limit.)
  */
 export const MAX_OPS_PER_BUCKET = 1000;
-
-/** $$NOW as whole µs (a double: exact, below 2^53). */
-const NOW_US = { $multiply: [{ $toDouble: '$$NOW' }, 1000] };
-
-/**
- * Limit i's stored debt: element i of the `debt` array (missing: 0, a limit the bucket was stored
- * without is full), or for a document of the one-limit format (`debt` a number) that number as limit 0.
- * No document (no debt) is a full bucket.
- */
-function storedDebt(i: number): object {
-  const legacy = i === 0 ? { $ifNull: ['$debt', 0] } : 0;
-  return { $cond: [{ $isArray: '$debt' }, { $ifNull: [{ $arrayElemAt: ['$debt', i] }, 0] }, legacy] };
-}
 
 /**
  * Limit i's debt now, as core/gcra.ts debtAt computes it, in the same operations:
@@ -222,6 +209,17 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     charged = { $cond: ['$_sOk', idx.map((i) => Math.max(0, limits[i]!.costUnits)), idx.map(() => 0)] };
   }
   const afters = idx.map((i) => `$${A(i)}`);
+  // A take that leaves a limit it charged above its capacity in force is a reservation, due when every
+  // such limit has refilled to it (core/gcra.ts dueOf: whole µs, rounded up): `due`, 0 when it is due at
+  // once or the step is no take. The capacities are the record's numbers in force with a plan, else
+  // StepArgs.base's (none without it, as core step has none); a plain take whose every limitUnits is
+  // within them (no wait) never leaves one above, and pays for no expression of it.
+  const charging = !settle && !args.adjust && args.tokenUnits === undefined ? idx.filter((i) => limits[i]!.costUnits > 0) : [];
+  const caps = args.base?.capacityUnits;
+  const waits = plan ? charging : caps === undefined ? [] : charging.filter((i) => limits[i]!.limitUnits > caps[i]!);
+  const due: Expr = waits.length === 0 ? 0 : dueExpr(waits.map((i) => ({ after: `$${A(i)}`, cap: plan ? `$_sT${i}.capacityUnits` : caps![i]!, refill: param(i).refill })), '$_sNow');
+  // The stored reservation horizon while it is after now (what every write keeps, core stateAt), else 0.
+  const kept = plan ? '$_sRk' : { $cond: [{ $gt: [RESERVED, '$_sNow'] }, '$reservedUntilUs', 0] };
   // µs until each limit is full again.
   const fullAfterUs = idx.map((i) => ({ $ceil: { $divide: [`$${A(i)}`, param(i).refill] } }));
   // The document may go once every limit is full again (a missing document is a full bucket): the TTL
@@ -240,6 +238,8 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
       $set: {
         _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [...blocked, { $or: [zero!, ok] }] : [ok])] },
         _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) },
+        // Without a plan, the horizon an allowed take writes (with a plan: _sRv below).
+        ...(!plan && due !== 0 ? { _sRv: { $max: [kept, due] } } : {}),
       },
     },
     ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [zero!] }] } } }] : []),
@@ -250,8 +250,13 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   const keep = '$_sRep';
   if (plan) {
     scratch.push('_sStep');
-    stages.push({ $set: { _sW: { $and: ['$_sChg', ...blocked, ...(op ? [{ $not: ['$_sRep'] }] : [])] } } });
-    scratch.push('_sW');
+    // _sRv: the reservation horizon written with the bucket (0: none, or the bucket is full): the step's
+    // (the later of the stored one and its own due) when it writes, else the stored one, carried.
+    const rv = { $cond: ['$_sStep', { $cond: ['$_sFull', 0, { $max: [kept, due] }] }, { $cond: [fullExpr(idx.length), 0, kept] }] };
+    stages.push({ $set: { _sW: { $and: ['$_sChg', ...blocked, ...(op ? [{ $not: ['$_sRep'] }] : [])] }, _sRv: rv } });
+    scratch.push('_sW', '_sRv');
+  } else if (due !== 0) {
+    scratch.push('_sRv');
   }
   const inForce = plan ? inForceExpr(idx.length) : undefined;
   if (op) {
@@ -297,7 +302,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     // Written: when the bucket is full under the expiry split, and no sooner than the record's ends
     // (never while it has numbers with no end), a key's copy or marker no sooner than policyHoldMs from
     // now. Not written but for an op record: no sooner than it.
-    const written = expiryExpr(plan.base, (i) => ({ $cond: ['$_sStep', `$${A(i)}`, `$${D(i)}`] }), op ? '$_sNew.until' : '$opsUntil', false, args.policyHoldMs ?? 0);
+    const written = expiryExpr(plan.base, (i) => ({ $cond: ['$_sStep', `$${A(i)}`, `$${D(i)}`] }), '$_sRv', op ? '$_sNew.until' : '$opsUntil', false, args.policyHoldMs ?? 0);
     const wrote = { $or: ['$_sStep', '$_sW'] };
     expiresAt = op
       ? { $cond: [keep, '$expiresAt', { $cond: [wrote, written, { $cond: [neverExpr, '$$REMOVE', { $max: [orNull('$expiresAt'), '$_sNew.until'] }] }] }] }
@@ -310,6 +315,10 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
         // document is never denied by the limiter (each cost is at most its capacity).
         debt: { $cond: { if: stepped, then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: afters } }, else: carried(ds, '$debt') } },
         atUs: { $cond: { if: stepped, then: { $cond: { if: '$_sFull', then: '$$REMOVE', else: '$_sNow' } }, else: carried('$_sNow', '$atUs') } },
+        // Only while a reservation is pending (a plain key's document has no such field).
+        reservedUntilUs: plan
+          ? { $cond: [{ $or: ['$_sStep', '$_sW'] }, { $cond: [{ $gt: ['$_sRv', 0] }, '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'] }
+          : { $cond: ['$_sOk', { $cond: [{ $and: [{ $not: ['$_sFull'] }, { $gt: [due === 0 ? kept : '$_sRv', 0] }] }, due === 0 ? '$reservedUntilUs' : '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'] },
         ...(plan ? { ov: { $cond: ['$_sW', { $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'] } } : {}),
         expiresAt,
         last: {
@@ -371,7 +380,7 @@ export function opProjection(id: string): object {
  * to now), and with an operation id what opProjection returns.
  */
 export function recordProjection(opId?: string): object {
-  return { ...(opId === undefined ? { _id: 0 } : opProjection(opId)), last: 1, debt: 1, atUs: 1, ov: 1, nowUs: NOW_US };
+  return { ...(opId === undefined ? { _id: 0 } : opProjection(opId)), last: 1, debt: 1, atUs: 1, reservedUntilUs: 1, ov: 1, nowUs: NOW_US };
 }
 
 /**
@@ -382,7 +391,7 @@ export function recordProjection(opId?: string): object {
 export function peekPipeline(key: string): object[] {
   return [
     { $match: { _id: { $eq: key } } },
-    { $facet: { b: [{ $project: { _id: 0, debt: 1, atUs: 1, ov: 1 } }] } },
+    { $facet: { b: [{ $project: { _id: 0, debt: 1, atUs: 1, reservedUntilUs: 1, ov: 1 } }] } },
     { $project: { b: { $arrayElemAt: ['$b', 0] }, nowUs: NOW_US } },
   ];
 }

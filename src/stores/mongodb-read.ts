@@ -68,13 +68,17 @@ function readRecord(v: unknown): OverrideRecord | undefined {
   return r as OverrideRecord;
 }
 
-/** A document's bucket (debt and atUs; none when full) and record (`ov`), as core reads them. */
+/**
+ * A document's bucket (debt and atUs, and reservedUntilUs while a reservation is pending; none when
+ * full) and record (`ov`), as core reads them.
+ */
 export function readBucket(doc: Record<string, unknown> | undefined): { state?: BucketState; record?: OverrideRecord } {
   const debt = doc?.debt;
   const atUs = doc?.atUs;
+  const reservedUntilUs = doc?.reservedUntilUs;
   const debtUnits = typeof debt === 'number' ? [debt] : isNumbers(debt) ? debt : undefined;
   const out: { state?: BucketState; record?: OverrideRecord } = {};
-  if (debtUnits !== undefined && typeof atUs === 'number') out.state = { debtUnits, atUs };
+  if (debtUnits !== undefined && typeof atUs === 'number') out.state = typeof reservedUntilUs === 'number' ? { debtUnits, atUs, reservedUntilUs } : { debtUnits, atUs };
   const record = readRecord(doc?.ov);
   if (record !== undefined) out.record = record;
   return out;

@@ -1,6 +1,7 @@
 // MongoDB store: one findOneAndUpdate with an update pipeline per decision, timed by $$NOW.
 // Buckets live in one collection, one document each: { _id: key, debt: [debt per limit], atUs, expiresAt, last }
-// (no debt and atUs when every limit is full), plus { ops, opsUntil, opCall } once an operation id was applied,
+// (no debt and atUs when every limit is full), plus { reservedUntilUs } while a reservation is pending,
+// { ops, opsUntil, opCall } once an operation id was applied,
 // and { ov } while the key has an override record (its numbers, their end, a block; mongodb-override.ts).
 // A denied step leaves the document byte-identical, so MongoDB writes nothing (no oplog entry) for it; so
 // does a repeated operation id, and a denied step with a new id writes only that id's record.
@@ -37,6 +38,13 @@ export interface BucketDocument {
   _id: string;
   debt?: number[] | number;
   atUs?: number;
+  /**
+   * While a reservation is pending (a take with maxWaitMs admitted with a wait): the server clock's
+   * reading, in whole µs, when the last one granted is due (core BucketState.reservedUntilUs). A change
+   * of the key's numbers before then carries the bucket as it will stand then, so the reservations keep
+   * their times. Absent otherwise, and with the bucket.
+   */
+  reservedUntilUs?: number;
   expiresAt?: Date;
   /**
    * `tokens`: the tokens a lease grant took (partial grants only); `limits`: the numbers in force when
