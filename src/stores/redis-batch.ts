@@ -8,7 +8,7 @@ import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v16
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v17
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -54,12 +54,15 @@ end
   // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
   // epid: each entry's change's id (for recordTake); enc: true where it sends no change (the usual
   // path's), eseen: its policySeenUs as a number, refused at 2^53 or more; ehold: its policyHoldMs (nil:
-  // 0), refused above a day.
-  `local epid, enc, eseen, ehold = {}, {}, {}, {}
+  // 0), refused above a day; ez: true where it sends no change and no wait (a base of maxWaitMs 0, or
+  // none), the straight-line takes' case: a take that may wait may be a reservation, whose due the
+  // general path keeps in the value (see take).
+  `local epid, enc, eseen, ehold, ez = {}, {}, {}, {}, {}
 for e = 1, top do
   local x = b + 2 * e - 2
   if A[x] ~= '' and not (string.find(A[x], '^%d+,[1-9][%d,]*%d$') and not string.find(A[x], ',,', 1, true) and not string.find(A[x], ',0', 1, true)) then bad = x end
   local p = A[x + 1]
+
   local sd, hd = string.match(p, '^!(%d*)|(%d*)$')
   if p == '' then enc[e] = true
   else
@@ -76,14 +79,15 @@ for e = 1, top do
     ehold[e] = tonumber(hd)
     if ehold[e] and not (ehold[e] <= 86400000) then bad = x + 1 end
   end
+  ez[e] = enc[e] and (A[x] == '' or string.sub(A[x], 1, 2) == '0,')
 end
 ${refuse('gcra batch')}
 ${SHARED}
 ` +
   // core/override.ts in Lua (RECORD), made only when a key of this call needs it: its closures cost a
   // call of usual keys Redis time for nothing.
-  `local record_step, record_list
-local ebase, rtails = {}, {}
+  `local record_step
+local ebase, rtails, ebases = {}, {}, {}
 local now = clock()
 local got = redis.call('MGET', unpack(KEYS))
 ` +
@@ -105,9 +109,9 @@ for i = 1, #KEYS do
   // straight lines, as the single-key script's; any other leaves allowed nil, for the general path below.
   `  ${upTo(
     FAST_LIMITS,
-    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : ' and (e == 0 or enc[e])'} then
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : ' and (e == 0 or ez[e])'} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at)${n === 1 ? ' and (e == 0 or enc[e])' : ''} then
+    if (not v or at)${n === 1 ? ' and (e == 0 or ez[e])' : ''} then
       local j = b + 1
       ${indent(fastTake(n), '      ')}
       out[m + 1] = allowed
@@ -126,7 +130,7 @@ for i = 1, #KEYS do
       end${
         n === 1
           ? `
-    elseif e > 0 then
+    elseif e > 0 and v and not at then
       local j, hit = b + 1, false
       ${indent(recordTake(batchBase, 'epid[e]', '(ehold[e] or 0)', batchParse), '      ')}
       if hit then
@@ -142,7 +146,7 @@ for i = 1, #KEYS do
   )}
   end
   if allowed == nil then
-    local s, k, fast = fields(v, n)
+    local s, k, fast, h = fields(v, n)
     local ps = ''
     if e > 0 and not enc[e] then ps = A[last - 2 * top + 2 * e] end
 ` +
@@ -151,15 +155,15 @@ for i = 1, #KEYS do
   `    if ps ~= '' or (v and string.find(v, '|', 1, true)) then
       if not record_step then
         ${indent(RECORD, '        ')}
-        record_step, record_list = rstep, list
+        record_step = rstep
       end
       local B, P, tokens
       if e > 0 then
         local bs = A[last - 2 * top + 2 * e - 1]
-        if bs ~= '' then B = record_list(bs, 2 * n + 1, 2) end
+        if bs ~= '' then B = list(bs, 2 * n + 1, 2) end
         if ps ~= '' then
           local l, u, id = string.match(ps, '^([%d,]+)|(%d*)|%d*|(%C+)$')
-          P = {l = record_list(l, 3 * n, 1), u = tonumber(u), id = id}
+          P = {l = list(l, 3 * n, 1), u = tonumber(u), id = id}
         end
       end
       if not ((e > 0 and A[last - 2 * top + 2 * e - 1] ~= '' and not B) or (P and not P.l)) then
@@ -167,7 +171,15 @@ for i = 1, #KEYS do
       end
       if not allowed then allowed, after = -2, v end
     else
-      allowed, after = take(key, v, s, k, now, b, n)
+      local B = nil
+      if e > 0 then
+        B = ebases[c]
+        if B == nil then
+          B = list(A[last - 2 * top + 2 * e - 1], 2 * n + 1, 2) or false
+          ebases[c] = B
+        end
+      end
+      allowed, after = take(key, v, s, k, now, b, n, B or nil, h)
     end
     out[m + 1] = allowed
     read(out, v, s, k, fast)
@@ -180,4 +192,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'ec09bb8fa74897658a34fb414f1abeedf85a5617';
+export const GCRA_BATCH_SCRIPT_SHA = 'd70c2a4c5a626d4aac75b8a053c8ec5c1effc162';

@@ -40,6 +40,13 @@ end
   if n == 2 then pattern = '^(%d+):(%d+):(%d+)$' elseif n ~= 1 then pattern = '^' .. string.rep('(%d+):', n) .. '(%d+)$' end
   local s = {string.match(v, pattern)}
   if s[1] then return s, n + 1, true end
+  local h
+  local i = string.find(v, '~', 1, true)
+  if i then
+    h = string.match(v, '^~(%d+)$', i)
+    if not h then return nil, 0 end
+    h, v = h + 0, string.sub(v, 1, i - 1)
+  end
   s = {}
   local k, j = 0, 1
   while true do
@@ -53,7 +60,46 @@ end
     j = i + 1
   end
   if k < 2 then return nil, 0 end
-  return s, k, false
+  return s, k, false, h
+end
+` +
+  // floor(a / b) exactly (core's floorDiv): the float quotient corrected by one either way.
+  `local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+` +
+  // Numbers joined by ',': count of them (0: any), each below 2^53 (and above 0 from index `pos` on,
+  // where pos is 1 or 2); nil when malformed.
+  `local function list(s, count, pos)
+  if not (string.find(s, '^%d+$') or (string.find(s, '^%d[%d,]*%d$') and not string.find(s, ',,', 1, true))) then return nil end
+  local t, m = {}, 0
+  for x in string.gmatch(s, '%d+') do
+    m = m + 1
+    t[m] = x + 0
+    if not (t[m] < 9007199254740992) or (m >= pos and t[m] == 0) then return nil end
+  end
+  if count > 0 and m ~= count then return nil end
+  return t
+end
+` +
+  // The reservation horizon a write at now keeps (core's horizon): the stored one h while it is after
+  // now, or the later of it and a take's due (nil or 0: none); nil when neither is after now.
+  `local function horizon(h, now, due)
+  due = due or 0
+  if h and h > due then due = h end
+  if due > now then return due end
+end
+` +
+  // A take's wait so far w, and a limit it charged whose debt after is over its capacity in force by
+  // `over` at refill r: the longer of w and that limit's wait, in whole µs rounded up (core's dueOf).
+  `local function due(w, over, r)
+  if over > 0 then
+    over = -fdiv(-over, r)
+    if over > w then return over end
+  end
+  return w
 end
 ` +
   // Appends the stored value v to the reply out, after its count: 0 (no key); k and the usual value's k
@@ -86,7 +132,7 @@ end
   // 1 s: a key kept longer is harmless (its debts have decayed to nothing by then), and the floor keeps
   // Redis's own clock, which times expiry, from outrunning a clock sent in the client-clock mode. All
   // formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
-  `local function save(key, v, f, n, now, px, keep)
+  `local function save(key, v, f, n, now, px, keep, h)
   if not keep then
     if v then redis.call('DEL', key) end
     return false
@@ -110,6 +156,7 @@ end
     if n == 2 then pattern = '%.0f:%.0f:%.0f' elseif n ~= 1 then pattern = string.rep('%.0f:', n) .. '%.0f' end
   end
   local value = format(pattern, unpack(f, 1, n + 1))
+  if h then value = value .. format('~%d', h) end
 ` +
   // px is a whole number of at least 1000, or inf (a rate of 0), which '%.0f' prints as Redis refuses it.
   `  local ms = '1000'
@@ -120,15 +167,17 @@ end
   return value
 end
 ` +
-  // A take on the key holding v (its fields s, k), at now, of the n limits at A[b+1 ..]: all or nothing.
-  // Allowed when every charged limit (cost above 0) stays within its limitUnits; then all are charged, else
-  // nothing changes. Every cost 0 is a peek: nothing is written. Returns the verdict (1 or 0) and the
+  // A take on the key holding v (its fields s, k, and its reservation horizon h), at now, of the n limits
+  // at A[b+1 ..]: all or nothing. Allowed when every charged limit (cost above 0) stays within its
+  // limitUnits; then all are charged, else nothing changes. Every cost 0 is a peek: nothing is written.
+  // With the base B ({maxWaitMs, t1, c1, ...}; nil: not sent), a take left above a capacity is a
+  // reservation, and the value keeps when it is due (see horizon). Returns the verdict (1 or 0) and the
   // key's value after.
-  `local function take(key, v, s, k, now, b, n)
+  `local function take(key, v, s, k, now, b, n, B, h)
   local elapsed = 0
   if k > 1 then elapsed = now - s[k] end
   local f = {0, 0}
-  local wait, peek, keep = 0, true, false
+  local wait, peek, keep, w = 0, true, false, 0
   for i = 1, n do
     local j = b + 3 * i
     local c, r = A[j - 2] + 0, A[j] + 0
@@ -144,6 +193,7 @@ end
     if c ~= 0 then
       peek = false
       if c > 0 and a > A[j - 1] + 0 then return 0, v end
+      if c > 0 and B then w = due(w, a - B[2 * i + 1], r) end
     end
     if a > 0 then
       keep = true
@@ -153,7 +203,8 @@ end
     f[i] = a
   end
   if peek then return 1, v end
-  return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep)
+  if w > 0 then w = now + w end
+  return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep, horizon(h, now, w))
 end`;
 
 /** The most limits a take runs in straight lines (fastTake); a take of more goes through take. */

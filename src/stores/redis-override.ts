@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v5
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v6
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -91,19 +91,21 @@ if same and rec then
   end
 end
 if same then return {now, v or 0, v or 0} end
-local s, k = fields(b, n)
+local s, k, _, h = fields(b, n)
 local w = nil
 if k > 1 then
-  w = debts_at(s, k, n, rec, now, bt, bc, br)
+  w = debts_at(s, k, n, rec, now, bt, bc, br, h)
   for i = 1, n do
-    w[i] = conv(w[i], numbers_at(rec, now, i, bt, bc, br), numbers_at(after, now, i, bt, bc, br), true)
+    local ft, fc, fr = numbers_at(rec, now, i, bt, bc, br)
+    local tt, tc, tr = numbers_at(after, now, i, bt, bc, br)
+    w[i] = carry(w[i], ft, fc, fr, tt, tc, tr, now, h)
   end
 end
 ` +
   // Numbers or "-" with an id (pin) are the policy-wide change itself or the marker of its revert
   // (setPolicyLimits, clearPolicyLimits, on the policy's key): kept with no expiry.
-  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin) or 0}
+  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin, nil, horizon(h, now)) or 0}
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '54d5df5b445d660b824342a9ec26124cdd29cba5';
+export const OVERRIDE_SCRIPT_SHA = 'e980e2c3f319011cd5c1213c269fcbff4d0f129b';

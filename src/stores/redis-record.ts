@@ -2,7 +2,10 @@
 // stored value's format, read and written alike by the scripts and the client (./redis-reply.ts).
 //
 // A key with no record holds today's value, "<debt1>:...:<debtN>:<atUs>", and its hot path is
-// unchanged. A record lives in the same key, after the bucket:
+// unchanged. While a reservation is pending (a take that waits, BucketState.reservedUntilUs), the bucket
+// is "<debt1>:...:<debtN>:<atUs>~<reservedUntilUs>" (whole µs of the server clock): unusual, so the
+// straight-line takes never match it, and every write keeps it until it passes. A record lives in the
+// same key, after the bucket:
 //   "<bucket>|<t1>,<c1>,<r1>,...|<untilUs>|<blockedUntilUs>|<policyId>"
 // <bucket> is the usual value, or nothing for a full bucket; then each limit's numbers (tokenUnits,
 // capacityUnits, refillUnitsPerUs; nothing: no numbers), untilUs and blockedUntilUs in whole µs of the
@@ -21,12 +24,12 @@ export function recordText(r: OverrideRecord): string {
 
 /** A stored value as the scripts write it: the bucket (absent: full) and the record (absent: the usual value; no key when both are). */
 export function valueText(state: BucketState | undefined, record: OverrideRecord | undefined): string | null {
-  const bucket = state ? `${state.debtUnits.join(':')}:${state.atUs}` : '';
+  const bucket = state ? `${state.debtUnits.join(':')}:${state.atUs}${state.reservedUntilUs === undefined ? '' : `~${state.reservedUntilUs}`}` : '';
   if (record) return `${bucket}|${recordText(record)}`;
   return state ? bucket : null;
 }
 
-const RECORD_VALUE = /^([\d:]*)\|([\d,]*)\|(\d*)\|(\d*)\|(.*)$/s;
+const RECORD_VALUE = /^([\d:~]*)\|([\d,]*)\|(\d*)\|(\d*)\|(.*)$/s;
 
 /**
  * A stored value with a record, read as the scripts' `rparse` reads it: the bucket part ('' for a full
@@ -85,11 +88,6 @@ export function policyArg(policy: { id: string; limits: readonly OverrideLimit[]
  * order, so the script and the client (which redoes the step with core) reach the same numbers.
  */
 export const RECORD = `local MAXL = 4503599627370496
-local function fdiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
 local function conv(x, from, to, up)
   if x < 0 then return -conv(-x, from, to, up) end
   local y
@@ -110,6 +108,18 @@ local function dec(d, from, to, r)
   if d > 0 then return d end
   return 0
 end
+` +
+  // core's carryDebt, after sameNumbers: a debt d at \`at\` carried from the numbers ft, fc, fr to tt, tc,
+  // tr (the same: d as it is), whole; with a reservation due at h after \`at\`, at least as the bucket
+  // will stand then (decayed under fr to h and carried, plus tr's refill until h).
+  `local function carry(d, ft, fc, fr, tt, tc, tr, at, h)
+  if ft == tt and fc == tc and fr == tr then return d end
+  local whole = conv(d, ft, tt, true)
+  if not (h and h > at) then return whole end
+  local held = math.min(MAXL, (h - at) * tr + conv(dec(d, at, h, fr), ft, tt, true))
+  if held > whole then return held end
+  return whole
+end
 local function back(c, r, since, now)
   local u = -c
   if not since then return u end
@@ -118,24 +128,10 @@ local function back(c, r, since, now)
   return 0
 end
 ` +
-  // Numbers joined by ',': count of them (0: any), each below 2^53 (and above 0 from index `pos` on,
-  // where pos is 1 or 2); nil when malformed.
-  `local function list(s, count, pos)
-  if not (string.find(s, '^%d+$') or (string.find(s, '^%d[%d,]*%d$') and not string.find(s, ',,', 1, true))) then return nil end
-  local t, m = {}, 0
-  for x in string.gmatch(s, '%d+') do
-    m = m + 1
-    t[m] = x + 0
-    if not (t[m] < 9007199254740992) or (m >= pos and t[m] == 0) then return nil end
-  end
-  if count > 0 and m ~= count then return nil end
-  return t
-end
-` +
   // A value holding a record: its bucket part and the record {l = numbers, u, bl, id, s = its text}; nil
   // when it holds none (see recordOf in TypeScript).
   `local function rparse(v)
-  local b, l, u, bl, id = string.match(v, '^([%d:]*)|([%d,]*)|(%d*)|(%d*)|(.*)$')
+  local b, l, u, bl, id = string.match(v, '^([%d:~]*)|([%d,]*)|(%d*)|(%d*)|(.*)$')
   if not b then return nil end
   local r = {u = tonumber(u), bl = tonumber(bl), s = l .. '|' .. u .. '|' .. bl .. '|' .. id}
   if l ~= '' then
@@ -162,8 +158,9 @@ end
   return bt[i], bc[i], br[i], false
 end
 ` +
-  // The bucket's debts at now (fields s, k) in the numbers in force at now, with the expiry split.
-  `local function debts_at(s, k, n, r, now, bt, bc, br)
+  // The bucket's debts at now (fields s, k; reservations due at h) in the numbers in force at now, with
+  // the expiry split.
+  `local function debts_at(s, k, n, r, now, bt, bc, br, h)
   local d = {}
   local at = 0
   if k > 1 then at = s[k] + 0 end
@@ -172,9 +169,9 @@ end
     if k > 1 then
       local x = 0
       if i < k then x = s[i] + 0 end
-      local ft, _, fr, rec = numbers_at(r, at, i, bt, bc, br)
+      local ft, fc, fr, rec = numbers_at(r, at, i, bt, bc, br)
       if rec and r.u and now >= r.u then
-        d[i] = dec(conv(dec(x, at, r.u, fr), ft, bt[i], true), r.u, now, br[i])
+        d[i] = dec(carry(dec(x, at, r.u, fr), ft, fc, fr, bt[i], bc[i], br[i], r.u, h), r.u, now, br[i])
       else
         d[i] = dec(x, at, now, fr)
       end
@@ -216,8 +213,9 @@ end
   // of a policy-wide change, or a marker, is kept at least \`hold\` ms (StepArgs.policyHoldMs; nil: 0),
   // even with its bucket full, while another node may still step with an older view (core's
   // keepUntilUs). \`pin\`: the record is the policy-wide change itself, or the marker of its revert
-  // (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is.
-  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold)
+  // (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is. \`h\`: the
+  // bucket's reservation horizon to keep (see horizon; nil: none).
+  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold, h)
   local keep = false
   if w then
     for i = 1, n do
@@ -236,10 +234,10 @@ end
       f[i] = w[i]
       local a = w[i]
       if a > 0 then
-        local t, _, rate, rec = numbers_at(r, now, i, bt, bc, br)
+        local t, c, rate, rec = numbers_at(r, now, i, bt, bc, br)
         local x = a / (rate * 1000)
         if rec and r.u and a - (r.u - now) * rate > 0 then
-          x = (r.u - now) / 1000 + conv(a - (r.u - now) * rate, t, bt[i], true) / (br[i] * 1000)
+          x = (r.u - now) / 1000 + carry(a - (r.u - now) * rate, t, c, rate, bt[i], bc[i], br[i], r.u, h) / (br[i] * 1000)
         end
         if x > ms then ms = x end
       end
@@ -251,6 +249,7 @@ end
     end
     if whole then value = format(string.rep('%d:', n) .. '%d', unpack(f, 1, n + 1))
     else value = format(string.rep('%.0f:', n) .. '%.0f', unpack(f, 1, n + 1)) end
+    if h then value = value .. format('~%d', h) end
   end
   if r then
     value = value .. '|' .. rtext(r)
@@ -283,7 +282,7 @@ end
     if pb then b, rec = pb, pr end
     if b == '' then b = false end
   end
-  local s, k = fields(b, n)
+  local s, k, _, h = fields(b, n)
   local bt, bc, br = {}, {}, {}
   for i = 1, n do
     br[i] = A[j + 3 * i - 1] + 0
@@ -311,9 +310,11 @@ end
     end
     nxt = live_record(nxt, now)
   end
-  local d = debts_at(s, k, n, rec, now, bt, bc, br)
+  local d = debts_at(s, k, n, rec, now, bt, bc, br, h)
   for i = 1, n do
-    d[i] = conv(d[i], numbers_at(rec, now, i, bt, bc, br), numbers_at(nxt, now, i, bt, bc, br), true)
+    local ft, fc, fr = numbers_at(rec, now, i, bt, bc, br)
+    local tt, tc, tr = numbers_at(nxt, now, i, bt, bc, br)
+    d[i] = carry(d[i], ft, fc, fr, tt, tc, tr, now, h)
   end
   if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end
@@ -322,24 +323,27 @@ end
 ` +
   // The step's arguments under the numbers in force (core's argsUnder): each limit the record has
   // numbers for gets its cost converted (rounded against the caller; a late refund the lesser of what
-  // is left of it under either refill), the wait's cap and the refill of those numbers.
+  // is left of it under either refill), the wait's cap and the refill of those numbers: the capacity
+  // alone for a cost above it, but in an adjustment. K, R: each limit's capacity and refill in force.
   `  local under = live(nxt, now)
   local since = nil
   if kind == 'a' then since = tonumber(x) end
-  local C, L, peek = {}, {}, true
+  local C, L, K, R, peek = {}, {}, {}, {}, true
   local unit = tonumber(x)
   for i = 1, n do
     local jj = j + 3 * i - 3
     local c, lim, r = A[jj] + 0, A[jj + 1] + 0, A[jj + 2] + 0
+    K[i] = bc[i]
     if under then
       local tt, tc, tr, rec_i = numbers_at(nxt, now, i, bt, bc, br)
       if i == 1 then unit = tt end
+      K[i] = tc
       local late = c < 0 and since
       if rec_i or late then
         local cc = conv(c, bt[i], tt, c >= 0)
         if late then cc = -math.min(conv(back(c, r, since, now), bt[i], tt, false), back(cc, tr, since, now)) end
         if rec_i then
-          if B[1] == 0 then lim = tc else lim = math.min(MAXL, tc + B[1] * tr * 1000) end
+          if B[1] == 0 or (kind ~= 'a' and cc > tc) then lim = tc else lim = math.min(MAXL, tc + B[1] * tr * 1000) end
           r = tr
         end
         c = cc
@@ -347,7 +351,7 @@ end
     end
     if c ~= 0 then peek = false end
     if not under and c < 0 and since then c = -back(c, r, since, now) end
-    C[i], L[i] = c, lim
+    C[i], L[i], R[i] = c, lim, r
   end
 ` +
   // core's step on the debts now: a take (all or nothing), a grant, or an adjustment; every cost 0 a peek.
@@ -373,16 +377,19 @@ end
       after[i] = a
     end
   end
+  local wait = 0
   if allowed == 1 and not peek then
     for i = 1, n do
       if after[i] > 0 or k > 1 then w = after end
+      if kind == 't' and B and C[i] > 0 then wait = due(wait, after[i] - K[i], R[i]) end
     end
+    if wait > 0 then wait = now + wait end
   end
   local changed = nxt ~= rec
   if not w and changed and k > 1 then w = d end
   if not w and not changed then return allowed, tokens, v end
   local r = rec
   if changed then r = nxt end
-  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H)
+  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H, horizon(h, now, wait))
 end
 `;

@@ -54,7 +54,11 @@ export function stateOf(stored: string | number | readonly unknown[] | null): Bu
     return { debtUnits: stored.slice(0, -1) as number[], atUs: stored[stored.length - 1] as number };
   }
   if (typeof stored !== 'string') return undefined;
-  const parts = stored.split(':');
+  // A reservation pending: "~<reservedUntilUs>" after the numbers (digits only, as the scripts read it).
+  const tilde = stored.indexOf('~');
+  const reserved = tilde < 0 ? undefined : stored.slice(tilde + 1);
+  if (reserved !== undefined && !/^\d+$/.test(reserved)) return undefined;
+  const parts = (tilde < 0 ? stored : stored.slice(0, tilde)).split(':');
   if (parts.length < 2) return undefined;
   const nums = new Array<number>(parts.length);
   for (let i = 0; i < parts.length; i++) {
@@ -64,7 +68,7 @@ export function stateOf(stored: string | number | readonly unknown[] | null): Bu
     nums[i] = x;
   }
   const atUs = nums.pop()!;
-  return { debtUnits: nums, atUs };
+  return reserved === undefined ? { debtUnits: nums, atUs } : { debtUnits: nums, atUs, reservedUntilUs: Number(reserved) };
 }
 
 /**

@@ -3,7 +3,9 @@
 // policy's order, at the server clock's reading atUs (whole µs), all integers below 2^53, which Lua's
 // doubles hold exactly, formatted with %d (%.0f where %d would not print the same digits; an exact
 // round trip either way). A bucket of one limit is
-// "<debt>:<atUs>", as every earlier version wrote it. The step only adds, subtracts and multiplies
+// "<debt>:<atUs>", as every earlier version wrote it. While a reservation is pending (a take that waits
+// left a limit above its capacity), "~<reservedUntilUs>" follows: when the last one granted is due
+// (core/gcra.ts BucketState.reservedUntilUs; see ./redis-record.ts). The step only adds, subtracts and multiplies
 // integers (and divides with an exact floor correction), in the order core/gcra.ts does, so the script
 // and the client compute the same numbers. The reply formats no number of its own (only the stored value, written as above, is text): it carries the verdict, the
 // clock reading and the stored value the step read, all as integers where they are (see `read`), and
@@ -21,7 +23,7 @@ import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v19
+export const GCRA_SCRIPT = `-- edge-limiter gcra v20
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -89,13 +91,17 @@ end
 ${refuse('gcra')}
 ` +
   // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
-  // operation id, no policy-wide change, and a stored value that is missing or the usual one of as many
-  // debts (so no override record); then, for one limit, a key with numbers of its own or of the
+  // operation id, no policy-wide change, no wait (a base of maxWaitMs 0, or none: z; a take that may wait
+  // may be a reservation, whose due the general path keeps in the value), and a stored value that is
+  // missing or the usual one of as many debts (so no override record and no reservation pending); then,
+  // for one limit, a key with numbers of its own or of the
   // policy-wide change this step sees (recordTake). It makes no
   // closure (each 'local function' below is a new one on every call), no table but the reply and builds
   // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
   // Any other case falls through to the general path, with the clock and the value already read.
   `if A[2] == 't' and not op and (n == 1 or (n <= ${FAST_LIMITS} and nc)) then
+  local z0, z1 = string.byte(A[4], 1, 2)
+  local z = not z0 or z0 == 48 and z1 == 44
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -108,20 +114,21 @@ ${refuse('gcra')}
     FAST_LIMITS,
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at) and nc then
+    if (not v or at) and nc and z then
       local j, allowed, after = 6
       ${indent(fastTake(n), '      ')}
       if not v then return {allowed, now, -1, 0} end
       if ${unsafe(n)} then return {allowed, now, -1, -1, v} end
-      return {allowed, now, -1, ${n + 1}, ${upTo(n, (i) => `x${i}`, ', ')}, y}
-    end${
+      return {allowed, now, -1, ${n + 1}, ${upTo(n, (i) => `x${i}`, ', ')}, y}${
       n === 1
         ? `
-    local j, hit, allowed, after = 6, false
-    ${indent(recordTake(singleBase, "not nc and string.match(A[5], '^[%d,]+|%d*|%d*|(.+)$') or nil", "(tonumber(H) or 0)"), '    ')}
-    if hit then return {allowed, now, -1, -1, v} end`
+    elseif v and not at then
+      local j, hit, allowed, after = 6, false
+      ${indent(recordTake(singleBase, "not nc and string.match(A[5], '^[%d,]+|%d*|%d*|(.+)$') or nil", '(tonumber(H) or 0)'), '      ')}
+      if hit then return {allowed, now, -1, -1, v} end`
         : ''
-    }`,
+    }
+    end`,
     '\n  ',
   )}
   end
@@ -156,7 +163,7 @@ if not now then
     v = redis.call('GET', key)
   end
 end
-local s, k, fast = fields(v, n)
+local s, k, fast, h = fields(v, n)
 ` +
   // A settlement: the units its charge took, from the charge's record (a take's, live), and from here on
   // the adjustment by actual - charged per limit, on a copy of ARGV (so every path below, a key's
@@ -205,7 +212,7 @@ end
   if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4], the base') end
   return reply(allowed, tokens)
 end
-if kind == 't' then return reply((take(key, v, s, k, now, 5, n))) end
+if kind == 't' then return reply((take(key, v, s, k, now, 5, n, B, h))) end
 ` +
   // Limit i's debt now at rate r (core/gcra.ts debtAt): a limit the value lacks had none at atUs, and a
   // clock that went back (a failover to a server behind) raises the debt, as in core.
@@ -230,7 +237,7 @@ if kind == 'g' then
   if q > cost / unit then q = cost / unit end
   if q <= 0 then return reply(0, 0) end
   local after = debt + q * unit
-  save(key, v, {after}, 1, now, math.max(1000, ceil(after / (A[8] * 1000))), true)
+  save(key, v, {after}, 1, now, math.max(1000, ceil(after / (A[8] * 1000))), true, horizon(h, now))
   return reply(1, q)
 end
 local since = tonumber(A[3])
@@ -261,11 +268,11 @@ for i = 1, n do
   end
   f[i] = a
 end
-if not peek then save(key, v, f, n, now, px, keep) end
+if not peek then save(key, v, f, n, now, px, keep, horizon(h, now)) end
 return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '09ce8e883b53371c050acf2eaef4addcc6e27a9f';
+export const GCRA_SCRIPT_SHA = '92215d165ff73c040d6b96672d5a4e158e5afe55';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
