@@ -536,18 +536,18 @@ async function checkRecordsAtStoreReadings(collection: DriverLike): Promise<void
     seen.push([name, r.allowed, r.limits !== undefined, r.blockedUntilUs !== undefined]);
     return r;
   };
-  const override = async (name: string, args: OverrideArgs) => {
-    const r = await store.override!(key, args);
+  const override = async (name: string, args: OverrideArgs, k = key) => {
+    const r = await store.override!(k, args);
     const want = applyOverride(state, record, r.atUs, args);
     expect({ name, ...r }).toEqual({ name, ...strip(want) });
     if (want.write !== undefined) state = want.write ?? undefined;
     if (want.writeRecord !== undefined) record = want.writeRecord ?? undefined;
     return r;
   };
-  const doc = async () => (await collection.findOne({ _id: key })) as Record<string, unknown> | null;
-  const expectState = async (name: string) => {
-    const d = await doc();
-    expect({ name, debt: d?.debt, atUs: d?.atUs, ov: d?.ov }).toEqual({ name, debt: state?.debtUnits, atUs: state?.atUs, ov: record });
+  const doc = async (k = key) => (await collection.findOne({ _id: k })) as Record<string, unknown> | null;
+  const expectState = async (name: string, k = key) => {
+    const d = await doc(k);
+    expect({ name, debt: d?.debt, atUs: d?.atUs, reservedUntilUs: d?.reservedUntilUs, ov: d?.ov }).toEqual({ name, debt: state?.debtUnits, atUs: state?.atUs, reservedUntilUs: state?.reservedUntilUs, ov: record });
   };
 
   await step('take under the base', stepArgs(policy, [2, 1], 0));
@@ -656,6 +656,22 @@ async function checkRecordsAtStoreReadings(collection: DriverLike): Promise<void
   [state, record] = [undefined, undefined];
   const p = await step('a plain key', stepArgs(policy, [1, 1], 0, undefined, 0, day), `${key}:plain`);
   expect((((await collection.findOne({ _id: `${key}:plain` })) as { expiresAt: Date }).expiresAt).getTime()).toBeLessThan(p.atUs! / 1000 + day);
+  // A reservation pending through a change to faster numbers (e4f3997): the document holds when it is
+  // due, the change carries the bucket as it will stand then, so a take under the new numbers waits for
+  // it; a cost above the key's capacity in force is refused even with a wait.
+  const reserving = `${key}:res`;
+  [state, record] = [undefined, undefined];
+  await step('limit 0 spent', stepArgs(policy, [5, 0], 0), reserving);
+  const due = await step('a reservation on limit 0 (due in 12 min)', stepArgs(policy, [1, 0], 3_600_000), reserving);
+  // (About 12 min: what limit 0 refilled between the two steps comes off.)
+  expect(state!.reservedUntilUs! - due.atUs!).toBeGreaterThan(700_000_000);
+  await expectState('reserved', reserving);
+  await override('the plan (faster): carried as at the reservation', { base, limits: plan }, reserving);
+  await expectState('carried', reserving);
+  expect((await step('a take under the plan waits for it', stepArgs(policy, [1, 0], 0), reserving)).allowed).toBe(false);
+  expect((await step('more than the plan\'s capacity, with a wait: refused', stepArgs(policy, [4, 0], 3_600_000), reserving)).allowed).toBe(false);
+  expect((await step('within it, with a wait: reserved', stepArgs(policy, [1, 0], 3_600_000), reserving)).allowed).toBe(true);
+  await expectState('reserved under the plan', reserving);
   // The policy's own record: versions increase (two sets most likely in one ms), a clear leaves a
   // pinned marker (no expiresAt).
   const policyKey = `${key}*`;

@@ -707,6 +707,7 @@ async function checkStepsAtStoreReadings(collection: DriverLike): Promise<void> 
     ['refused', () => stepArgs(policy, [0, 1, 0], 0)],
   ];
   const verdicts: boolean[] = [];
+  const pending: boolean[] = [];
   for (const [name, make] of steps) {
     const args = make(lastAtUs);
     const before = await readBytes(collection, key);
@@ -719,8 +720,14 @@ async function checkStepsAtStoreReadings(collection: DriverLike): Promise<void> 
     else if (want.write) state = want.write;
     if (!r.allowed || args.limits.every((l) => l.costUnits === 0)) expect(await readBytes(collection, key), name).toBe(before);
     else lastAtUs = r.atUs!;
+    // The reservation horizon as core writes it: set by the reservation, kept by the adjustments, gone
+    // with the full bucket.
+    const d = (await collection.findOne({ _id: key })) as { reservedUntilUs?: number } | null;
+    expect({ name, reservedUntilUs: d?.reservedUntilUs }).toEqual({ name, reservedUntilUs: state?.reservedUntilUs });
+    pending.push(d?.reservedUntilUs !== undefined);
   }
   expect(verdicts).toEqual([true, true, false, true, true, false, true, true, true, true, true, true, true, false]);
+  expect(pending).toEqual([false, false, false, false, false, false, true, true, true, true, false, false, false, false]);
 }
 
 async function checkLegacyAtStoreReadings(collection: DriverLike): Promise<void> {

@@ -1,0 +1,219 @@
+// MongoDB store: reservations granted before a change of a key's numbers keep their times (e4f3997 in
+// core), through the store's own pipelines evaluated by mingo, $$NOW on a fake clock. A document holds
+// reservedUntilUs while a reservation is pending; a change (Store.override, a policy-wide change a step
+// installs, a record's end) carries the bucket as it will stand when the last one is due, so no take
+// under the new numbers comes before or on top of them; a take's cost above a key's capacity in force is
+// refused even with a wait. The window property of test/reservations-change.test.ts, against this store.
+import fc from 'fast-check';
+import { BSON } from 'mongodb';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { stepArgs } from '../src/core/gcra.js';
+import { baseNumbers } from '../src/core/override.js';
+import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
+import type { OverrideLimit, PolicyOverride, StepArgs, Store } from '../src/store.js';
+import { memoryStore } from '../src/stores/memory.js';
+import { mongoStore } from '../src/stores/mongodb.js';
+import { rateArb } from './support/exact-bucket.js';
+import { MingoCollection } from './support/mingo-collection.js';
+
+const T0 = 1_790_000_000_000;
+let now = T0;
+let clock: { mockRestore(): void } | undefined;
+beforeEach(() => {
+  now = T0;
+  clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+});
+afterEach(() => clock?.mockRestore());
+
+const policyOf = (capacity: number, refillPerSecond: number): ResolvedPolicy => resolvePolicy('r', { capacity, refillPerSecond }, { onStoreError: 'deny', timeoutMs: 1000 });
+
+/** The MongoDB store over mingo beside the memory store (core) on the same clock, each step sent to both. */
+function pair() {
+  const collection = new MingoCollection();
+  const mongo = mongoStore({ collection });
+  const memory = memoryStore({ nowMs: () => now });
+  const doc = (key = 'k') => collection.docs.find((d) => d._id === key);
+  const bytes = (key = 'k') => Buffer.from(BSON.serialize(doc(key)!)).toString('hex');
+  const both = async <T>(f: (s: Store) => Promise<T>): Promise<T> => {
+    const [got, want] = await Promise.all([f(mongo), f(memory)]);
+    // (The memory store's answer is core's, with what it wrote.)
+    const { write: _w, writeRecord: _r, ...answer } = want as T & { write?: unknown; writeRecord?: unknown };
+    expect(got).toEqual(answer);
+    return got;
+  };
+  return { mongo, memory, doc, bytes, step: (args: StepArgs, key = 'k') => both((s) => s.step(key, args)), override: (args: Parameters<NonNullable<Store['override']>>[1]) => both((s) => s.override!('k', args)) };
+}
+
+/**
+ * Takes of one token with no wait, every 50 ms from now until `untilMs` after T0: the first admitted,
+ * in ms after T0 (Infinity: none).
+ */
+async function firstAdmittedMs(step: (args: StepArgs) => Promise<{ allowed: boolean }>, args: () => StepArgs, untilMs: number): Promise<number> {
+  for (; now <= T0 + untilMs; now += 50) if ((await step(args())).allowed) return now - T0;
+  return Infinity;
+}
+
+describe('mongodb store: a reservation pending through a change of numbers (mingo, $$NOW on a fake clock)', () => {
+  const slow = policyOf(1, 1);
+  const fast: OverrideLimit[] = baseNumbers(policyOf(1, 10));
+
+  /** One token spent and two reserved on a key of 1 token at 1/s: due 1 s and 2 s from T0. */
+  async function reserveTwo(p: ReturnType<typeof pair>, args: (wait: number) => StepArgs) {
+    expect(await p.step(args(0))).toMatchObject({ allowed: true });
+    expect(await p.step(args(5000))).toMatchObject({ allowed: true });
+    expect(await p.step(args(5000))).toMatchObject({ allowed: true });
+    // The document holds when the last one is due, in whole µs of the server clock.
+    expect(p.doc()!.reservedUntilUs).toBe((T0 + 2000) * 1000);
+  }
+
+  it('changed to 10 a second by Store.override 1 ms later: no take is admitted before the reservations are due (at 10/s all three tokens were refilled in 0.3 s)', async () => {
+    const p = pair();
+    await reserveTwo(p, (wait) => stepArgs(slow, 1, wait));
+    now += 1;
+    await p.override({ base: baseNumbers(slow), limits: fast });
+    // Carried as the bucket stands when the last is due (its token), plus the new refill until then.
+    expect(p.doc()!.reservedUntilUs).toBe((T0 + 2000) * 1000);
+    const first = await firstAdmittedMs(p.step, () => stepArgs(slow, 1, 0), 4000);
+    expect(first).toBeGreaterThanOrEqual(2000);
+    expect(first).toBeLessThanOrEqual(2150);
+  });
+
+  it('a policy-wide change to 10 a second that the next steps install: no take is admitted before the reservations are due', async () => {
+    const p = pair();
+    await reserveTwo(p, (wait) => stepArgs(slow, 1, wait));
+    now += 1;
+    const change: PolicyOverride = { id: `${now * 1000}.fast`, limits: fast };
+    const first = await firstAdmittedMs(p.step, () => stepArgs(slow, 1, 0, change, undefined, 1000), 4000);
+    expect(p.doc()!.ov).toMatchObject({ policyId: change.id });
+    expect(first).toBeGreaterThanOrEqual(2000);
+    expect(first).toBeLessThanOrEqual(2150);
+  });
+
+  it('reserved under a key\'s own 1/s for 500 ms, the policy\'s 10/s after: no take is admitted before the reservations are due (the carry at the end)', async () => {
+    const p = pair();
+    const base = policyOf(1, 10);
+    await p.override({ base: baseNumbers(base), limits: baseNumbers(slow), forMs: 500 });
+    await reserveTwo(p, (wait) => stepArgs(base, 1, wait));
+    // The expiry carries the bucket at the record's end as core keepUntilUs does: not before the reservations.
+    expect((p.doc()!.expiresAt as Date).getTime()).toBeGreaterThanOrEqual(T0 + 2000);
+    now += 600;
+    const first = await firstAdmittedMs(p.step, () => stepArgs(base, 1, 0), 4000);
+    expect(first).toBeGreaterThanOrEqual(2000);
+    expect(first).toBeLessThanOrEqual(2150);
+  });
+
+  it('a take with no wait writes no reservedUntilUs, nor one with a wait it does not need; a write after the reservation is due drops it', async () => {
+    const p = pair();
+    const policy = policyOf(3, 1);
+    await p.step(stepArgs(policy, 1, 0));
+    await p.step(stepArgs(policy, 1, 5000));
+    expect(Object.keys(p.doc()!).sort()).toEqual(['_id', 'atUs', 'debt', 'expiresAt', 'last']);
+    // 2 spent of 3, 2 more: 1 over, due in 1 s.
+    await p.step(stepArgs(policy, 2, 5000));
+    expect(p.doc()!.reservedUntilUs).toBe((T0 + 1000) * 1000);
+    // A take with no wait while it is pending keeps it; a refused one changes no byte.
+    now += 999;
+    const before = p.bytes();
+    expect(await p.step(stepArgs(policy, 1, 0))).toMatchObject({ allowed: false });
+    expect(p.bytes()).toBe(before);
+    now += 1;
+    await p.step(stepArgs(policy, 0, 0));
+    expect(p.doc()!.reservedUntilUs).toBe((T0 + 1000) * 1000);
+    now += 1000;
+    expect(await p.step(stepArgs(policy, 1, 0))).toMatchObject({ allowed: true });
+    expect(p.doc()!.reservedUntilUs).toBeUndefined();
+  });
+
+  it('a take of more than a key\'s own capacity is refused even with a wait (it would come as one burst), and writes nothing', async () => {
+    const p = pair();
+    const policy = policyOf(10, 1);
+    await p.override({ base: baseNumbers(policy), limits: baseNumbers(policyOf(2, 1)) });
+    const before = p.bytes();
+    expect(await p.step(stepArgs(policy, 3, 60_000))).toMatchObject({ allowed: false });
+    expect(p.bytes()).toBe(before);
+    // Within it, a wait is granted as before: 2 now, 1 more due in 1 s.
+    expect(await p.step(stepArgs(policy, 2, 60_000))).toMatchObject({ allowed: true });
+    expect(await p.step(stepArgs(policy, 1, 60_000))).toMatchObject({ allowed: true });
+    expect(p.doc()!.reservedUntilUs).toBe((T0 + 1000) * 1000);
+    // And under a policy-wide change of a lower capacity, which the step installs.
+    const change: PolicyOverride = { id: `${now * 1000}.low`, limits: baseNumbers(policyOf(2, 1)) };
+    expect(await p.step(stepArgs(policy, 3, 60_000, change), 'j')).toMatchObject({ allowed: false });
+    expect(await p.step(stepArgs(policy, 2, 60_000, change), 'j')).toMatchObject({ allowed: true });
+  });
+});
+
+// The window property of test/reservations-change.test.ts (see there), against the MongoDB pipelines:
+// whole ms between steps ($$NOW's resolution), fewer runs.
+const spec = fc.record({ capacity: fc.integer({ min: 1, max: 12 }), rate: rateArb });
+const gapMs = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 0, max: 2000 }));
+const take = fc.record({ dtMs: gapMs, cost: fc.integer({ min: 1, max: 3 }), maxWaitMs: fc.constantFrom(0, 0, 1, 5, 20, 250, 5000) });
+const caseArb = fc.record({
+  base: spec,
+  phases: fc.array(fc.record({ numbers: spec, forMs: fc.option(fc.integer({ min: 1, max: 3000 }), { nil: undefined }), takes: fc.array(take, { maxLength: 12 }) }), { minLength: 1, maxLength: 3 }),
+  first: fc.array(take, { minLength: 1, maxLength: 12 }),
+});
+const policyOfSpec = (s: { capacity: number; rate: { p: number; q: number } }) => policyOf(s.capacity, s.rate.p / s.rate.q);
+
+describe('mongodb store: a change of numbers with reservations pending (mingo, $$NOW on a fake clock)', () => {
+  it('every window after a change that holds an admission decided under the new numbers holds no more than they allow, reservations granted before counted when due', async () => {
+    await fc.assert(
+      fc.asyncProperty(caseArb, async ({ base, phases, first }) => {
+        now = T0;
+        const store = mongoStore({ collection: new MingoCollection() });
+        const policy = policyOfSpec(base);
+        const key = 'r:k';
+        const admitted: { dueUs: number; tokens: number; under: number }[] = [];
+        const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
+        const sinceUs = () => (now - T0) * 1000;
+        const inForce = () => {
+          let k = 0;
+          while (k + 1 < segments.length && segments[k + 1]!.startUs <= sinceUs()) k++;
+          return k;
+        };
+        const run = async (takes: { dtMs: number; cost: number; maxWaitMs: number }[]) => {
+          for (const t of takes) {
+            now += t.dtMs;
+            const cost = Math.min(t.cost, base.capacity);
+            const r = await store.step(key, stepArgs(policy, cost, t.maxWaitMs));
+            if (!r.allowed) continue;
+            const under = inForce();
+            const n = r.limits?.[0] ?? baseNumbers(policy)[0]!;
+            expect(n).toEqual(segments[under]!.numbers);
+            const over = r.debtUnits[0]! - n.capacityUnits;
+            admitted.push({ dueUs: sinceUs() + (over > 0 ? over / n.refillUnitsPerUs : 0), tokens: cost, under });
+          }
+        };
+        await run(first);
+        for (const phase of phases) {
+          now += 1;
+          const set = baseNumbers(policyOfSpec(phase.numbers))[0]!;
+          await store.override!(key, { base: baseNumbers(policy), limits: [set], ...(phase.forMs === undefined ? {} : { forMs: phase.forMs }) });
+          while (segments.length > 1 && segments.at(-1)!.startUs > sinceUs()) segments.pop();
+          segments.push({ startUs: sinceUs(), numbers: set });
+          if (phase.forMs !== undefined) segments.push({ startUs: sinceUs() + phase.forMs * 1000, numbers: baseNumbers(policy)[0]! });
+          await run(phase.takes);
+        }
+        admitted.sort((a, b) => a.dueUs - b.dueUs);
+        for (let k = 1; k < segments.length; k++) {
+          const { numbers: n, startUs } = segments[k]!;
+          for (let i = 0; i < admitted.length; i++) {
+            if (admitted[i]!.dueUs < startUs) continue;
+            let tokens = 0;
+            let mine = false;
+            for (let j = i; j < admitted.length; j++) {
+              const a = admitted[j]!;
+              if (a.under > k) break;
+              tokens += a.tokens;
+              if (a.under === k) mine = true;
+              const allowedUnits = n.capacityUnits + (a.dueUs - admitted[i]!.dueUs) * n.refillUnitsPerUs;
+              if (mine && tokens * n.tokenUnits > allowedUnits + 1e-6 * n.tokenUnits) {
+                expect.fail(`over in segment ${k}: ${tokens} tokens due from ${admitted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / n.tokenUnits} are allowed`);
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: Number(process.env.RUNS ?? 120) },
+    );
+  }, 120_000);
+});
