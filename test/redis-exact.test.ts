@@ -212,14 +212,16 @@ function argsOf(limits: Units[], op: MultiOp, lastAtUs: number): StepArgs {
     const tokens = op.kind === 'peek' ? 0 : take ? Math.min(op.costs[i]!, l.capacity) : op.costs[i]! * (op.refund[i] ? -1 : 1);
     return { costUnits: tokens * l.tokenUnits, limitUnits: limitOf(l, op.maxWaitMs), refillUnitsPerUs: l.refillUnitsPerUs };
   });
-  if (take) return { limits: steps };
+  // A take sends its base, as the limiter does: one that waits past a capacity is a reservation, whose
+  // due the value keeps ("~<reservedUntilUs>"), which the straight-line takes leave to the general path.
+  if (take) return { limits: steps, base: { tokenUnits: used.map((l) => l.tokenUnits), capacityUnits: used.map((l) => l.capacityUnits), maxWaitMs: op.maxWaitMs } };
   return op.kind === 'refund-since' ? { limits: steps, adjust: true, refundSinceUs: lastAtUs - op.backUs } : { limits: steps, adjust: true };
 }
 
 /** What a store must answer: core's result without its write. */
 const answer = (r: StepResult & { write?: unknown }): StepResult => ({ allowed: r.allowed, debtUnits: r.debtUnits, atUs: r.atUs });
 /** The value the scripts store for a state, as they format it (%.0f of each integer). */
-const valueOf = (s: BucketState | undefined) => (s === undefined ? null : `${s.debtUnits.join(':')}:${s.atUs}`);
+const valueOf = (s: BucketState | undefined) => (s === undefined ? null : `${s.debtUnits.join(':')}:${s.atUs}${s.reservedUntilUs === undefined ? '' : `~${s.reservedUntilUs}`}`);
 /** Moves a reference state by core's write (undefined: nothing written; null: the key deleted). */
 const after = (s: BucketState | undefined, r: { write?: BucketState | null }) => (r.write === undefined ? s : (r.write ?? undefined));
 

@@ -54,10 +54,9 @@ end
   // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
   // epid: each entry's change's id (for recordTake); enc: true where it sends no change (the usual
   // path's), eseen: its policySeenUs as a number, refused at 2^53 or more; ehold: its policyHoldMs (nil:
-  // 0), refused above a day; ez: true where it sends no change and no wait (a base of maxWaitMs 0, or
-  // none), the straight-line takes' case: a take that may wait may be a reservation, whose due the
-  // general path keeps in the value (see take).
-  `local epid, enc, eseen, ehold, ez = {}, {}, {}, {}, {}
+  // 0), refused above a day; ew: true where its base has a wait (maxWaitMs above 0), so that a take may
+  // be a reservation, whose due only the general path keeps in the value (see fastTake).
+  `local epid, enc, eseen, ehold, ew = {}, {}, {}, {}, {}
 for e = 1, top do
   local x = b + 2 * e - 2
   if A[x] ~= '' and not (string.find(A[x], '^%d+,[1-9][%d,]*%d$') and not string.find(A[x], ',,', 1, true) and not string.find(A[x], ',0', 1, true)) then bad = x end
@@ -79,7 +78,7 @@ for e = 1, top do
     ehold[e] = tonumber(hd)
     if ehold[e] and not (ehold[e] <= 86400000) then bad = x + 1 end
   end
-  ez[e] = enc[e] and (A[x] == '' or string.sub(A[x], 1, 2) == '0,')
+  ew[e] = A[x] ~= '' and string.sub(A[x], 1, 2) ~= '0,'
 end
 ${refuse('gcra batch')}
 ${SHARED}
@@ -109,13 +108,23 @@ for i = 1, #KEYS do
   // straight lines, as the single-key script's; any other leaves allowed nil, for the general path below.
   `  ${upTo(
     FAST_LIMITS,
-    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : ' and (e == 0 or ez[e])'} then
+    (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : ' and (e == 0 or enc[e])'} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at)${n === 1 ? ' and (e == 0 or ez[e])' : ''} then
-      local j = b + 1
+    if (not v or at)${n === 1 ? ' and (e == 0 or enc[e])' : ''} then
+      local j, w, ${upTo(n, (i) => `k${i}`, ', ')} = b + 1, e > 0 and ew[e]
+      if w then
+        local B = ebases[c]
+        if B == nil then
+          B = list(A[last - 2 * top + 2 * e - 1], 2 * n + 1, 2) or false
+          ebases[c] = B
+        end
+        if B then ${upTo(n, (i) => `k${i}`, ', ')} = ${upTo(n, (i) => `B[${2 * i + 1}]`, ', ')} end
+      end
       ${indent(fastTake(n), '      ')}
       out[m + 1] = allowed
-      if not v then
+      if allowed < 0 then
+        allowed = nil
+      elseif not v then
         out[m + 2] = 0
         m = m + 2
       elseif ${unsafe(n)} then
@@ -192,4 +201,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'd70c2a4c5a626d4aac75b8a053c8ec5c1effc162';
+export const GCRA_BATCH_SCRIPT_SHA = '5e316a5ba1b325aa72591ee47aa48ed135bc2d79';

@@ -225,7 +225,10 @@ export const unsafe = (n: number) =>
  * usual "<debt1>:...:<debtN>:<atUs>", inlined by both scripts in their hot path, where a function call,
  * the tables of fields and take, and the patterns built cost more Redis time than the step itself
  * (bench/redis-cost.ts). It expects the locals key, v, now, j (the index of limit 1's costUnits in
- * ARGV) and the value's digit strings d1 .. dn and at (usualValue; nil without a key); it declares x1 ..
+ * ARGV), w and k1 .. kn (a take that may wait, and the capacities of its base as numbers, nil when
+ * unknown: a take that may wait and leaves a limit it charged above its capacity is a reservation,
+ * whose due only the general path keeps, so it ends with allowed -1, nothing written, for that path)
+ * and the value's digit strings d1 .. dn and at (usualValue; nil without a key); it declares x1 ..
  * xn and y, the value's numbers, for the reply, and sets the declared allowed and after (the key's value
  * after, as take returns it), step for step as take and save do: the same arithmetic in the same order,
  * ARGV read in the same order (so a malformed one fails alike), a limit that refuses ending the step
@@ -249,6 +252,10 @@ end
 allowed, after = 0, v
 repeat
   ${indent(upTo(n, limit, '\n'), '  ')}
+  if w and (not k1 or ${upTo(n, (i) => `c${i} > 0 and a${i} > k${i}`, ' or ')}) then
+    allowed = -1
+    break
+  end
   allowed = 1
 ` +
   // Every cost 0: a peek, nothing written.

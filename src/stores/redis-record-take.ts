@@ -15,8 +15,7 @@ export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*'
 /**
  * Lua: a take of one limit on the usual key with a record, in straight lines, as `rstep` decides it
  * (inlined by both scripts after their usual-value take, so a key with a plan of its own costs about
- * what a plain key does) that does not wait (maxWaitMs 0: one that waits may be a reservation, whose
- * due `rstep` keeps in the value): the value "<debt>:<atUs>|<t>,<c>,<r>|||<id>" or "|<t>,<c>,<r>|||<id>" (numbers
+ * what a plain key does): the value "<debt>:<atUs>|<t>,<c>,<r>|||<id>" or "|<t>,<c>,<r>|||<id>" (numbers
  * with no end and no block: a key's own, id empty, or those of the policy-wide change `policyId` (Lua:
  * the id of the change this step sees, or nil), which core keeps as they are), a cost of at least 0,
  * and the base's numbers, which
@@ -26,7 +25,9 @@ export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*'
  * or a number of 2^53 or more (the base's included, as the general path refuses it), leaves hit false for
  * the general path. The record has numbers and no end,
  * so the bucket is in them and nothing of the record changes: the debt decays at its refill, the cost
- * is converted up (convertUnits), the cap is its capacity, and the value is
+ * is converted up (convertUnits), the cap is its capacity plus the wait at its refill (the capacity alone
+ * for a cost above it), a take left above the capacity (a reservation, whose due `rstep` keeps in the
+ * value) is left to the general path (hit false), and the value is
  * written with rsave's expiry: none for a key's own numbers, the bucket's full time (at least 1 s) and
  * the hold for a policy-wide change's.
  */
@@ -37,7 +38,7 @@ if rt then
   ${indent(base, '  ')}
 end
 local cost = A[j] + 0
-if bu and bw == 0 and cost >= 0 then
+if bu and cost >= 0 then
   local t, c, r, x, y = rt + 0, rc + 0, rr + 0, 0, nil
   if rd then x, y = rd + 0, rat + 0 end
   if t > 0 and c > 0 and r > 0 and t + c + r + x + bu + bw + bc < 9007199254740992 and (not y or y < 9007199254740992) then
@@ -60,9 +61,12 @@ if bu and bw == 0 and cost >= 0 then
       end
       if cc > 4503599627370496 then cc = 4503599627370496 end
     end
+    local lim = c
+    if bw ~= 0 and cc <= c then lim = math.min(4503599627370496, c + bw * r * 1000) end
     local a = d + cc
     allowed, after = 1, v
-    if cc > 0 and a > c then allowed = 0
+    if cc > 0 and a > lim then allowed = 0
+    elseif cc > 0 and a > c then hit, allowed = false, nil
     elseif cc ~= 0 then
       local f = '%d:%d${parse.tail}'
       if not (now % 1 == 0 and now > 0 and now < 1e18 and a % 1 == 0 and a < 1e18) then f = '%.0f:%.0f${parse.tail}' end

@@ -91,17 +91,17 @@ end
 ${refuse('gcra')}
 ` +
   // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
-  // operation id, no policy-wide change, no wait (a base of maxWaitMs 0, or none: z; a take that may wait
-  // may be a reservation, whose due the general path keeps in the value), and a stored value that is
-  // missing or the usual one of as many debts (so no override record and no reservation pending); then,
-  // for one limit, a key with numbers of its own or of the
+  // operation id, no policy-wide change, a stored value that is missing or the usual one of as many
+  // debts (so no override record and no reservation pending), and, for a take that may wait (w: a base
+  // of maxWaitMs above 0), no limit it charged left above its capacity (a reservation, whose due the
+  // general path keeps in the value; see fastTake); then, for one limit, a key with numbers of its own or of the
   // policy-wide change this step sees (recordTake). It makes no
   // closure (each 'local function' below is a new one on every call), no table but the reply and builds
   // no pattern; its clock, arithmetic, writes and reply are the general path's (clock, and see fastTake).
   // Any other case falls through to the general path, with the clock and the value already read.
   `if A[2] == 't' and not op and (n == 1 or (n <= ${FAST_LIMITS} and nc)) then
   local z0, z1 = string.byte(A[4], 1, 2)
-  local z = not z0 or z0 == 48 and z1 == 44
+  local w = z0 and not (z0 == 48 and z1 == 44)
   now = A[1]
   if now == '' then
     local t = redis.call('TIME')
@@ -114,12 +114,18 @@ ${refuse('gcra')}
     FAST_LIMITS,
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at) and nc and z then
-      local j, allowed, after = 6
+    if (not v or at) and nc then
+      local j, allowed, after, ${upTo(n, (i) => `k${i}`, ', ')} = 6
+      if w then
+        ${upTo(n, (i) => `k${i}`, ', ')} = string.match(A[4], '^%d+${',%d+,(%d+)'.repeat(n)}$')
+        if k1 then ${upTo(n, (i) => `k${i}`, ', ')} = ${upTo(n, (i) => `k${i} + 0`, ', ')} end
+      end
       ${indent(fastTake(n), '      ')}
-      if not v then return {allowed, now, -1, 0} end
-      if ${unsafe(n)} then return {allowed, now, -1, -1, v} end
-      return {allowed, now, -1, ${n + 1}, ${upTo(n, (i) => `x${i}`, ', ')}, y}${
+      if allowed >= 0 then
+        if not v then return {allowed, now, -1, 0} end
+        if ${unsafe(n)} then return {allowed, now, -1, -1, v} end
+        return {allowed, now, -1, ${n + 1}, ${upTo(n, (i) => `x${i}`, ', ')}, y}
+      end${
       n === 1
         ? `
     elseif v and not at then
@@ -273,6 +279,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '92215d165ff73c040d6b96672d5a4e158e5afe55';
+export const GCRA_SCRIPT_SHA = '1cd68ed854947dcc3a5946342e43abda13af4a57';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
