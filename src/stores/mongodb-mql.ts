@@ -107,10 +107,14 @@ export function versionExpr(id: Expr): object {
  */
 export function carryExpr(d: Expr, from: Expr, to: Expr, at: Expr, r: Expr): object {
   const same = { $and: ['tokenUnits', 'capacityUnits', 'refillUnitsPerUs'].map((k) => ({ $eq: [`$$f.${k}`, `$$t.${k}`] })) };
-  const whole = convertExpr('$$d', '$$f.tokenUnits', '$$t.tokenUnits', 'up');
-  const then = convertExpr(decayedExpr('$$d', '$$at', '$$r', '$$f.refillUnitsPerUs'), '$$f.tokenUnits', '$$t.tokenUnits', 'up');
-  const held = { $min: [MAX_LIMIT_UNITS, { $add: [{ $multiply: [{ $subtract: ['$$r', '$$at'] }, '$$t.refillUnitsPerUs'] }, then] }] };
-  return { $let: { vars: { d, f: from, t: to, at, r }, in: { $cond: [same, '$$d', { $cond: [{ $gt: ['$$r', '$$at'] }, { $max: [whole, held] }, whole] }] } } };
+  const later = { $gt: ['$$r', '$$at'] };
+  // The debt now and, with a reservation pending, as it stands at r: converted by the one expression
+  // (an update's size is what the pipelines pay for).
+  const c = { $map: { input: { $cond: [later, ['$$d', decayedExpr('$$d', '$$at', '$$r', '$$f.refillUnitsPerUs')], ['$$d']] }, as: 'x', in: convertExpr('$$x', '$$f.tokenUnits', '$$t.tokenUnits', 'up') } };
+  const whole = { $arrayElemAt: ['$$c', 0] };
+  const held = { $min: [MAX_LIMIT_UNITS, { $add: [{ $multiply: [{ $subtract: ['$$r', '$$at'] }, '$$t.refillUnitsPerUs'] }, { $arrayElemAt: ['$$c', 1] }] }] };
+  const carried = { $let: { vars: { c }, in: { $cond: [later, { $max: [whole, held] }, whole] } } };
+  return { $let: { vars: { d, f: from, t: to, at, r }, in: { $cond: [same, '$$d', carried] } } };
 }
 
 /**

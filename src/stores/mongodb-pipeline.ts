@@ -209,14 +209,13 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     charged = { $cond: ['$_sOk', idx.map((i) => Math.max(0, limits[i]!.costUnits)), idx.map(() => 0)] };
   }
   const afters = idx.map((i) => `$${A(i)}`);
-  // A take that leaves a limit it charged above its capacity in force is a reservation, due when every
-  // such limit has refilled to it (core/gcra.ts dueOf: whole µs, rounded up): `due`, 0 when it is due at
-  // once or the step is no take. The capacities are the record's numbers in force with a plan, else
-  // StepArgs.base's (none without it, as core step has none); a plain take whose every limitUnits is
-  // within them (no wait) never leaves one above, and pays for no expression of it.
+  // `due`: when a take that leaves a limit it charged above its capacity in force is due (core/gcra.ts
+  // dueOf), else 0. The capacities: the numbers in force with a plan, else StepArgs.base's (none without
+  // it, as in core). A take with no wait (a record's numbers with base.maxWaitMs 0, its own with
+  // limitUnits within them) never leaves one above, and pays for no expression of it.
   const charging = !settle && !args.adjust && args.tokenUnits === undefined ? idx.filter((i) => limits[i]!.costUnits > 0) : [];
   const caps = args.base?.capacityUnits;
-  const waits = plan ? charging : caps === undefined ? [] : charging.filter((i) => limits[i]!.limitUnits > caps[i]!);
+  const waits = caps === undefined ? [] : charging.filter((i) => (plan && args.base!.maxWaitMs > 0) || limits[i]!.limitUnits > caps[i]!);
   const due: Expr = waits.length === 0 ? 0 : dueExpr(waits.map((i) => ({ after: `$${A(i)}`, cap: plan ? `$_sT${i}.capacityUnits` : caps![i]!, refill: param(i).refill })), '$_sNow');
   // The stored reservation horizon while it is after now (what every write keeps, core stateAt), else 0.
   const kept = plan ? '$_sRk' : { $cond: [{ $gt: [RESERVED, '$_sNow'] }, '$reservedUntilUs', 0] };
@@ -318,7 +317,10 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
         // Only while a reservation is pending (a plain key's document has no such field).
         reservedUntilUs: plan
           ? { $cond: [{ $or: ['$_sStep', '$_sW'] }, { $cond: [{ $gt: ['$_sRv', 0] }, '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'] }
-          : { $cond: ['$_sOk', { $cond: [{ $and: [{ $not: ['$_sFull'] }, { $gt: [due === 0 ? kept : '$_sRv', 0] }] }, due === 0 ? '$reservedUntilUs' : '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'] },
+          : due === 0
+            ? // (A missing field is missing either way: no $ifNull for it.)
+              { $cond: [{ $and: ['$_sOk', { $or: ['$_sFull', { $lte: ['$reservedUntilUs', '$_sNow'] }] }] }, '$$REMOVE', '$reservedUntilUs'] }
+            : { $cond: ['$_sOk', { $cond: [{ $or: ['$_sFull', { $lte: ['$_sRv', 0] }] }, '$$REMOVE', '$_sRv'] }, '$reservedUntilUs'] },
         ...(plan ? { ov: { $cond: ['$_sW', { $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'] } } : {}),
         expiresAt,
         last: {
