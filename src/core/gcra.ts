@@ -211,6 +211,17 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
       if (costUnits > 0 && after[i]! > limitUnits) return { allowed: false, debtUnits: debts, atUs: nowUs };
     }
     if (capsUnits !== undefined) dueUs = dueOf(limits, after, capsUnits, nowUs);
+    // A reservation comes when its slowest limit allows (dueUs): every limit it charges counts it then,
+    // as a take at dueUs (its debt at least the refill until then, plus the cost), so that a limit that
+    // refills sooner admits nothing on top of it when it comes.
+    if (dueUs !== 0 && n > 1) {
+      for (let i = 0; i < n; i++) {
+        const { costUnits, refillUnitsPerUs } = limits[i]!;
+        if (costUnits <= 0) continue;
+        const atDue = Math.min(MAX_LIMIT_UNITS, (dueUs - nowUs) * refillUnitsPerUs + costUnits);
+        if (atDue > after[i]!) after[i] = atDue;
+      }
+    }
   }
   const write = after.some((d) => d > 0) ? stateAt(after, nowUs, state, dueUs) : state === undefined ? undefined : null;
   return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
