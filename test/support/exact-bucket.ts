@@ -182,6 +182,8 @@ export async function checkGrantsAgainstModel(store: Store, key: string, advance
   }
 }
 
+const max = (a: bigint, b: bigint) => (a > b ? a : b);
+
 /** One limit of the multi-limit model: an ExactBucket with the steps split so all limits decide together. */
 class ModelLimit extends ExactBucket {
   private get perMs(): bigint {
@@ -197,6 +199,11 @@ class ModelLimit extends ExactBucket {
   }
   charge(cost: number): void {
     this.units -= BigInt(cost) * this.token;
+  }
+  /** A charge of `cost` counted as a take dueUs from now: at most the bucket less dueUs of refill and the cost. */
+  chargeUntil(dueUs: bigint, cost: number): void {
+    const atDue = BigInt(this.capacity) * this.token - dueUs * this.p - BigInt(cost) * this.token;
+    if (atDue < this.units) this.units = atDue;
   }
   /** An adjustment: a refund never above full, a charge never below one hour of refill beyond empty. */
   adjustBy(tUs: number, cost: number): void {
@@ -238,7 +245,13 @@ export class MultiBucket {
   take(tUs: number, costs: number[], maxWaitMs: number) {
     const fits = this.limits.map((l, i) => l.fits(tUs, costs[i]!, maxWaitMs));
     const allowed = fits.every(Boolean);
-    if (allowed) this.limits.forEach((l, i) => l.charge(costs[i]!));
+    if (allowed) {
+      this.limits.forEach((l, i) => l.charge(costs[i]!));
+      // A reservation comes when its slowest limit allows (dueUs, µs rounded up): every limit it charges
+      // counts it then, as a take at that time (its debt at least the refill until then, plus the cost).
+      const dueUs = this.limits.reduce((m, l, i) => (costs[i]! > 0 && l.units < 0n ? max(m, ceilDiv(-l.units, l.p)) : m), 0n);
+      if (dueUs > 0n) this.limits.forEach((l, i) => costs[i]! > 0 && l.chargeUntil(dueUs, costs[i]!));
+    }
     return this.decision(costs, allowed);
   }
   adjust(tUs: number, costs: number[]) {

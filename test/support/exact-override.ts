@@ -218,6 +218,16 @@ export class OverrideModel {
         }
       });
       if (wait > 0n && this.at + wait > this.reservedUntil) this.reservedUntil = this.at + wait;
+      // Every limit the reservation charges counts it when it comes: its debt at least the refill until
+      // then, plus the cost (several limits; one limit is already there).
+      if (wait > 0n && this.debts.length > 1) {
+        this.debts = this.debts.map((d, i) => {
+          if (costs[i]! <= 0) return d;
+          let atDue = wait * n[i]!.rate + BigInt(costs[i]!) * n[i]!.token;
+          if (atDue > MAX) atDue = MAX;
+          return atDue > d ? atDue : d;
+        });
+      }
     }
     return this.answer(allowed);
   }
@@ -534,6 +544,8 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
     // Whatever a step installed or dropped, the record the store holds is the model's: read it. A copy
     // or marker the store let go with its full bucket is gone from the model too.
     await override({ base: baseNumbers }, {});
-    model.dropInstalledWhenFull(lastRecord);
+    // A store may let it go in that very read (the memory store drops a copy with no bucket once the
+    // block beside it has ended): what it holds now is what a second read shows.
+    model.dropInstalledWhenFull(model.record.policyId === undefined ? lastRecord : (await store.override!(key, { base: baseNumbers })).after);
   }
 }
