@@ -203,7 +203,23 @@ end
     f[i] = a
   end
   if peek then return 1, v end
-  if w > 0 then w = now + w end
+` +
+  // A reservation on several limits comes at now + w: each limit it charged counts it then, as a take
+  // at that time (core's step: its debt at least w's refill plus the cost, at most 2^52).
+  `  if w > 0 then
+    if n > 1 then
+      for i = 1, n do
+        local j = b + 3 * i
+        local c, r = A[j - 2] + 0, A[j] + 0
+        local x = math.min(2^52, w * r + c)
+        if c > 0 and x > f[i] then
+          f[i] = x
+          if x / (r * 1000) > wait then wait = x / (r * 1000) end
+        end
+      end
+    end
+    w = now + w
+  end
   return 1, save(key, v, f, n, now, math.max(1000, ceil(wait)), keep, horizon(h, now, w))
 end`;
 

@@ -355,6 +355,7 @@ end
   end
 ` +
   // core's step on the debts now: a take (all or nothing), a grant, or an adjustment; every cost 0 a peek.
+  // A reservation on several limits is charged on each limit it charged as a take when it comes (see take).
   `  local after, tokens, allowed, w = {}, nil, 1, nil
   if kind == 'g' then
     if C[1] ~= 0 then
@@ -382,6 +383,10 @@ end
     for i = 1, n do
       if after[i] > 0 or k > 1 then w = after end
       if kind == 't' and B and C[i] > 0 then wait = due(wait, after[i] - K[i], R[i]) end
+    end
+    for i = 1, n do
+      local x = math.min(MAXL, wait * R[i] + C[i])
+      if n > 1 and wait > 0 and C[i] > 0 and x > after[i] then after[i] = x end
     end
     if wait > 0 then wait = now + wait end
   end
