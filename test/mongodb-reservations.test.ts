@@ -217,3 +217,48 @@ describe('mongodb store: a change of numbers with reservations pending (mingo, $
     );
   }, 120_000);
 });
+
+describe('mongodb store: a reservation on several limits is charged on each at its due time (mingo, $$NOW on a fake clock)', () => {
+  // fast: 10 tokens at 10/s; slow: 1 token at 1/s. A take of 10 fast tokens and 1 slow, reserved behind
+  // slow's token, is due in 1 s: fast counts its 10 tokens then, not at once (where it would have
+  // refilled them before they come, and admitted 8 more 100 ms before them: 18 in 100 ms, 11 allowed).
+  const policy = resolvePolicy('m', { limits: { fast: { capacity: 10, refillPerSecond: 10 }, slow: { capacity: 1, refillPerSecond: 1 } } }, { onStoreError: 'deny', timeoutMs: 1000 });
+  const fast = policy.limits[0]!;
+
+  async function check(withRecord: boolean) {
+    const p = pair();
+    if (withRecord) {
+      // A key's own numbers, the policy's: every step below runs the record pipeline.
+      await p.override({ base: baseNumbers(policy), limits: baseNumbers(policy) });
+      expect(p.doc()!.ov).toBeDefined();
+    }
+    expect(fast.name).toBe('fast');
+    expect(await p.step(stepArgs(policy, [1, 1], 0))).toMatchObject({ allowed: true });
+    const op = withRecord ? { op: { id: 'o1', fingerprint: 'f', ttlMs: 60_000 } } : {};
+    expect(await p.step({ ...stepArgs(policy, [10, 1], 5000), ...op })).toMatchObject({ allowed: true, debtUnits: [20 * fast.tokenUnits, 2 * policy.limits[1]!.tokenUnits] });
+    expect(p.doc()!.reservedUntilUs).toBe((T0 + 1000) * 1000);
+    // Fast's stored debt: as a take of 10 at the due time, 1 s of its refill (10 tokens) plus 10.
+    expect((p.doc()!.debt as number[])[0]).toBe(20 * fast.tokenUnits);
+    // Tokens of the fast limit, in ms after T0 when each comes (the reservation's when it is due).
+    const came = [{ atMs: 0, tokens: 1 }, { atMs: 1000, tokens: 10 }];
+    // Nothing for 900 ms, then fast-only takes (costs [1, 0], no wait), as many as admitted every 10 ms.
+    for (now = T0 + 900; now <= T0 + 2000; now += 10) {
+      while ((await p.step(stepArgs(policy, [1, 0], 0))).allowed) came.push({ atMs: now - T0, tokens: 1 });
+    }
+    // None before the reserved tokens have passed: the first when fast's debt is down to 9 tokens.
+    expect(came[2]!.atMs).toBe(1100);
+    came.sort((a, b) => a.atMs - b.atMs);
+    // Every window holds at most fast's capacity plus its refill over the window.
+    for (let i = 0; i < came.length; i++) {
+      let tokens = 0;
+      for (let j = i; j < came.length; j++) {
+        tokens += came[j]!.tokens;
+        const allowed = 10 + (10 * (came[j]!.atMs - came[i]!.atMs)) / 1000;
+        if (tokens > allowed) expect.fail(`${tokens} fast tokens from ${came[i]!.atMs} to ${came[j]!.atMs} ms, where ${allowed} are allowed`);
+      }
+    }
+  }
+
+  it('the plain pipeline: the fast limit\'s debt is charged to the due time, and fast-only takes are refused until the reserved tokens have passed', () => check(false));
+  it('the record pipeline (a key\'s own numbers, and an operation id): the same', () => check(true));
+});

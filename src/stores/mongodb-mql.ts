@@ -126,3 +126,13 @@ export function dueExpr(limits: readonly { after: Expr; cap: Expr; refill: Expr 
   const w = limits.map(({ after, cap, refill }) => ({ $cond: [{ $gt: [after, cap] }, ceilDivExpr({ $subtract: [after, cap] }, refill), 0] }));
   return { $let: { vars: { w: w.length === 1 ? w[0]! : { $max: w } }, in: { $cond: [{ $gt: ['$$w', 0] }, { $add: [nowUs, '$$w'] }, 0] } } };
 }
+
+/**
+ * A limit's debt after a take due at `due` (0: at once) that charged it `cost`, as core/gcra.ts step
+ * stores it for a take of several limits: at least the limit's refill until then plus the cost (at most
+ * MAX_LIMIT_UNITS), as if taken at the due. A due of 0 needs no test: (0 - now) * refill + cost is at most
+ * the cost, which `after` includes, so the debt stays `after`.
+ */
+export function atDueExpr(after: Expr, due: Expr, nowUs: Expr, refill: Expr, cost: Expr): object {
+  return { $max: [after, { $min: [MAX_LIMIT_UNITS, { $add: [{ $multiply: [{ $subtract: [due, nowUs] }, refill] }, cost] }] }] };
+}

@@ -4,7 +4,7 @@
 import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
-import { dueExpr, NOW_US, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
+import { atDueExpr, dueExpr, NOW_US, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
 import { expiryExpr, fullExpr, inForceExpr, neverExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
@@ -217,6 +217,9 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   const caps = args.base?.capacityUnits;
   const waits = caps === undefined ? [] : charging.filter((i) => (plan && args.base!.maxWaitMs > 0) || limits[i]!.limitUnits > caps[i]!);
   const due: Expr = waits.length === 0 ? 0 : dueExpr(waits.map((i) => ({ after: `$${A(i)}`, cap: plan ? `$_sT${i}.capacityUnits` : caps![i]!, refill: param(i).refill })), '$_sNow');
+  // Several limits: a take that reserves is due when its slowest limit allows (`_sDu`), and each limit it charges
+  // counts it then, so one refilling sooner admits nothing on top of it (core step; a record's cost: after - before).
+  const atDue = idx.length > 1 && due !== 0;
   // The stored reservation horizon while it is after now (what every write keeps, core stateAt), else 0.
   const kept = plan ? '$_sRk' : { $cond: [{ $gt: [RESERVED, '$_sNow'] }, '$reservedUntilUs', 0] };
   // µs until each limit is full again.
@@ -230,17 +233,17 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     // _sFull: no limit is in debt after the step. The bucket is then stored as no bucket at all (debt and
     // atUs removed), as core/gcra.ts step deletes it: a full bucket stays full even if the clock goes back.
     // With an op, a repeat is never allowed: _sOk false keeps every bucket field as it is.
-    // With a plan, a live block refuses a take (`_sBlk`), not an adjustment.
-    // With a plan, a step whose every cost is 0 under the record (a late refund all refilled) is a peek,
-    // as core step reads it: allowed, and the bucket not written (`_sZero`).
+    // With a plan, a live block refuses a take (`_sBlk`), not an adjustment, and a step whose every cost
+    // is 0 under the record (a late refund all refilled) is a peek, as core reads it: allowed, not written (`_sZero`).
     {
       $set: {
         _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [...blocked, { $or: [zero!, ok] }] : [ok])] },
         _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) },
         // Without a plan, the horizon an allowed take writes (with a plan: _sRv below).
-        ...(!plan && due !== 0 ? { _sRv: { $max: [kept, due] } } : {}),
+        ...(atDue ? { _sDu: due } : !plan && due !== 0 ? { _sRv: { $max: [kept, due] } } : {}),
       },
     },
+    ...(atDue ? [{ $set: { ...Object.fromEntries(charging.map((i) => [A(i), atDueExpr(`$${A(i)}`, '$_sDu', '$_sNow', param(i).refill, plan ? { $subtract: [`$${A(i)}`, `$${D(i)}`] } : param(i).cost)])), ...(plan ? {} : { _sRv: { $max: [kept, '$_sDu'] } }) } }] : []),
     ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [zero!] }] } } }] : []),
   );
   // With a plan: nothing is written on a repeat (`keep`), nor by a take under a live block but an
@@ -248,15 +251,13 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // with it, when the record changed (`_sW`), whatever the step did (core/override.ts stepWithRecord).
   const keep = '$_sRep';
   if (plan) {
-    scratch.push('_sStep');
     // _sRv: the reservation horizon written with the bucket (0: none, or the bucket is full): the step's
     // (the later of the stored one and its own due) when it writes, else the stored one, carried.
-    const rv = { $cond: ['$_sStep', { $cond: ['$_sFull', 0, { $max: [kept, due] }] }, { $cond: [fullExpr(idx.length), 0, kept] }] };
+    const rv = { $cond: ['$_sStep', { $cond: ['$_sFull', 0, { $max: [kept, atDue ? '$_sDu' : due] }] }, { $cond: [fullExpr(idx.length), 0, kept] }] };
     stages.push({ $set: { _sW: { $and: ['$_sChg', ...blocked, ...(op ? [{ $not: ['$_sRep'] }] : [])] }, _sRv: rv } });
-    scratch.push('_sW', '_sRv');
-  } else if (due !== 0) {
-    scratch.push('_sRv');
-  }
+    scratch.push('_sStep', '_sW', '_sRv');
+  } else if (due !== 0) scratch.push('_sRv');
+  if (atDue) scratch.push('_sDu');
   const inForce = plan ? inForceExpr(idx.length) : undefined;
   if (op) {
     // Not a repeat: the live records and this step's, the newest MAX_OPS_PER_BUCKET of them, and when
