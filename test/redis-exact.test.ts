@@ -82,11 +82,19 @@ describe('a full bucket at one instant, in one script call (fake clock, real Red
       for (const refillPerSecond of [1e6, 999_999, 5e5, 2e5, 1e5, 1e4, 5000, 1]) {
         const nowUs = 1_790_000_000_123_456;
         let clockUs = nowUs;
-        const store = redisStore({ client: io, clientClock: true, nowMs: () => clockUs / 1000, batch: batched ? { maxSize: 1000 } : false });
+        // The batch script's calls through this store alone (the server's counts include other test files
+        // running at once, and the limiter's reading of the policy-wide record).
+        let batchCalls = 0;
+        const counted = {
+          call: (...a: [string, ...unknown[]]) => {
+            if ((a[0] === 'EVALSHA' && a[1] === GCRA_BATCH_SCRIPT_SHA) || (a[0] === 'EVAL' && a[1] === GCRA_BATCH_SCRIPT)) batchCalls++;
+            return (io.call as (...x: unknown[]) => Promise<unknown>)(...a);
+          },
+        };
+        const store = redisStore({ client: counted as never, clientClock: true, nowMs: () => clockUs / 1000, batch: batched ? { maxSize: 1000 } : false });
         const limiter = createLimiter({ store, policies: { x: { capacity: 500, refillPerSecond } }, prefix: `burst${run++}:` });
-        const before = await scriptCalls();
         const burst = await Promise.all(Array.from({ length: 999 }, () => limiter.take('x', 'k')));
-        if (batched) expect((await scriptCalls()) - before).toBeLessThanOrEqual(3);
+        if (batched) expect(batchCalls).toBeLessThanOrEqual(3);
         expect({ refillPerSecond, admitted: burst.filter((d) => d.allowed).length }).toEqual({ refillPerSecond, admitted: 500 });
         expect(burst.slice(0, 500).map((d) => d.remaining)).toEqual(Array.from({ length: 500 }, (_, i) => 499 - i));
         clockUs += 10_000;
