@@ -4,6 +4,7 @@
 // installs, a record's end) carries the bucket as it will stand when the last one is due, so no take
 // under the new numbers comes before or on top of them; a take's cost above a key's capacity in force is
 // refused even with a wait. The window property of test/reservations-change.test.ts, against this store.
+// A reservation on several limits is counted on each limit when it is due (test/reservations-several.test.ts).
 import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -261,4 +262,72 @@ describe('mongodb store: a reservation on several limits is charged on each at i
 
   it('the plain pipeline: the fast limit\'s debt is charged to the due time, and fast-only takes are refused until the reserved tokens have passed', () => check(false));
   it('the record pipeline (a key\'s own numbers, and an operation id): the same', () => check(true));
+});
+
+describe('mongodb store: reservations on several limits, random (mingo, $$NOW on a fake clock)', () => {
+  type Spec = { capacity: number; rate: { p: number; q: number } };
+  const spec = fc.record({ capacity: fc.integer({ min: 1, max: 10 }), rate: rateArb });
+  const caseArb = fc.integer({ min: 2, max: 3 }).chain((n) => {
+    const take = fc.record({ dtMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 400 }), fc.integer({ min: 1, max: 5000 })), costs: fc.array(fc.integer({ min: 0, max: 2 }), { minLength: n, maxLength: n }), maxWaitMs: fc.constantFrom(0, 5, 250, 5000, 5000) });
+    return fc.record({
+      base: fc.array(spec, { minLength: n, maxLength: n }),
+      first: fc.array(take, { minLength: 1, maxLength: 12 }),
+      phases: fc.array(fc.record({ numbers: fc.array(fc.option(spec, { nil: undefined }), { minLength: n, maxLength: n }), takes: fc.array(take, { maxLength: 10 }) }), { maxLength: 2 }),
+    });
+  });
+  const policyOfSpecs = (specs: Spec[]): ResolvedPolicy =>
+    resolvePolicy('r', { limits: Object.fromEntries(specs.map((s, i) => [`l${i}`, { capacity: s.capacity, refillPerSecond: s.rate.p / s.rate.q }])) }, { onStoreError: 'deny', timeoutMs: 1000 });
+
+  it('each step equal to core\'s (plain, then under a key\'s own numbers), and every window from the start or a change holds no more than each limit allows, reservations counted when due', async () => {
+    await fc.assert(
+      fc.asyncProperty(caseArb, async ({ base, first, phases }) => {
+        now = T0;
+        const p = pair();
+        const policy = policyOfSpecs(base);
+        const own = baseNumbers(policy);
+        const admitted: { dueUs: number; costs: number[]; under: number }[] = [];
+        const segments: { startUs: number; numbers: readonly OverrideLimit[] }[] = [{ startUs: 0, numbers: own }];
+        const run = async (takes: { dtMs: number; costs: number[]; maxWaitMs: number }[]) => {
+          for (const t of takes) {
+            now += t.dtMs;
+            const costs = t.costs.map((c, i) => Math.min(c, base[i]!.capacity));
+            if (!costs.some((c) => c > 0)) costs[0] = 1;
+            const r = await p.step(stepArgs(policy, costs, t.maxWaitMs));
+            if (!r.allowed) continue;
+            const n = r.limits ?? own;
+            let waitUs = 0;
+            n.forEach((l, i) => {
+              if (costs[i]! > 0) waitUs = Math.max(waitUs, (r.debtUnits[i]! - l.capacityUnits) / l.refillUnitsPerUs);
+            });
+            admitted.push({ dueUs: (now - T0) * 1000 + waitUs, costs, under: segments.length - 1 });
+          }
+        };
+        await run(first);
+        for (const phase of phases) {
+          now += 1;
+          const set = baseNumbers(policyOfSpecs(phase.numbers.map((s, i) => s ?? base[i]!)));
+          await p.override({ base: own, limits: set });
+          segments.push({ startUs: (now - T0) * 1000, numbers: set });
+          await run(phase.takes);
+        }
+        admitted.sort((a, b) => a.dueUs - b.dueUs);
+        segments.forEach(({ startUs, numbers }, k) =>
+          numbers.forEach((l, li) => {
+            for (let i = 0; i < admitted.length; i++) {
+              if (admitted[i]!.dueUs < startUs) continue;
+              let [tokens, mine] = [0, false];
+              for (let j = i; j < admitted.length && admitted[j]!.under <= k; j++) {
+                const a = admitted[j]!;
+                tokens += a.costs[li]!;
+                if (a.under === k && a.costs[li]! > 0) mine = true;
+                const allowedUnits = l.capacityUnits + (a.dueUs - admitted[i]!.dueUs) * l.refillUnitsPerUs;
+                if (mine && tokens * l.tokenUnits > allowedUnits + 1e-6 * l.tokenUnits) expect.fail(`limit ${li} over in segment ${k}: ${tokens} tokens due from ${admitted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / l.tokenUnits} are allowed`);
+              }
+            }
+          }),
+        );
+      }),
+      { numRuns: Number(process.env.RUNS ?? 150) },
+    );
+  }, 120_000);
 });
