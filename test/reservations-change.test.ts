@@ -13,6 +13,7 @@ import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { rateArb } from './support/exact-bucket.js';
+import { overWindow, type Admission } from './support/windows.js';
 
 const spec = fc.record({ capacity: fc.integer({ min: 1, max: 12 }), rate: rateArb });
 const gap = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 400 }), fc.integer({ min: 1, max: 20_000 }), fc.integer({ min: 0, max: 2000 }).map((ms) => ms * 1000));
@@ -25,12 +26,6 @@ const caseArb = fc.record({
 
 const policyOf = (s: { capacity: number; rate: { p: number; q: number } }): ResolvedPolicy => resolvePolicy('r', { capacity: s.capacity, refillPerSecond: s.rate.p / s.rate.q }, { onStoreError: 'deny', timeoutMs: 1000 });
 
-/** An admission: when it is due (exact µs, fractional), its tokens, and the numbers it was decided under (their segment). */
-interface Admitted {
-  dueUs: number;
-  tokens: number;
-  under: number;
-}
 
 describe('a change of numbers with reservations pending (memory store, fake clock)', () => {
   it('every window after a change that holds an admission decided under the new numbers holds no more than they allow, reservations granted before counted when due', async () => {
@@ -41,7 +36,7 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
         const store = memoryStore({ nowMs: () => nowUs / 1000 });
         const policy = policyOf(base);
         const key = 'r:k';
-        const admitted: Admitted[] = [];
+        const admitted: Admission[] = [];
         // The numbers in force over time: segments in order (a change, or the policy's again at a change's end).
         const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
         const inForce = () => {
@@ -60,7 +55,7 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
             expect(n).toEqual(segments[under]!.numbers);
             const over = r.debtUnits[0]! - n.capacityUnits;
             // Relative to the origin: a fraction of a µs is lost at 1.79e15 in a double.
-            admitted.push({ dueUs: nowUs - originUs + (over > 0 ? over / n.refillUnitsPerUs : 0), tokens: cost, under });
+            admitted.push({ dueUs: nowUs - originUs + (over > 0 ? over / n.refillUnitsPerUs : 0), costs: [cost], under });
           }
         };
         await run(first);
@@ -74,28 +69,8 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
           if (phase.forMs !== undefined) segments.push({ startUs: nowUs - originUs + phase.forMs * 1000, numbers: baseNumbers(policy)[0]! });
           await run(phase.takes);
         }
-        // Windows: from each admission due at or after a change, over the admissions after it in due
-        // order; one that holds an admission decided under that change's numbers (and none decided later)
-        // holds at most capacity + refill over the window, in those numbers' tokens.
-        admitted.sort((a, b) => a.dueUs - b.dueUs);
-        for (let k = 1; k < segments.length; k++) {
-          const { numbers: n, startUs } = segments[k]!;
-          for (let i = 0; i < admitted.length; i++) {
-            if (admitted[i]!.dueUs < startUs) continue;
-            let tokens = 0;
-            let mine = false;
-            for (let j = i; j < admitted.length; j++) {
-              const a = admitted[j]!;
-              if (a.under > k) break;
-              tokens += a.tokens;
-              if (a.under === k) mine = true;
-              const allowedUnits = n.capacityUnits + (a.dueUs - admitted[i]!.dueUs) * n.refillUnitsPerUs;
-              if (mine && tokens * n.tokenUnits > allowedUnits + 1e-6 * n.tokenUnits) {
-                expect.fail(`over in segment ${k}: ${tokens} tokens due from ${admitted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / n.tokenUnits} are allowed`);
-              }
-            }
-          }
-        }
+        // Windows from each change on (see overWindow): none holds more than those numbers allow.
+        expect(overWindow(admitted, segments.map((g) => ({ startUs: g.startUs, numbers: [g.numbers] })))).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 400) },
     );

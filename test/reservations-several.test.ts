@@ -12,6 +12,7 @@ import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { rateArb } from './support/exact-bucket.js';
+import { overWindow, type Admission } from './support/windows.js';
 
 type Spec = { capacity: number; rate: { p: number; q: number } };
 const spec = fc.record({ capacity: fc.integer({ min: 1, max: 10 }), rate: rateArb });
@@ -38,7 +39,7 @@ describe('reservations on a policy of several limits (memory store, fake clock)'
         const store = memoryStore({ nowMs: () => nowUs / 1000 });
         const policy = policyOf(base);
         const own = baseNumbers(policy);
-        const admitted: { dueUs: number; costs: number[]; under: number }[] = [];
+        const admitted: Admission[] = [];
         const segments: { startUs: number; numbers: readonly OverrideLimit[] }[] = [{ startUs: 0, numbers: own }];
         const run = async (takes: { dtUs: number; costs: number[]; maxWaitMs: number }[]) => {
           for (const t of takes) {
@@ -65,28 +66,8 @@ describe('reservations on a policy of several limits (memory store, fake clock)'
           segments.push({ startUs: nowUs - originUs, numbers: set });
           await run(phase.takes);
         }
-        admitted.sort((a, b) => a.dueUs - b.dueUs);
-        segments.forEach(({ startUs, numbers }, k) => {
-          numbers.forEach((l, li) => {
-            for (let i = 0; i < admitted.length; i++) {
-              if (admitted[i]!.dueUs < startUs) continue;
-              let tokens = 0;
-              let mine = false;
-              for (let j = i; j < admitted.length; j++) {
-                const a = admitted[j]!;
-                if (a.under > k) break;
-                tokens += a.costs[li]!;
-                // A window the reservations granted before fill on their own (numbers lowered since) is not
-                // this check's: only one where an admission under these numbers charged this limit.
-                if (a.under === k && a.costs[li]! > 0) mine = true;
-                const allowedUnits = l.capacityUnits + (a.dueUs - admitted[i]!.dueUs) * l.refillUnitsPerUs;
-                if (mine && tokens * l.tokenUnits > allowedUnits + 1e-6 * l.tokenUnits) {
-                  expect.fail(`limit ${li} over in segment ${k}: ${tokens} tokens due from ${admitted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / l.tokenUnits} are allowed`);
-                }
-              }
-            }
-          });
-        });
+        // Windows from the start and from each change on, every limit (see overWindow).
+        expect(overWindow(admitted, segments, 0)).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 300) },
     );
