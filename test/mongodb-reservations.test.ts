@@ -269,7 +269,7 @@ describe('mongodb store: reservations on several limits, random (mingo, $$NOW on
         const p = pair();
         const policy = policyOfSpecs(base);
         const own = baseNumbers(policy);
-        const admitted: { dueUs: number; costs: number[]; under: number }[] = [];
+        const admitted: Admission[] = [];
         const segments: { startUs: number; numbers: readonly OverrideLimit[] }[] = [{ startUs: 0, numbers: own }];
         const run = async (takes: { dtMs: number; costs: number[]; maxWaitMs: number }[]) => {
           for (const t of takes) {
@@ -294,22 +294,8 @@ describe('mongodb store: reservations on several limits, random (mingo, $$NOW on
           segments.push({ startUs: (now - T0) * 1000, numbers: set });
           await run(phase.takes);
         }
-        admitted.sort((a, b) => a.dueUs - b.dueUs);
-        segments.forEach(({ startUs, numbers }, k) =>
-          numbers.forEach((l, li) => {
-            for (let i = 0; i < admitted.length; i++) {
-              if (admitted[i]!.dueUs < startUs) continue;
-              let [tokens, mine] = [0, false];
-              for (let j = i; j < admitted.length && admitted[j]!.under <= k; j++) {
-                const a = admitted[j]!;
-                tokens += a.costs[li]!;
-                if (a.under === k && a.costs[li]! > 0) mine = true;
-                const allowedUnits = l.capacityUnits + (a.dueUs - admitted[i]!.dueUs) * l.refillUnitsPerUs;
-                if (mine && tokens * l.tokenUnits > allowedUnits + 1e-6 * l.tokenUnits) expect.fail(`limit ${li} over in segment ${k}: ${tokens} tokens due from ${admitted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / l.tokenUnits} are allowed`);
-              }
-            }
-          }),
-        );
+        // Windows from the start and from each change on, every limit (see overWindow).
+        expect(overWindow(admitted, segments, 0)).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 150) },
     );
