@@ -113,6 +113,17 @@ export function changeVersion(id: string | undefined): number {
 }
 
 /**
+ * Whether a key's copy of a policy-wide change (or marker) of id `policyId` is newer than a node's view:
+ * the change it sees (a version above that change's), or with none the version of the record it read
+ * (at or above it; a node with no view at all, seenUs 0, is the oldest). A newer copy decides the key's
+ * steps and stays (recordForStep).
+ */
+export function newerThanView(policyId: string, change: { readonly id: string } | undefined, seenUs: number): boolean {
+  const v = changeVersion(policyId);
+  return change !== undefined ? v > changeVersion(change.id) : v >= seenUs;
+}
+
+/**
  * Whether the record is a marker: a policy-wide id and no numbers. A step whose node last read the
  * policy-wide record at version R with no change in force (a revert's marker, or a change that has
  * ended) leaves one (id "R.") where it takes a key's copy of an older change away, so that a node whose
@@ -190,12 +201,8 @@ export interface OverrideWrites {
 function recordForStep(record: OverrideRecord | undefined, args: StepArgs): OverrideRecord | undefined {
   const change = args.policy;
   const copy = record?.policyId;
-  // No view at all (policySeenUs absent) is the oldest: it keeps whatever the key holds.
   const seen = args.policySeenUs ?? 0;
-  if (copy !== undefined) {
-    const v = changeVersion(copy);
-    if (change !== undefined ? v > changeVersion(change.id) : v >= seen) return record;
-  }
+  if (copy !== undefined && newerThanView(copy, change, seen)) return record;
   if (change === undefined) {
     if (copy === undefined || record!.limits === undefined) return record;
     return record!.blockedUntilUs === undefined ? { policyId: `${seen}.` } : { policyId: `${seen}.`, blockedUntilUs: record!.blockedUntilUs };

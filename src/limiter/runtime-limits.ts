@@ -8,7 +8,7 @@ import type { OverrideArgs, OverrideRecord, OverrideResult } from '../core/overr
 import { assertKey } from '../core/key.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { InvalidInputError, StoreError, show } from '../errors.js';
-import { changeVersion, numbersOf } from '../core/override.js';
+import { newerThanView, numbersOf } from '../core/override.js';
 import { resolveLimitsInput, toNumbers } from './limits-input.js';
 import type { PolicyEntry } from './entry.js';
 import type { AdminOptions, AuditEvent, KeyLimits, Limiter, LimitsState, SetLimitsOptions } from './types.js';
@@ -52,7 +52,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     // A key's copy of a policy-wide change, or a marker, newer than this node's view decides the key's
     // steps (core/override.ts recordForStep), so it is what the key's limits are.
     const copy = record?.policyId;
-    const newer = copy !== undefined && (entry.change ? changeVersion(copy) > changeVersion(entry.change.id) : changeVersion(copy) >= (seenOf(entry) ?? 0));
+    const newer = copy !== undefined && newerThanView(copy, entry.change, seenOf(entry) ?? 0);
     if (record?.limits && (record.untilUs === undefined || record.untilUs > atUs) && (copy === undefined || newer)) {
       out.limits = toNumbers(policy, record.limits);
       out.source = copy === undefined ? 'key' : 'policy-wide';
