@@ -109,15 +109,16 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     if (startedMs < s.readAtMs) return; // older than the reading held
     const firstRead = s.readAtMs === -Infinity;
     const before = entry.change;
+    const seenBefore = seenOf(entry);
     s.record = record;
     s.atUs = atUs;
     s.readAtMs = startedMs;
     s.seen = seen;
     const change = changeOf(record, atUs, entry.policy.limits.map((l) => l.name), entry.base);
     const same = (before?.id ?? '') === (change?.id ?? '');
-    // Every step sends the change (StepArgs.policy), or with none the reading's time
-    // (StepArgs.policySeenUs); the common take's arguments are made once per change, or per reading.
-    if (same && change !== undefined) return;
+    // Every step sends the change (StepArgs.policy), or with none the version of the record read
+    // (StepArgs.policySeenUs); the common take's arguments are made again only when either changes.
+    if (same && (change !== undefined || seenOf(entry) === seenBefore)) return;
     entry.change = change;
     entry.takeOne = stepArgs(entry.policy, 1, 0, change, seenOf(entry), entry.holdMs);
     if (!same && !firstRead) options.onChange(entry);
