@@ -87,9 +87,17 @@ export function stepArgs(policy: ResolvedPolicy, costs: Costs, maxWaitMs: number
  * change: .policy when it sees one, else .policySeenUs (seenUs) when it has read the record; and
  * .policyHoldMs (holdMs), how long a key's copy or marker this step writes is held.
  */
-function baseOf(policy: ResolvedPolicy, maxWaitMs: number, change: PolicyOverride | undefined, seenUs: number | undefined, holdMs: number | undefined): { base: StepBase; policy?: PolicyOverride; policySeenUs?: number; policyHoldMs?: number } {
+function baseOf(policy: ResolvedPolicy, maxWaitMs: number, change: PolicyOverride | undefined, seenUs: number | undefined, holdMs: number | undefined): { base: StepBase } & PolicyView {
   const base = { tokenUnits: policy.limits.map((l) => l.tokenUnits), capacityUnits: policy.limits.map((l) => l.capacityUnits), maxWaitMs };
-  const out: { base: StepBase; policy?: PolicyOverride; policySeenUs?: number; policyHoldMs?: number } = { base };
+  return { base, ...policyView(change, seenUs, holdMs) };
+}
+
+/** What a step carries of a node's view of the policy-wide change (StepArgs.policy, .policySeenUs, .policyHoldMs). */
+export type PolicyView = Pick<StepArgs, 'policy' | 'policySeenUs' | 'policyHoldMs'>;
+
+/** A node's view as a step carries it: the change it sees, else the version it read (seenUs), and the hold. */
+export function policyView(change: PolicyOverride | undefined, seenUs: number | undefined, holdMs: number | undefined): PolicyView {
+  const out: { -readonly [K in keyof PolicyView]: PolicyView[K] } = {};
   if (change !== undefined) out.policy = change;
   else if (seenUs !== undefined) out.policySeenUs = seenUs;
   if (holdMs !== undefined) out.policyHoldMs = holdMs;

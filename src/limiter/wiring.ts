@@ -2,7 +2,7 @@
 // store call (./store-call.ts; an in-process store is called directly), the deny cache, the token leases
 // and the local fallback, the policy-wide changes this node reads and the blocks it knows of, with the
 // answers every path shares: a store failure's decision, a step result's decision, and the hooks.
-import type { Costs } from '../core/gcra.js';
+import { policyView, type Costs } from '../core/gcra.js';
 import type { BucketDecision, Decision, StoreErrorDecision } from '../core/decision.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { ConfigError, StoreError, UnknownPolicyError } from '../errors.js';
@@ -80,11 +80,7 @@ export function wire(options: LimiterOptions): Wiring {
         // A grant or refund carries the policy-wide change this node sees, as every step does.
         call: (storageKey, args, policy, background) => {
           const entry = entries.get(policy.name);
-          if (entry === undefined) return storeCall(policy, storageKey, args, background);
-          const change = entry.change;
-          const seenUs = seenOf(entry);
-          const view = change !== undefined ? { policy: change } : seenUs !== undefined ? { policySeenUs: seenUs } : {};
-          return storeCall(policy, storageKey, { ...args, ...view, policyHoldMs: entry.holdMs }, background);
+          return storeCall(policy, storageKey, entry === undefined ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) }, background);
         },
         monotonicMs,
         maxKeys: leaseMaxKeys,
