@@ -16,7 +16,7 @@ import { memoryStore } from '../src/stores/memory.js';
 import { mongoStore } from '../src/stores/mongodb.js';
 import { rateArb } from './support/exact-bucket.js';
 import { MingoCollection } from './support/mingo-collection.js';
-import { overWindow, type Admission } from './support/windows.js';
+import { dueAfterUs, overWindow, segmentAt, type Admission } from './support/windows.js';
 
 const T0 = 1_790_000_000_000;
 let now = T0;
@@ -167,22 +167,16 @@ describe('mongodb store: a change of numbers with reservations pending (mingo, $
         const admitted: Admission[] = [];
         const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
         const sinceUs = () => (now - T0) * 1000;
-        const inForce = () => {
-          let k = 0;
-          while (k + 1 < segments.length && segments[k + 1]!.startUs <= sinceUs()) k++;
-          return k;
-        };
         const run = async (takes: { dtMs: number; cost: number; maxWaitMs: number }[]) => {
           for (const t of takes) {
             now += t.dtMs;
             const cost = Math.min(t.cost, base.capacity);
             const r = await store.step(key, stepArgs(policy, cost, t.maxWaitMs));
             if (!r.allowed) continue;
-            const under = inForce();
+            const under = segmentAt(segments, sinceUs());
             const n = r.limits?.[0] ?? baseNumbers(policy)[0]!;
             expect(n).toEqual(segments[under]!.numbers);
-            const over = r.debtUnits[0]! - n.capacityUnits;
-            admitted.push({ dueUs: sinceUs() + (over > 0 ? over / n.refillUnitsPerUs : 0), costs: [cost], under });
+            admitted.push({ dueUs: sinceUs() + dueAfterUs([cost], r.debtUnits, [n]), costs: [cost], under });
           }
         };
         await run(first);
@@ -279,11 +273,7 @@ describe('mongodb store: reservations on several limits, random (mingo, $$NOW on
             const r = await p.step(stepArgs(policy, costs, t.maxWaitMs));
             if (!r.allowed) continue;
             const n = r.limits ?? own;
-            let waitUs = 0;
-            n.forEach((l, i) => {
-              if (costs[i]! > 0) waitUs = Math.max(waitUs, (r.debtUnits[i]! - l.capacityUnits) / l.refillUnitsPerUs);
-            });
-            admitted.push({ dueUs: (now - T0) * 1000 + waitUs, costs, under: segments.length - 1 });
+            admitted.push({ dueUs: (now - T0) * 1000 + dueAfterUs(costs, r.debtUnits, n), costs, under: segments.length - 1 });
           }
         };
         await run(first);

@@ -13,7 +13,7 @@ import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { rateArb } from './support/exact-bucket.js';
-import { overWindow, type Admission } from './support/windows.js';
+import { dueAfterUs, overWindow, segmentAt, type Admission } from './support/windows.js';
 
 const spec = fc.record({ capacity: fc.integer({ min: 1, max: 12 }), rate: rateArb });
 const gap = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 400 }), fc.integer({ min: 1, max: 20_000 }), fc.integer({ min: 0, max: 2000 }).map((ms) => ms * 1000));
@@ -39,23 +39,17 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
         const admitted: Admission[] = [];
         // The numbers in force over time: segments in order (a change, or the policy's again at a change's end).
         const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
-        const inForce = () => {
-          let k = 0;
-          while (k + 1 < segments.length && segments[k + 1]!.startUs <= nowUs - originUs) k++;
-          return k;
-        };
         const run = async (takes: { dtUs: number; cost: number; maxWaitMs: number }[]) => {
           for (const t of takes) {
             nowUs += t.dtUs;
             const cost = Math.min(t.cost, base.capacity);
             const r = await store.step(key, stepArgs(policy, cost, t.maxWaitMs));
             if (!r.allowed) continue;
-            const under = inForce();
+            const under = segmentAt(segments, nowUs - originUs);
             const n = r.limits?.[0] ?? baseNumbers(policy)[0]!;
             expect(n).toEqual(segments[under]!.numbers);
-            const over = r.debtUnits[0]! - n.capacityUnits;
             // Relative to the origin: a fraction of a µs is lost at 1.79e15 in a double.
-            admitted.push({ dueUs: nowUs - originUs + (over > 0 ? over / n.refillUnitsPerUs : 0), costs: [cost], under });
+            admitted.push({ dueUs: nowUs - originUs + dueAfterUs([cost], r.debtUnits, [n]), costs: [cost], under });
           }
         };
         await run(first);

@@ -12,7 +12,7 @@ import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
 import { rateArb } from './support/exact-bucket.js';
-import { overWindow, type Admission } from './support/windows.js';
+import { dueAfterUs, overWindow, type Admission } from './support/windows.js';
 
 type Spec = { capacity: number; rate: { p: number; q: number } };
 const spec = fc.record({ capacity: fc.integer({ min: 1, max: 10 }), rate: rateArb });
@@ -51,11 +51,7 @@ describe('reservations on a policy of several limits (memory store, fake clock)'
             const n = r.limits ?? own;
             expect(n).toEqual(segments.at(-1)!.numbers);
             // Due when every limit it charged has refilled to its capacity (exact, relative to the origin).
-            let waitUs = 0;
-            n.forEach((l, i) => {
-              if (costs[i]! > 0) waitUs = Math.max(waitUs, (r.debtUnits[i]! - l.capacityUnits) / l.refillUnitsPerUs);
-            });
-            admitted.push({ dueUs: nowUs - originUs + waitUs, costs, under: segments.length - 1 });
+            admitted.push({ dueUs: nowUs - originUs + dueAfterUs(costs, r.debtUnits, n), costs, under: segments.length - 1 });
           }
         };
         await run(first);

@@ -50,3 +50,22 @@ export function overWindow(admitted: readonly Admission[], segments: readonly Se
   }
   return undefined;
 }
+
+/** The segment in force at sinceUs (from the run's origin): the last that has started. */
+export function segmentAt(segments: readonly Segment[] | readonly { startUs: number }[], sinceUs: number): number {
+  let k = 0;
+  while (k + 1 < segments.length && segments[k + 1]!.startUs <= sinceUs) k++;
+  return k;
+}
+
+/**
+ * How long after its decision an admission is due (exact µs, fractional): when every limit it charged
+ * has refilled to its capacity in the numbers it was decided under, from the debts the store reported.
+ */
+export function dueAfterUs(costs: readonly number[], debtUnits: readonly number[], numbers: readonly OverrideLimit[]): number {
+  let waitUs = 0;
+  numbers.forEach((l, i) => {
+    if (costs[i]! > 0) waitUs = Math.max(waitUs, (debtUnits[i]! - l.capacityUnits) / l.refillUnitsPerUs);
+  });
+  return waitUs;
+}
