@@ -17,7 +17,7 @@ import { applyOverride, baseNumbers, carryDebt, isMarker, numbersAt, numbersLive
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from '../src/stores/redis-override.js';
-import { valueText } from '../src/stores/redis-record.js';
+import { valueText } from '../src/stores/redis-value.js';
 import { gapUsArb, rateArb } from './support/exact-bucket.js';
 
 let redis: RedisProcess;

@@ -4,7 +4,7 @@
 import { applyOverride, type OverrideArgs, type OverrideLimit, type OverrideResult } from '../core/override.js';
 import { StoreError } from '../errors.js';
 import { badReply, message, nowOf, scriptError, storedOf } from './redis-reply.js';
-import { limitsArg, valueText } from './redis-record.js';
+import { limitsArg, valueText } from './redis-value.js';
 import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from './redis-override.js';
 
 /** How the store runs a script: EVALSHA, then EVAL on NOSCRIPT. */

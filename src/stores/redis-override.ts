@@ -1,7 +1,7 @@
 // The Redis side of Store.override and Store.reset (issue 31): one script, run atomically by EVALSHA on
 // the bucket's own key (so in its hash slot), that changes the key's override record and carries the
 // bucket to the new numbers (core/override.ts applyOverride, line for line), or forgets the bucket and
-// keeps the record. The stored value is ./redis-record.ts's; the client redoes the change with core and
+// keeps the record. The stored value is ./redis-value.ts's; the client redoes the change with core and
 // checks that the script wrote the same value.
 import { SHARED } from './redis-lua.js';
 import { RECORD } from './redis-record.js';

@@ -1,4 +1,4 @@
-// The straight-line Lua for a key with a record of its own (./redis-record.ts's format), inlined by both
+// The straight-line Lua for a key with a record of its own (./redis-value.ts's format), inlined by both
 // scripts beside their usual-value take, and the forms their base and policy-wide change ARGV are
 // checked against before any key is read.
 import { indent } from './redis-lua.js';

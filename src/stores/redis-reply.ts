@@ -5,7 +5,7 @@ import { repeatOf, settledArgs, type BucketState } from '../core/gcra.js';
 import { stepWithRecord, type OverrideRecord } from '../core/override.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs, StepResult } from '../store.js';
-import { recordOf } from './redis-record.js';
+import { recordOf } from './redis-value.js';
 import { keySlot } from './redis-slot.js';
 
 export function message(err: unknown): string {
@@ -72,7 +72,7 @@ export function stateOf(stored: string | number | readonly unknown[] | null): Bu
 }
 
 /**
- * The stored value the scripts read, as the bucket and the override record in it (./redis-record.ts):
+ * The stored value the scripts read, as the bucket and the override record in it (./redis-value.ts):
  * the usual value's numbers, or the value as stored.
  */
 export function storedOf(stored: string | number | readonly unknown[] | null): { state: BucketState | undefined; record: OverrideRecord | undefined } {

@@ -8,7 +8,7 @@ import type { StepArgs, StepOptions, StepResult, Store } from '../store.js';
 import { closerOf, isCluster, isTcpClient, type AdaptedClient, type RedisClientLike } from './redis-client.js';
 import { settledArgs } from '../core/gcra.js';
 import { badReply, message, nowOf, opKeyOf, repeated, resultOf, scriptError, storedAt, unitsOf } from './redis-reply.js';
-import { baseArg, policyArg } from './redis-record.js';
+import { baseArg, policyArg } from './redis-value.js';
 import { overrideOf, resetOf } from './redis-override-call.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js';
 import { keySlot } from './redis-slot.js';
