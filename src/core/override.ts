@@ -74,23 +74,32 @@ export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLi
 /** Whether two limits' numbers are the same (a record carries the policy's own for a limit it does not set): nothing to carry. */
 const sameNumbers = (a: OverrideLimit, b: OverrideLimit) => a === b || (a.tokenUnits === b.tokenUnits && a.capacityUnits === b.capacityUnits && a.refillUnitsPerUs === b.refillUnitsPerUs);
 
+/** Whether the record's numbers, in force at the bucket's reading, have ended by nowUs (debtsAt splits there). */
+export function endedSince(state: BucketState | undefined, nowUs: number, record: OverrideRecord | undefined): boolean {
+  return state !== undefined && numbersLive(record, state.atUs) && record.untilUs !== undefined && nowUs >= record.untilUs;
+}
+
 /**
- * A stored bucket's debts at nowUs, one per limit, in the numbers in force at nowUs (numbersAt): each
- * decayed under the numbers it is in, with the expiry split when the record's numbers ended since
- * (decay under the record's refill to untilUs, carry to the base, decay under the base's from untilUs).
+ * A stored bucket's debts at nowUs, one per limit: each decayed under the numbers it is in, with the
+ * expiry split when the record's numbers ended since (endedSince: decay under the record's refill to
+ * untilUs, carry to `after` there, decay under `after`'s refill from untilUs). `after` is what the key
+ * is in from its record's end: the base, or (stepWithRecord) the policy-wide change the step puts in
+ * force, when it was made by then. The debts are in `after` after a split, else in the numbers in force
+ * at nowUs (numbersAt).
  */
-export function debtsAt(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined): number[] {
+export function debtsAt(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, after: readonly OverrideLimit[] = base): number[] {
   const n = base.length;
   const out = new Array<number>(n);
   if (state === undefined) return out.fill(0);
   const from = numbersAt(record, state.atUs, base);
   const untilUs = record?.untilUs;
-  const split = from !== base && untilUs !== undefined && nowUs >= untilUs;
+  const split = endedSince(state, nowUs, record);
   for (let i = 0; i < n; i++) {
     const d = state.debtUnits[i] ?? 0;
     const f = from[i]!;
-    if (!split || sameNumbers(f, base[i]!)) out[i] = decayed(d, state.atUs, nowUs, f.refillUnitsPerUs);
-    else out[i] = decayed(carryDebt(decayed(d, state.atUs, untilUs, f.refillUnitsPerUs), f, base[i]!, untilUs, state.reservedUntilUs), untilUs, nowUs, base[i]!.refillUnitsPerUs);
+    const a = after[i]!;
+    if (!split || sameNumbers(f, a)) out[i] = decayed(d, state.atUs, nowUs, f.refillUnitsPerUs);
+    else out[i] = decayed(carryDebt(decayed(d, state.atUs, untilUs!, f.refillUnitsPerUs), f, a, untilUs, state.reservedUntilUs), untilUs!, nowUs, a.refillUnitsPerUs);
   }
   return out;
 }
@@ -240,7 +249,12 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const base = stepBaseNumbers(args.limits, args.base);
   const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
   const to = numbersAt(next, nowUs, base);
-  const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
+  // Numbers of the key's own (or an older copy) that ended since its last step: from their end the key
+  // is in the policy-wide change this step installs, where it was made by then (a key's own numbers win
+  // over it only while they last), else in the base; carried there, and refilled at that rate since.
+  const ended = endedSince(state, nowUs, record);
+  const after = ended && to !== base && changeVersion(next!.policyId) <= record!.untilUs! ? to : base;
+  const debts = carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
   const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);

@@ -14,8 +14,9 @@ import { gapUsArb, rateArb } from './exact-bucket.js';
 // - a change of numbers carries each debt whole: converted (exact when one scale divides the other, else
 //   whole tokens; rounded up; at most MAX_LIMIT_UNITS), never cut to the new capacity, so that no change,
 //   nor a change and its revert, gives back what was spent;
-// - numbers that end at untilUs: the debt decays under them to untilUs, is carried to the base there,
-//   and decays under the base after;
+// - numbers that end at untilUs: the debt decays under them to untilUs, is carried there to what the
+//   key is in after them (the policy-wide change the step sees, if it was made by then, else the base),
+//   and decays under those after;
 // - a live block refuses every take (a peek, a reservation, a lease grant) and changes nothing; an
 //   adjustment (a charge, a refund, a settlement) is applied as without it, and says the key is blocked;
 // - under other numbers a cost of n tokens is n of their tokens, a wait's cap their capacity plus the
@@ -119,14 +120,31 @@ export class OverrideModel {
     this.debts = this.debts.map((d, i) => pos(d - (to - this.at) * n[i]!.rate));
     this.at = to;
   }
-  /** Moves to t: the numbers' end on the way (if any) carries the debts to the base there. */
-  advance(t: number) {
+  /**
+   * Moves to t: the numbers' end on the way (if any) carries the debts there to what the key is in
+   * after it: the policy-wide change the caller sees (`change`), where the step installs it (the key's
+   * record says nothing newer), it was made by then (its version at most the end) and is in force at t;
+   * else the base.
+   */
+  advance(t: number, change?: PolicyChange) {
     const tt = BigInt(t);
     const u = this.record.untilUs;
     if (this.inRecord && u !== undefined && tt >= u) {
       this.decay(u);
-      this.debts = this.debts.map((d, i) => (same(this.record.limits![i]!, this.base[i]!) ? d : carry(d, this.record.limits![i]!, this.base[i]!, u, this.reservedUntil)));
-      this.inRecord = false;
+      const r = this.record;
+      const installs =
+        change !== undefined &&
+        BigInt(change.versionUs) <= u &&
+        (change.untilUs === undefined || BigInt(change.untilUs) > tt) &&
+        (r.policyId === undefined || (r.policyId !== change.id && versionOf(r.policyId) <= versionOf(change.id)));
+      const next: ModelRecord = installs ? { limits: change.limits.map(numbers), policyId: change.id } : {};
+      if (installs && change.untilUs !== undefined) next.untilUs = BigInt(change.untilUs);
+      const to = next.limits ?? this.base;
+      this.debts = this.debts.map((d, i) => (same(r.limits![i]!, to[i]!) ? d : carry(d, r.limits![i]!, to[i]!, u, this.reservedUntil)));
+      if (installs) {
+        if (r.blockedUntilUs !== undefined) next.blockedUntilUs = r.blockedUntilUs;
+        this.record = next;
+      } else this.inRecord = false;
     }
     this.decay(tt);
     // What has ended is forgotten (it no longer says anything), but a copy of a policy-wide change
@@ -165,31 +183,28 @@ export class OverrideModel {
    * Before a step: the policy-wide change the caller sees (or none, read at seenUs) installed, replaced
    * or cleared on a key without numbers of its own, unless the key holds a newer one (a version above
    * the change's, or at or above seenUs), which decides. A copy cleared with seenUs leaves the marker
-   * "<seenUs>.". Returns a function that undoes it (a blocked step changes nothing).
+   * "<seenUs>.".
    */
-  private seePolicy(change: PolicyChange | undefined, seenUs?: number): () => void {
-    const saved = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record } };
-    const undo = () => Object.assign(this, saved);
+  private seePolicy(change: PolicyChange | undefined, seenUs?: number): void {
     const r = this.record;
     // No view at all is the oldest: the key keeps what it holds.
     const seen = seenUs ?? 0;
     if (r.policyId !== undefined) {
       const v = versionOf(r.policyId);
-      if (change !== undefined ? v > versionOf(change.id) : v >= seen) return undo;
+      if (change !== undefined ? v > versionOf(change.id) : v >= seen) return;
     }
     if (change === undefined) {
-      if (r.policyId === undefined || r.limits === undefined) return undo;
+      if (r.policyId === undefined || r.limits === undefined) return;
       const block = r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs };
       this.become({ policyId: `${seen}.`, ...block }, this.at);
-      return undo;
+      return;
     }
     const own = r.policyId === undefined && r.limits !== undefined;
-    if (own || r.policyId === change.id) return undo;
+    if (own || r.policyId === change.id) return;
     const next: ModelRecord = { limits: change.limits.map(numbers), policyId: change.id };
     if (change.untilUs !== undefined) next.untilUs = BigInt(change.untilUs);
     if (r.blockedUntilUs !== undefined) next.blockedUntilUs = r.blockedUntilUs;
     this.become(next, this.at);
-    return undo;
   }
   /** The cap of a debt under the numbers in force for a wait of waitMs. */
   private cap(n: Numbers, waitMs: number) {
@@ -198,8 +213,11 @@ export class OverrideModel {
   }
 
   take(t: number, costs: number[], maxWaitMs: number, change?: PolicyChange, seenUs?: number): ModelStep {
-    this.advance(t);
-    const undo = this.seePolicy(change, seenUs);
+    // A refusal by a block writes nothing: the model goes back to before this step (the end carried
+    // under this step's view is carried again under the next one's).
+    const undo = this.saved();
+    this.advance(t, change);
+    this.seePolicy(change, seenUs);
     if (this.blocked(this.at)) return this.refuse(undo);
     const n = this.current();
     const after = this.debts.map((d, i) => d + BigInt(costs[i]!) * n[i]!.token);
@@ -231,6 +249,11 @@ export class OverrideModel {
     }
     return this.answer(allowed);
   }
+  /** A function that puts the model back as it is now. */
+  private saved(): () => void {
+    const s = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record }, at: this.at, reservedUntil: this.reservedUntil };
+    return () => Object.assign(this, s);
+  }
   /** A refusal by a block: reported in the numbers the step would have run under, and then nothing kept. */
   private refuse(undo: () => void): ModelStep {
     const a = this.answer(false);
@@ -238,7 +261,7 @@ export class OverrideModel {
     return a;
   }
   adjust(t: number, costs: number[], change?: PolicyChange, seenUs?: number): ModelStep {
-    this.advance(t);
+    this.advance(t, change);
     // Applied during a block too: work done is paid for, and what a lease did not use goes back.
     this.seePolicy(change, seenUs);
     const n = this.current();
@@ -252,8 +275,11 @@ export class OverrideModel {
   }
   /** A lease grant on a policy of one limit: the whole tokens that fit, at most `tokens`. */
   grant(t: number, tokens: number, change?: PolicyChange, seenUs?: number): ModelStep {
-    this.advance(t);
-    const undo = this.seePolicy(change, seenUs);
+    // A refusal by a block writes nothing: the model goes back to before this step (the end carried
+    // under this step's view is carried again under the next one's).
+    const undo = this.saved();
+    this.advance(t, change);
+    this.seePolicy(change, seenUs);
     if (this.blocked(this.at)) return this.refuse(undo);
     const n = this.current()[0]!;
     const fit = (n.cap - this.debts[0]!) / n.token;
@@ -267,7 +293,7 @@ export class OverrideModel {
    * numbers, the lesser of what is left of it at the base's rate and at theirs.
    */
   refund(t: number, tokens: number, sinceUs: number | undefined, change?: PolicyChange, seenUs?: number): ModelStep {
-    this.advance(t);
+    this.advance(t, change);
     // Applied during a block too: work done is paid for, and what a lease did not use goes back.
     this.seePolicy(change, seenUs);
     const b = this.base[0]!;
@@ -340,6 +366,8 @@ export interface PolicyChange {
   id: string;
   limits: Spec[];
   untilUs?: number;
+  /** Its version (the id's) on the model's clock. */
+  versionUs: number;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -522,7 +550,7 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
       case 'policy-set':
         // A new change has a new id (an id names one change: the same id with other numbers is never sent).
         lastVersion = Math.max(t0 + t, lastVersion + 1);
-        change = { id: `${lastVersion}.c${i}`, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
+        change = { id: `${lastVersion}.c${i}`, versionUs: lastVersion - t0, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
         seenUs = undefined;
         views.push({ change, seenUs: lastVersion });
         break;
