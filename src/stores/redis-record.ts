@@ -79,22 +79,25 @@ end
   return bt[i], bc[i], br[i], false
 end
 ` +
-  // The bucket's debts at now (fields s, k; reservations due at h) in the numbers in force at now, with
-  // the expiry split.
-  `local function debts_at(s, k, n, r, now, bt, bc, br, h)
+  // The bucket's debts at now (fields s, k; reservations due at h), with the expiry split (core's
+  // endedSince): in the numbers in force at now, or after a split in those of x (a record in force from
+  // r's end; nil: the base).
+  `local function debts_at(s, k, n, r, now, bt, bc, br, h, e)
   local d = {}
   local at = 0
   if k > 1 then at = s[k] + 0 end
+  local split = k > 1 and live(r, at) and r.u and now >= r.u
   for i = 1, n do
     d[i] = 0
     if k > 1 then
-      local x = 0
-      if i < k then x = s[i] + 0 end
-      local ft, fc, fr, rec = numbers_at(r, at, i, bt, bc, br)
-      if rec and r.u and now >= r.u then
-        d[i] = dec(carry(dec(x, at, r.u, fr), ft, fc, fr, bt[i], bc[i], br[i], r.u, h), r.u, now, br[i])
+      local v = 0
+      if i < k then v = s[i] + 0 end
+      local ft, fc, fr = numbers_at(r, at, i, bt, bc, br)
+      local tt, tc, tr = numbers_at(e, now, i, bt, bc, br)
+      if split and not (ft == tt and fc == tc and fr == tr) then
+        d[i] = dec(carry(dec(v, at, r.u, fr), ft, fc, fr, tt, tc, tr, r.u, h), r.u, now, tr)
       else
-        d[i] = dec(x, at, now, fr)
+        d[i] = dec(v, at, now, fr)
       end
     end
   end
@@ -231,9 +234,14 @@ end
     end
     nxt = live_record(nxt, now)
   end
-  local d = debts_at(s, k, n, rec, now, bt, bc, br, h)
+` +
+  // core's endedSince and the change the key is in after them: numbers (a key's own, or an older copy)
+  // that ended since its last step are carried at their end to the change this step installs, when it
+  // was made by then (its version at most their end); else to the base.
+  `  local e = k > 1 and live(rec, at) and rec.u and now >= rec.u and live(nxt, now) and version(nxt.id) <= rec.u and nxt or nil
+  local d = debts_at(s, k, n, rec, now, bt, bc, br, h, e)
   for i = 1, n do
-    local ft, fc, fr = numbers_at(rec, now, i, bt, bc, br)
+    local ft, fc, fr = numbers_at(e or rec, now, i, bt, bc, br)
     local tt, tc, tr = numbers_at(nxt, now, i, bt, bc, br)
     d[i] = carry(d[i], ft, fc, fr, tt, tc, tr, now, h)
   end

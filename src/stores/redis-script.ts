@@ -23,7 +23,7 @@ import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v21
+export const GCRA_SCRIPT = `-- edge-limiter gcra v22
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -279,6 +279,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'e4c2a02d1343917a4afe20cd50afe3d7350a414f';
+export const GCRA_SCRIPT_SHA = '0cbfd1aee4e7e4ee4eb8c143998f3bdb63abaae7';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
