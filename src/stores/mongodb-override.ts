@@ -106,7 +106,7 @@ const numbersLiveExpr = (r: string) => ({ $and: [{ $isArray: [`${r}.limits`] }, 
  * `kept`: whether `record` leaves the stored record's numbers in place (core carries nothing then, not
  * even the cap at MAX_LIMIT_UNITS, which a debt above it after a clock that went back would meet).
  */
-function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr): { stages: object[]; scratch: string[] } {
+function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, step = false): { stages: object[]; scratch: string[] } {
   const idx = base.map((_, i) => i);
   const R = (i: number) => `_sR${i}`;
   const F = (i: number) => `_sF${i}`;
@@ -134,28 +134,32 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
     {
       $set: {
         _sSplit: { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }] },
+        // A step's split goes to the change it installs where that was made by the end (core's `after`).
+        _sTo: step ? { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }, isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] } : false,
         // carryAll's `from === to`: the base before and after, or the stored numbers (one per limit) kept.
         _sSame: { $or: [{ $and: [{ $not: ['$_sNowIn'] }, unset('$_sNL')] }, { $and: ['$_sNowIn', isSet('$_sNL'), { $eq: [{ $size: { $ifNull: ['$_sL', []] } }, base.length] }, kept] }] },
         ...Object.fromEntries(idx.map((i) => [F(i), { $cond: [{ $and: ['$_sNowIn', has('$_sL', i)] }, `$${R(i)}`, { $literal: limitDoc(base[i]!) }] }])),
       },
     },
     {
-      // debtsAt (`_sE<i>`): decayed under the numbers it is in, with the expiry split; then carried from
-      // the numbers in force before to those after (carryAll), where they are not the same.
+      // debtsAt (`_sE<i>`): decayed under the numbers it is in, with the expiry split (to the base, or
+      // with `_sTo` to the change, limit by limit: `_sT<i>`); then carried from the numbers in force
+      // before (`_sF<i>`, or `_sT<i>` after a split to them) to those after (carryAll), where not the same.
       $set: Object.fromEntries(
         idx.map((i) => {
-          const b = base[i]!;
+          const b = { $literal: limitDoc(base[i]!) };
           const d = storedDebt(i);
+          const split = (f: Expr, to: Expr) => decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${f}.refillUnitsPerUs`), f, to, '$_sU', RESERVED), '$_sU', NOW, `${to}.refillUnitsPerUs`);
           const r = `$${R(i)}`;
-          const split = decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${r}.refillUnitsPerUs`), r, { $literal: limitDoc(b) }, '$_sU', RESERVED), '$_sU', NOW, b.refillUnitsPerUs);
-          const inR = { $cond: ['$_sSplit', split, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
-          return [`_sE${i}`, { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, decayedExpr(d, '$atUs', NOW, b.refillUnitsPerUs)] }, 0] }];
+          const inR = { $cond: ['$_sSplit', { $cond: ['$_sTo', split(r, `$${T(i)}`), split(r, '$$b')] }, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
+          const inBase = { $cond: ['$_sTo', split('$$b', `$${T(i)}`), decayedExpr(d, '$atUs', NOW, '$$b.refillUnitsPerUs')] };
+          return [`_sE${i}`, { $let: { vars: { b }, in: { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, inBase] }, 0] } } }];
         }),
       ),
     },
-    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, `$${F(i)}`, `$${T(i)}`, NOW, RESERVED)] }])) },
+    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, { $cond: ['$_sTo', `$${T(i)}`, `$${F(i)}`] }, `$${T(i)}`, NOW, RESERVED)] }])) },
   ];
-  const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
+  const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sTo', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
   return { stages, scratch };
 }
 
@@ -245,7 +249,7 @@ function stepRecord(args: StepArgs): object[] {
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp');
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', true);
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
