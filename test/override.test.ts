@@ -301,10 +301,16 @@ describe('keepUntilUs: how long a store keeps a key (its expiry, its alarm)', ()
     expect(keepUntilUs(undefined, base, { blockedUntilUs: T0 + 9 })).toBe(T0 + 9);
   });
 
-  it('under numbers that end before the bucket is full: their refill to the end, then the base refill', () => {
+  it('under numbers that end before the bucket is full: full both under them and under their refill to the end then the base refill', () => {
     // 10 tokens spent at 0.1/s; after 10 s (the end) 9 remain spent, carried to the base's 1/s: 9 s more.
+    // But from its end the key may be in a policy-wide change as slow as its numbers (debtsAt): kept
+    // until full under them, 100 s.
     const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
-    expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 10_000_000 })).toBe(T0 + 19_000_000);
+    expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 10_000_000 })).toBe(T0 + 100_000_000);
+    // Numbers faster than the base: full under the base after the end. 10 spent of a base at 1/s under
+    // numbers at 10/s ending at 0.5 s: 5 left, 5 s more under the base.
+    const fast = numbers({ capacity: 10, refillPerSecond: 10 })[0]!;
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], untilUs: T0 + 500_000 })).toBe(T0 + 5_500_000);
     // Ending after the bucket is full under them: the end itself.
     expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 200_000_000 })).toBe(T0 + 200_000_000);
   });

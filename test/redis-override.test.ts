@@ -134,7 +134,8 @@ function expiryOf(state: BucketState | undefined, record: OverrideRecord | undef
     let x = a / (t.refillUnitsPerUs * 1000);
     const u = record.untilUs;
     if (t !== base[i] && u !== undefined && a - (u - nowUs) * t.refillUnitsPerUs > 0) {
-      x = (u - nowUs) / 1000 + carryDebt(a - (u - nowUs) * t.refillUnitsPerUs, t, base[i]!) / (base[i]!.refillUnitsPerUs * 1000);
+      // No sooner than under the numbers themselves: from their end the key may be in a change as slow.
+      x = Math.max(x, (u - nowUs) / 1000 + carryDebt(a - (u - nowUs) * t.refillUnitsPerUs, t, base[i]!) / (base[i]!.refillUnitsPerUs * 1000));
     }
     ms = Math.max(ms, x);
   });

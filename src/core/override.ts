@@ -383,7 +383,9 @@ export function keepUntilUs(state: BucketState | undefined, base: readonly Overr
     const d = state.debtUnits[i] ?? 0;
     const f = from[i]!;
     let full = state.atUs + ceilDiv(d, f.refillUnitsPerUs);
-    if (!sameNumbers(f, base[i]!) && end !== undefined && full > end) full = end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, base[i]!, end, state.reservedUntilUs), base[i]!.refillUnitsPerUs);
+    // Numbers with an end: full under the split to the base, and no sooner than under the numbers
+    // themselves, as the key may go to a policy-wide change as slow as they are at their end (debtsAt).
+    if (!sameNumbers(f, base[i]!) && end !== undefined && full > end) full = Math.max(full, end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, base[i]!, end, state.reservedUntilUs), base[i]!.refillUnitsPerUs));
     if (full > until) until = full;
   }
   return until;

@@ -167,7 +167,7 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
  * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
  * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end (or,
  * `pinned`, the policy-wide change itself: core keepUntilUs); otherwise when every limit is full under
- * the expiry split, and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
+ * the record's numbers and the expiry split, and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
  * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change or marker
  * goes with its full bucket (the next step installs it again), but not before `holdMs` from now
  * (StepArgs.policyHoldMs: core keepUntilUs' holdUntilUs), as long as another node may hold an older view.
@@ -177,11 +177,10 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
 export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0): object {
   const full = base.map((b, i) => {
     const t = `$_sT${i}`;
-    // In the record's numbers until its untilUs, then carried to the base there.
-    const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }, '$_sN.untilUs', reserved), b.refillUnitsPerUs] } }] };
-    // (Numbers with no end hold the document only as a key's copy of a policy-wide change: full under them.)
+    // Full under the record's numbers; with an end, no sooner than under the carry to the base there.
     const under = { $add: [NOW, { $ceil: { $divide: [w(i), `${t}.refillUnitsPerUs`] } }] };
-    return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), atEnd, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
+    const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }, '$_sN.untilUs', reserved), b.refillUnitsPerUs] } }] };
+    return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), { $max: [atEnd, under] }, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
   });
   const hold = holdMs > 0 && !pinned ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
   const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };

@@ -201,4 +201,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '1b33dc9199f7f1353806f186f369293e09d58eed';
+export const GCRA_BATCH_SCRIPT_SHA = '777d8e1de34411326324237150f0ae8920dd9046';

@@ -108,4 +108,4 @@ end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '06b1daef066d289ee1ff4b3b1570c107fa7cb321';
+export const OVERRIDE_SCRIPT_SHA = 'dfb88d610ee25dea0174c1ea84642f1f6b8fc052';

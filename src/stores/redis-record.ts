@@ -132,7 +132,7 @@ end
   // Writes the bucket w (debts at now, in the numbers in force at now: the record r's where live, else
   // the base bt, bc, br; nil: full) and the record r (nil: none) as the key's value, and returns it
   // (false: no key). The expiry keeps the key while the record lives and until the bucket is full
-  // under the expiry split: none while a key's own record has numbers without an end; else at least
+  // under the record's numbers and under the expiry split: none while a key's own record has numbers without an end; else at least
   // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
   // of a policy-wide change, or a marker, is kept at least \`hold\` ms (StepArgs.policyHoldMs; nil: 0),
   // even with its bucket full, while another node may still step with an older view (core's
@@ -161,7 +161,7 @@ end
         local t, c, rate, rec = numbers_at(r, now, i, bt, bc, br)
         local x = a / (rate * 1000)
         if rec and r.u and a - (r.u - now) * rate > 0 then
-          x = (r.u - now) / 1000 + carry(a - (r.u - now) * rate, t, c, rate, bt[i], bc[i], br[i], r.u, h) / (br[i] * 1000)
+          x = math.max(x, (r.u - now) / 1000 + carry(a - (r.u - now) * rate, t, c, rate, bt[i], bc[i], br[i], r.u, h) / (br[i] * 1000))
         end
         if x > ms then ms = x end
       end

@@ -175,33 +175,39 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect(after.d.remaining).toBeLessThanOrEqual(Math.min(5, Math.ceil((t4 - t0 - 1000 + res) / 100)));
   });
 
-  it('overrides: a key’s own numbers that end while a policy-wide change is in force hand the bucket to the change at their end, not to the policy’s own numbers', async (ctx) => {
+  it('overrides: a key’s own numbers that end while a policy-wide change is in force hand the bucket to the change at their end, not to the policy’s own numbers, and the key is kept until then', async (ctx) => {
     const store = await storeFor(ctx);
-    const k = suite.key();
     const p = policies.tenFast;
-    // The policy refills 10 tokens in 10 ms; a change made now (version: this reading) holds it to
-    // 10 per 6000 s, and the key's own numbers, the same, end 300 ms after they are set.
-    const made = (await store.step(storageKey('tenFast', k), stepArgs(p, 0, 0))).atUs!;
+    // The policy refills 10 tokens in 10 ms; a change made now (version: this reading) holds it to 10
+    // per 6000 s, and each key's own numbers, the same, end 300 ms after they are set. Key a: numbers
+    // set, then 10 taken under them; key b: 10 taken under the change, then numbers set (written by the
+    // override, not a step).
+    const [a, b] = [suite.key(), suite.key()];
+    const made = (await store.step(storageKey('tenFast', a), stepArgs(p, 0, 0))).atUs!;
     const slow = numbers({ capacity: 10, refillPerSecond: SLOW });
     const change = { id: `${made}.incident`, limits: slow };
-    const until = (await set(store, 'tenFast', k, slow, 300)).after!.untilUs!;
-    const decide = async (costs: number) => {
+    const decide = async (k: string, costs: number) => {
       const r = await store.step(storageKey('tenFast', k), stepArgs(p, costs, 0, change));
       return { r, d: toDecision(r.limits ? policyUnder(p, r.limits) : p, costs, r) };
     };
-    // Under the key's own numbers (they win over the change while they last): all 10.
-    const first = await decide(10);
-    expect(first.r.atUs!).toBeLessThan(until);
+    expect((await decide(b, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    const untilB = (await set(store, 'tenFast', b, slow, 300)).after!.untilUs!;
+    const untilA = (await set(store, 'tenFast', a, slow, 300)).after!.untilUs!;
+    // Under key a's own numbers (they win over the change while they last): all 10.
+    const first = await decide(a, 10);
+    expect(first.r.atUs!).toBeLessThan(untilA);
     expect(first.d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
-    // 200 ms after their end: the change has been in force for the key since then, and 1 token per
-    // 600 s has come back in the 500 ms since the take, not the 10 that the policy's own numbers refill
-    // in 10 ms.
-    await sleep(500);
-    const later = await decide(10);
-    expect(later.r.atUs!).toBeGreaterThan(until + 100_000);
-    expect(later.r.limits).toEqual(slow);
-    expect(later.d).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
-    expect((await decide(1)).d.allowed).toBe(false);
+    // 1000 ms after their end (past a store's shortest expiry of a key, 1 s at Redis): the change has
+    // been in force for each key since then, and nothing has come back at 1 token per 600 s, where the
+    // policy's own numbers refill all 10 in 10 ms.
+    await sleep(1300);
+    for (const [k, until] of [[a, untilA], [b, untilB]] as const) {
+      const later = await decide(k, 10);
+      expect(later.r.atUs!).toBeGreaterThan(until + 900_000);
+      expect(later.r.limits).toEqual(slow);
+      expect(later.d).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
+      expect((await decide(k, 1)).d.allowed).toBe(false);
+    }
   });
 
   it('overrides: a blocked key is refused whatever its bucket holds, nothing taken; unblocked, it takes again; a block ends by itself', async (ctx) => {
