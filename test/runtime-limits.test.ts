@@ -436,6 +436,8 @@ describe('a policy-wide change: read by each node at most every policyRefreshMs'
 
   it('policyRefreshMs is validated', () => {
     expect(() => limiterOn(recordStore(), { policyRefreshMs: 5 })).toThrow(/policyRefreshMs/);
+    expect(() => limiterOn(recordStore(), { policyRefreshMs: 60_001 })).toThrow(/policyRefreshMs.*from 10 to 60000/);
+    expect(() => limiterOn(recordStore(), { policyRefreshMs: 60_000 })).not.toThrow();
   });
 });
 

@@ -227,7 +227,7 @@ export function loadConfig(env: EnvRecord): AppConfig {
   const idempotencyWindowMs = integer(env, 'LIMITER_IDEMPOTENCY_WINDOW_MS', 1000, 86_400_000);
   if (idempotencyWindowMs !== undefined) limiter.idempotencyWindowMs = idempotencyWindowMs;
   // How old a reading of a policy-wide change of limits a decision may use (the propagation bound).
-  const policyRefreshMs = integer(env, 'LIMITER_POLICY_REFRESH_MS', 10, 3_600_000);
+  const policyRefreshMs = integer(env, 'LIMITER_POLICY_REFRESH_MS', 10, 60_000);
   if (policyRefreshMs !== undefined) limiter.policyRefreshMs = policyRefreshMs;
   const stats = { topKeys: integer(env, 'LIMITER_TOP_KEYS', 0, MAX_TOP_KEYS) ?? DEFAULT_TOP_KEYS };
   return { store, policies, tokens, limiter, gate, stats };

@@ -183,8 +183,11 @@ export interface PolicyDefaults {
   expectedNodes?: number;
 }
 
+/** The longest timeoutMs, in ms (a policy's or the limiter's). */
+export const MAX_TIMEOUT_MS = 60_000;
+
 export function validateTimeoutMs(field: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 60_000) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_TIMEOUT_MS) {
     throw new ConfigError(field, `must be an integer from 1 to 60000 (ms), got ${show(value)}`);
   }
   return value;

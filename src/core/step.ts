@@ -76,7 +76,8 @@ export interface StepArgs {
   /**
    * How long, in ms, a key's copy of a policy-wide change or marker that this step writes is kept at
    * least, even with its bucket full: as long as another node may still hold an older view (the
-   * limiter sends its policyRefreshMs + the policy's timeoutMs + 50). Absent: 0.
+   * limiter sends the longest policyRefreshMs + the longest timeoutMs + 50, 120050, whatever its own
+   * settings). Absent: 0.
    */
   readonly policyHoldMs?: number;
   /**

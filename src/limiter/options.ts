@@ -3,7 +3,7 @@
 import { resolvePolicy, validateFailMode, validateTimeoutMs, type ResolvedPolicy } from '../core/policy.js';
 import { ConfigError } from '../errors.js';
 import { newEntry, type PolicyEntry } from './entry.js';
-import { READ_GRACE_MS } from './policy-wide.js';
+import { MAX_POLICY_REFRESH_MS, POLICY_HOLD_MS } from './policy-wide.js';
 import type { LimiterOptions } from './types.js';
 
 /** The options with their defaults, validated. */
@@ -36,15 +36,15 @@ export function resolveSettings(options: LimiterOptions): Settings {
   const onStoreError = options.onStoreError === undefined ? 'deny' : validateFailMode('onStoreError', options.onStoreError);
   const expectedNodes = integerIn('expectedNodes', options.expectedNodes ?? 1, 1, 100_000);
   if (!options.policies || typeof options.policies !== 'object') throw new ConfigError('policies', 'must be an object of named policies');
-  const policyRefreshMs = integerIn('policyRefreshMs', options.policyRefreshMs ?? 1000, 10, 3_600_000, 'an integer from 10 to 3600000 (ms)');
+  const policyRefreshMs = integerIn('policyRefreshMs', options.policyRefreshMs ?? 1000, 10, MAX_POLICY_REFRESH_MS, `an integer from 10 to ${MAX_POLICY_REFRESH_MS} (ms)`);
   const policies = new Map<string, ResolvedPolicy>();
   const entries = new Map<string, PolicyEntry>();
   for (const [name, config] of Object.entries(options.policies)) {
     const policy = resolvePolicy(name, config, { onStoreError, timeoutMs, expectedNodes });
     policies.set(name, policy);
-    // A key's copy of a policy-wide change or marker is held as long as another node may decide with an
-    // older reading: policyRefreshMs, and a wait for a reading of at most timeoutMs + READ_GRACE_MS.
-    entries.set(name, newEntry(policy, prefix, policyRefreshMs + policy.timeoutMs + READ_GRACE_MS));
+    // A key's copy of a policy-wide change or marker is held as long as any node may decide with an
+    // older reading: the same on every node, whatever its own settings (POLICY_HOLD_MS).
+    entries.set(name, newEntry(policy, prefix, POLICY_HOLD_MS));
   }
   if (policies.size === 0) throw new ConfigError('policies', 'must define at least one policy');
   const idempotencyWindowMs = integerIn('idempotencyWindowMs', options.idempotencyWindowMs ?? 300_000, 1000, 86_400_000, 'an integer from 1000 to 86400000 (ms)');

@@ -22,11 +22,24 @@
 import { stepArgs } from '../core/gcra.js';
 import type { OverrideLimit, OverrideRecord, PolicyOverride } from '../core/override-types.js';
 import { changeVersion } from '../core/override.js';
+import { MAX_TIMEOUT_MS } from '../core/policy.js';
 import type { Store } from '../store.js';
 import type { PolicyEntry } from './entry.js';
 
 /** How much longer than the policy's timeoutMs a reading in flight is waited for before it is taken for lost. */
 export const READ_GRACE_MS = 50;
+
+/** The longest policyRefreshMs, in ms. */
+export const MAX_POLICY_REFRESH_MS = 60_000;
+
+/**
+ * How long a key's copy of a policy-wide change, or a marker, is held past the step that wrote it
+ * (StepArgs.policyHoldMs), even with its bucket full: as long as any node may still decide with an older
+ * reading, whatever its settings (the longest policyRefreshMs, then a wait for a reading of at most the
+ * longest timeoutMs + READ_GRACE_MS). One value on every node: a hold of the writing node's own
+ * settings let a node that reads less often move the key back once the hold had passed.
+ */
+export const POLICY_HOLD_MS = MAX_POLICY_REFRESH_MS + MAX_TIMEOUT_MS + READ_GRACE_MS;
 
 export interface PolicyWide {
   /** Whether the entry's reading may decide now with no look at the store (the hot path asks this). */

@@ -144,7 +144,7 @@ export interface LimiterOptions<P extends string = string> {
    * How often this node reads a policy's policy-wide change (setPolicyLimits), in ms: its decisions never
    * use a reading older than this, so a change made through any node is obeyed everywhere within
    * policyRefreshMs plus one store round trip. A reading is one store read per policy per node, made in
-   * the background while decisions come (none on an idle node). From 10 to 3600000. @default 1000
+   * the background while decisions come (none on an idle node). From 10 to 60000. @default 1000
    */
   policyRefreshMs?: number;
   /** Monotonic clock in ms for timeouts, the breaker, the deny cache and leases. Tests pass a fake one. @default performance.now */
