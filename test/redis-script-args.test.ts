@@ -27,6 +27,10 @@ afterAll(async () => {
 
 /** A value of one limit, as the scripts write it: what a key that was taken from holds. */
 const HELD = '5:1700000000000000';
+/** HELD with numbers of its own (an override record, no end): a key whose step reads the base. */
+const RECORDED = '5:1700000000000000|1,20,1|||';
+/** HELD under a copy of the policy-wide change "5.p": a key whose step reads ARGV[5] too. */
+const COPIED = '5:1700000000000000|1,20,1|||5.p';
 const LIMIT = ['1', '10', '1'];
 /** No base and no policy-wide change: ARGV[4] and ARGV[5] are "". */
 const take = (...limits: string[][]) => ['', 't', '', '', '', ...limits.flat()];
@@ -79,8 +83,14 @@ const BATCH: [string, string[], string[]][] = [
   ['no keys', [], ['']],
 ];
 
-/** [what, KEYS, ARGV]: the single-key script's. */
-const SINGLE: [string, string[], string[]][] = [
+/**
+ * [what, KEYS, ARGV, value]: the single-key script's; the keys hold `value` (default HELD). The straight-line
+ * take of a key with no record reads of the base only whether maxWaitMs is "0", unless the take may wait,
+ * and of ARGV[5] only whether it is a change; that of a key with numbers of its own, not ARGV[5]'s numbers.
+ * So those cases are refused where the rest is read: on a key with a record, or with a copy of a
+ * policy-wide change (and answered on a key with none: see the last test).
+ */
+const SINGLE: [string, string[], string[], string?][] = [
   ['no ARGV at all', ['k1'], []],
   ['the clock and kind only', ['k1'], ['', 't']],
   ['a limit of two numbers', ['k1'], ['', 't', '', '1', '10']],
@@ -94,9 +104,12 @@ const SINGLE: [string, string[], string[]][] = [
   ["a grant's tokenUnits of 0", ['k1'], ['', 'g', '0', '', '', ...LIMIT]],
   ["a grant without tokenUnits", ['k1'], ['', 'g', '', '', '', ...LIMIT]],
   ['a refund since a time that is not a number', ['k1'], ['', 'a', 'then', '', '', '-1', '10', '1']],
-  ['a base whose capacityUnits is 0', ['k1'], ['', 't', '', '0,1,0', '', ...LIMIT]],
+  ['a base whose capacityUnits is 0', ['k1'], ['', 't', '', '0,1,0', '', ...LIMIT], RECORDED],
   ['a base of one limit for two', ['k1'], ['', 't', '', '0,1,5', '', ...LIMIT, ...LIMIT]],
-  ['a base with an empty field', ['k1'], ['', 't', '', '0,,5', '', ...LIMIT]],
+  ['a base with a wait whose capacityUnits is 0', ['k1'], ['', 't', '', '5,1,0', '', ...LIMIT]],
+  ['a base with a wait and an empty field', ['k1'], ['', 't', '', '5,,5', '', ...LIMIT]],
+  ['a base with a wait of two limits for one', ['k1'], ['', 't', '', '5,1,5,1,5', '', ...LIMIT]],
+  ['a base with an empty field', ['k1'], ['', 't', '', '0,,5', '', ...LIMIT], RECORDED],
   ['a policy of two numbers', ['k1'], ['', 't', '', '', '1,5|||p', ...LIMIT]],
   ['a policy with a refill of 0', ['k1'], ['', 't', '', '', '1,5,0|||p', ...LIMIT]],
   ['a policy whose id holds a control character', ['k1'], ['', 't', '', '', '1,5,1|||p\u0001', ...LIMIT]],
@@ -104,13 +117,13 @@ const SINGLE: [string, string[], string[]][] = [
   ['a policy without its holdMs (the v18 form)', ['k1'], ['', 't', '', '', '1,5,1||p', ...LIMIT]],
   ['a policy whose holdMs is a day and 1 ms', ['k1'], ['', 't', '', '', '1,5,1||86400001|p', ...LIMIT]],
   ['a policy whose holdMs is 1e3', ['k1'], ['', 't', '', '', '1,5,1||1e3|p', ...LIMIT]],
-  ['a policySeenUs ("!<seenUs>|<holdMs>") of 2^53', ['k1'], ['', 't', '', '', '!9007199254740992|', ...LIMIT]],
-  ['a policySeenUs of 1.5', ['k1'], ['', 't', '', '', '!1.5|', ...LIMIT]],
-  ['a policySeenUs of -1', ['k1'], ['', 't', '', '', '!-1|', ...LIMIT]],
-  ['a policySeenUs without its holdMs (the v18 form)', ['k1'], ['', 't', '', '', '!5', ...LIMIT]],
+  ['a policySeenUs ("!<seenUs>|<holdMs>") of 2^53', ['k1'], ['', 't', '', '', '!9007199254740992|', ...LIMIT], COPIED],
+  ['a policySeenUs of 1.5', ['k1'], ['', 't', '', '', '!1.5|', ...LIMIT], COPIED],
+  ['a policySeenUs of -1', ['k1'], ['', 't', '', '', '!-1|', ...LIMIT], COPIED],
+  ['a policySeenUs without its holdMs (the v18 form)', ['k1'], ['', 't', '', '', '!5', ...LIMIT], COPIED],
   ['a policySeenUs of nothing, in a grant', ['k1'], ['', 'g', '1', '', '!', ...LIMIT]],
-  ['a policyHoldMs of a day and 1 ms', ['k1'], ['', 't', '', '', '!5|86400001', ...LIMIT]],
-  ['a policyHoldMs of 10^400 (no finite number)', ['k1'], ['', 't', '', '', `!|1${'0'.repeat(400)}`, ...LIMIT]],
+  ['a policyHoldMs of a day and 1 ms', ['k1'], ['', 't', '', '', '!5|86400001', ...LIMIT], COPIED],
+  ['a policyHoldMs of 10^400 (no finite number)', ['k1'], ['', 't', '', '', `!|1${'0'.repeat(400)}`, ...LIMIT], COPIED],
   ['a policyHoldMs of 1.5, in an adjustment', ['k1'], ['', 'a', '', '', '!|1.5', ...LIMIT]],
   ["an operation id's ttl of 0", ['k1', 'k1:op'], [...take(LIMIT), '0', 'fingerprint']],
   ["an operation id's ttl of 1.5", ['k1', 'k1:op'], [...take(LIMIT), '1.5', 'fingerprint']],
@@ -155,17 +168,19 @@ async function within1s(command: 'EVALSHA' | 'EVAL', script: string, keys: strin
   }
 }
 
-async function refused(command: 'EVALSHA' | 'EVAL', script: string, keys: string[], args: string[]): Promise<void> {
-  // Each key holds a value (the batch's pattern was built only for a key that held one), and no record.
+async function refused(command: 'EVALSHA' | 'EVAL', script: string, keys: string[], args: string[], value = HELD): Promise<string> {
+  // Each key holds a value (the batch's pattern was built only for a key that held one), and no record
+  // unless `value` has one.
   const held = keys.filter((k) => !k.endsWith(':op'));
-  if (held.length > 0) await admin.mset(...held.flatMap((k) => [k, HELD]));
+  if (held.length > 0) await admin.mset(...held.flatMap((k) => [k, value]));
   await admin.del('k1:op');
   const outcome = await within1s(command, script, keys, args);
   expect(outcome).toMatch(/^error: ERR /);
   // Still answering, and nothing written.
   expect(await rawCommand(redis.port, 'PING', 1000)).toBe('+PONG');
-  for (const k of held) expect(await admin.get(k)).toBe(HELD);
+  for (const k of held) expect(await admin.get(k)).toBe(value);
   expect(await admin.exists('k1:op')).toBe(0);
+  return outcome;
 }
 
 describe('the Redis scripts refuse malformed arguments with an error, at once', () => {
@@ -193,9 +208,12 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
       await refused('EVALSHA', GCRA_BATCH_SCRIPT_SHA, keys, args);
     });
   }
-  for (const [what, keys, args] of SINGLE) {
-    it(`single-key script: ${what}`, async () => {
-      await refused('EVALSHA', GCRA_SCRIPT_SHA, keys, args);
+  for (const [what, keys, args, value] of SINGLE) {
+    const on = value === RECORDED ? ', on a key with a record' : value === COPIED ? ', on a key with a copy of a policy-wide change' : '';
+    it(`single-key script: ${what}${on}`, async () => {
+      const outcome = await refused('EVALSHA', GCRA_SCRIPT_SHA, keys, args, value);
+      // Refused for that argument, not for another reason the key's record gives.
+      if (value !== undefined) expect(outcome).toMatch(/ARGV\[[45]\] malformed/);
     });
   }
 
@@ -223,7 +241,6 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
   }
 
   it('a base or policy-wide change of a number of 2^53 or more, or of another count of limits, is refused where it is read, before anything is written: alone, the call; batched, that key alone (-2)', async () => {
-    const RECORDED = '5:1700000000000000|1,20,1|||';
     const huge = '9007199254740993';
     for (const base of [`0,${huge},10`, `0,1,${huge}`, `${huge},1,10`]) {
       await admin.set('k1', RECORDED);
@@ -252,5 +269,17 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     // A key with no record takes the straight-line path, which reads no base: the base is not used.
     await admin.set('k3', HELD);
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k3'], ['', 't', '', `0,${huge},10`, '', ...LIMIT])).toBe('reply');
+  });
+
+  it('on a key with no record, a take that does not wait reads of the base only that maxWaitMs is "0" and of ARGV[5] only that it is no change: the calls refused above on a key with a record or a copy of a policy-wide change are decided there as with a well-formed base and view', async () => {
+    const cases = SINGLE.filter(([, , , value]) => value !== undefined);
+    expect(cases).toHaveLength(8);
+    for (const [what, keys, args] of cases) {
+      await admin.set('k1', HELD);
+      const reply = (await admin.evalsha(GCRA_SCRIPT_SHA, keys.length, ...keys, ...args)) as number[];
+      // A take of 1 (of 10, 1 a µs) on a debt of 5 long ago: allowed, and the value read is HELD's.
+      expect({ what, allowed: reply[0], read: reply.slice(2) }).toEqual({ what, allowed: 1, read: [-1, 2, 5, 1700000000000000] });
+      expect(await admin.get('k1')).toBe(`1:${reply[1]}`);
+    }
   });
 });

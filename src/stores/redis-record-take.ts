@@ -5,10 +5,10 @@ import { indent } from './redis-lua.js';
 
 /**
  * Lua: the pattern a base ARGV of `n` limits matches (n a Lua expression): the wait, then each limit's
- * tokenUnits and capacityUnits above 0. A literal for one limit, the usual case, so the hot path builds
- * no string.
+ * tokenUnits and capacityUnits above 0. Built for the general path only (the straight-line takes match
+ * the base of one limit with literals), so it is the short form.
  */
-export const baseShape = (n: string) => `(${n} == 1 and '^%d+,[1-9]%d*,[1-9]%d*$' or '^%d+' .. string.rep(',[1-9]%d*', 2 * ${n}) .. '$')`;
+export const baseShape = (n: string) => `'^%d+' .. string.rep(',[1-9]%d*', 2 * ${n}) .. '$'`;
 /** Lua: the pattern a policy ARGV of `n` limits matches: 3n numbers above 0, untilUs and holdMs (each or nothing) and an id of no control character. */
 export const policyShape = (n: string) => `'^[1-9]%d*' .. string.rep(',[1-9]%d*', 3 * ${n} - 1) .. '|%d*|%d*|%C+$'`;
 
@@ -125,8 +125,8 @@ end`,
   args: 'rtail',
 };
 
-/** recordTake's base for the single-key script: ARGV[4], read as numbers. */
-export const singleBase = `bw, bu, bc = string.match(A[4], '^(%d+),(%d+),(%d+)$')
+/** recordTake's base for the single-key script: ARGV[4], read as numbers when it is of baseShape's form (else not read: the general path). */
+export const singleBase = `bw, bu, bc = string.match(A[4], '^(%d+),([1-9]%d*),([1-9]%d*)$')
 if bu then bw, bu, bc = bw + 0, bu + 0, bc + 0 end`;
 
 /** recordTake's base for the batch script: entry e's, read as numbers once per call (ebase). */
