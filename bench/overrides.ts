@@ -18,6 +18,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { runAlone, type SectionOptions } from './alone.js';
 import { GCRA_BATCH_SCRIPT, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { OVERRIDE_SCRIPT } from '../src/stores/redis-override.js';
+import { POLICY_HOLD_MS } from '../src/limiter/policy-wide.js';
 import { scriptStats } from '../test/support/redis-stats.js';
 import { fmt, fmtSpread, spread } from './lib.js';
 
@@ -29,10 +30,10 @@ const LIMIT = ['1', '1000000000', '1'];
 const BASE = '0,1,1000000000';
 /** Numbers of a record or a change: twice the capacity, so no take is refused in any round. */
 const NUMBERS = '1,2000000000,1';
-/** A policy-wide change as the limiter sends it: its numbers, no end, the hold (the defaults: policyRefreshMs 1000 + timeoutMs 1000 + 50 ms) and its id. */
-const CHANGE = `${NUMBERS}||2050|incident`;
+/** A policy-wide change as the limiter sends it: its numbers, no end, the hold (POLICY_HOLD_MS, the same on every node) and its id. */
+const CHANGE = `${NUMBERS}||${POLICY_HOLD_MS}|incident`;
 /** No policy-wide change, as the limiter sends it once it has read the policy's record: the version read (none: 0) and the hold. */
-const NONE = '!0|2050';
+const NONE = `!0|${POLICY_HOLD_MS}`;
 
 async function scriptsBefore(): Promise<{ GCRA_SCRIPT: string; GCRA_BATCH_SCRIPT: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-overrides-'));
