@@ -310,7 +310,9 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   const before = liveRecord(record, nowUs);
   if (before !== undefined) out.before = before;
   if (after !== undefined) out.after = after;
-  if (sameRecord(record, after)) return out;
+  // A read (no numbers, no block) writes nothing, even where something has ended: the key's next step
+  // carries its bucket past that end, under its node's view of a policy-wide change (stepWithRecord).
+  if (sameRecord(record, after) || (args.limits === undefined && args.blockForMs === undefined)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
     const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), numbersAt(after, nowUs, base), nowUs, state.reservedUntilUs);

@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v8
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v9
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -79,7 +79,8 @@ if pin then nx.id = format('%d', math.max(now, version(rec and rec.id) + 1)) .. 
 if A[6] == '-' then nx.bl = nil elseif A[6] ~= '' then nx.bl = now + A[6] * 1000 end
 local after = live_record(nx, now)
 ` +
-  // Nothing changes (a read, or the same record again): nothing is written.
+  // Nothing changes (the same record again), or a read (no numbers, no block, even where something has
+  // ended: the key's next step carries past it under its view): nothing is written.
   `local same = (rec == nil) == (after == nil)
 if same and rec then
   same = rec.u == after.u and rec.bl == after.bl and rec.id == after.id and (rec.l == nil) == (after.l == nil)
@@ -90,7 +91,7 @@ if same and rec then
     end
   end
 end
-if same then return {now, v or 0, v or 0} end
+if same or (A[4] == '' and A[6] == '') then return {now, v or 0, v or 0} end
 local s, k, _, h = fields(b, n)
 local w = nil
 if k > 1 then
@@ -108,4 +109,4 @@ end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'dfb88d610ee25dea0174c1ea84642f1f6b8fc052';
+export const OVERRIDE_SCRIPT_SHA = 'cfe0c0a6767fc5cff49ac643df981cbf88fd2bca';
