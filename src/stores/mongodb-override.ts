@@ -6,8 +6,7 @@ import { changeVersion, type OverrideArgs, type OverrideLimit } from '../core/ov
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
-
-const NOW = '$_sNow';
+import { elem, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unset } from './mongodb-record-expr.js';
 
 /** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
 export interface LimitParams {
@@ -43,60 +42,6 @@ export interface RecordPlan {
   scratch: string[];
 }
 
-
-/** A field that may be missing, as null (MongoDB and mingo order a missing field differently). */
-const orNull = (e: Expr) => ({ $ifNull: [e, null] });
-const isSet = (e: Expr) => ({ $ne: [orNull(e), null] });
-const unset = (e: Expr) => ({ $eq: [orNull(e), null] });
-/** Element i of an array expression that may be null, or null. */
-const elem = (arr: Expr, i: number) => ({ $cond: [{ $isArray: [arr] }, { $arrayElemAt: [arr, i] }, null] });
-/** Whether an array expression (or null) has an element i. */
-const has = (arr: Expr, i: number) => ({ $and: [{ $isArray: [arr] }, { $gt: [{ $size: { $cond: [{ $isArray: [arr] }, arr, []] } }, i] }] });
-
-/** Whether the record expression is a marker (core/override.ts isMarker): a policy-wide id and no numbers. */
-const markerExpr = (r: string) => ({ $and: [{ $not: [{ $isArray: [`${r}.limits`] }] }, isSet(`${r}.policyId`)] });
-
-/** One limit's numbers as stored: always these three fields in this order, so records compare by value. */
-export function limitDoc(l: OverrideLimit): OverrideLimit {
-  return { tokenUnits: l.tokenUnits, capacityUnits: l.capacityUnits, refillUnitsPerUs: l.refillUnitsPerUs };
-}
-
-/** core/override.ts liveRecord of the record expression `r` (an object or null) at NOW: what has ended dropped, null when nothing is left. */
-function liveRecordExpr(r: Expr): object {
-  return {
-    $let: {
-      vars: { r },
-      in: {
-        $let: {
-          vars: {
-            n: { $and: [{ $isArray: ['$$r.limits'] }, { $or: [unset('$$r.untilUs'), { $lt: [NOW, '$$r.untilUs'] }] }] },
-            b: { $and: [isSet('$$r.blockedUntilUs'), { $gt: [orNull('$$r.blockedUntilUs'), NOW] }] },
-          },
-          in: {
-            $switch: {
-              branches: [
-                { case: { $eq: ['$$r', null] }, then: null },
-                // A marker (an id and no numbers) is something left, as numbers are; so is a copy of a
-                // policy-wide change whose numbers ended (the marker of that change from then on).
-                { case: { $and: [{ $not: ['$$n'] }, { $not: ['$$b'] }, unset('$$r.policyId')] }, then: null },
-                { case: { $and: [{ $or: ['$$n', unset('$$r.limits')] }, { $or: ['$$b', unset('$$r.blockedUntilUs')] }] }, then: '$$r' },
-              ],
-              default: {
-                limits: { $cond: ['$$n', '$$r.limits', '$$REMOVE'] },
-                untilUs: { $cond: ['$$n', { $ifNull: ['$$r.untilUs', '$$REMOVE'] }, '$$REMOVE'] },
-                blockedUntilUs: { $cond: ['$$b', '$$r.blockedUntilUs', '$$REMOVE'] },
-                policyId: { $ifNull: ['$$r.policyId', '$$REMOVE'] },
-              },
-            },
-          },
-        },
-      },
-    },
-  };
-}
-
-/** Whether the record expression (object or null) has numbers live at NOW. */
-const numbersLiveExpr = (r: string) => ({ $and: [{ $isArray: [`${r}.limits`] }, { $or: [unset(`${r}.untilUs`), { $lt: [NOW, `${r}.untilUs`] }] }] });
 
 /**
  * The stages every record plan shares, after `_sNow`: the stored record (`_sO`, null when none), the
