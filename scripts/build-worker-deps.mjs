@@ -11,8 +11,9 @@
 // getSlotMaster, close, quit: src/stores/redis-client.ts), none of which the class has.
 //
 // What it writes, into build/worker/upstash-redis/: the installed package's cloudflare.mjs, and its chunk
-// with the Redis and Pipeline class bodies cut to the members in KEEP. Everything else is the package's
-// code byte for byte (its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
+// with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch for
+// event streams (SUBSCRIBE's replies) cut out (cutEventStream). Everything else is the package's
+// code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
 // know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
 // test/upstash-worker-deps.test.ts checks that the cut client answers every probe as the package's does.
@@ -66,6 +67,22 @@ export function keepMembers(code, name, keep) {
   return code.slice(0, bodyStart) + kept.join('\n') + code.slice(end);
 }
 
+/**
+ * The HttpClient's request without its event-stream branch (the replies of SUBSCRIBE and its kind,
+ * read line by line as they come; the Worker sends none of those commands): the branch, from its `if`
+ * to the `return { result: 1 };` that ends it, exactly as the package has it, or an error.
+ */
+export function cutEventStream(code) {
+  const head = '    if (isEventStream && req && req.onMessage && res.body) {\n';
+  const tail = '      return { result: 1 };\n    }\n';
+  const start = code.indexOf(head);
+  const end = code.indexOf(tail, start);
+  if (start < 0 || end < 0 || code.indexOf(head, start + 1) >= 0 || !code.slice(start, end).includes('req.onMessage?.(data)')) {
+    throw new Error('[build-worker-deps] @upstash/redis: not one event-stream branch of the shape this script knows');
+  }
+  return code.slice(0, start) + code.slice(end + tail.length);
+}
+
 /** Writes the cut package into `outDir` and returns the path of its cloudflare.mjs. */
 export function buildWorkerDeps(outDir) {
   // The import condition's file (cloudflare.mjs), as the bundler resolves it.
@@ -76,6 +93,7 @@ export function buildWorkerDeps(outDir) {
   if (!chunkName) throw new Error('[build-worker-deps] @upstash/redis: cloudflare.mjs imports no chunk');
   let chunk = readFileSync(join(pkgDir, chunkName), 'utf8');
   for (const [name, keep] of Object.entries(KEEP)) chunk = keepMembers(chunk, name, keep);
+  chunk = cutEventStream(chunk);
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
   const out = join(outDir, 'cloudflare.mjs');
