@@ -90,6 +90,20 @@ describe('carrying a bucket to new numbers (applyOverride)', () => {
   });
 });
 
+describe('an override that changes nothing writes nothing', () => {
+  it('whatever order a record holds its fields in (a step installs a change\'s copy with its keys in another order than liveRecord rebuilds them: it was written again)', () => {
+    const base = numbers({ capacity: 100, refillPerSecond: 1 });
+    const change = { id: `${T0}.c`, limits: numbers({ capacity: 10, refillPerSecond: 1 }), untilUs: T0 + 5_000_000 };
+    const installed = stepWithRecord(undefined, T0, stepArgs(policy({ capacity: 100, refillPerSecond: 1 }), 1, 0, change), undefined);
+    expect(Object.keys(installed.writeRecord!)).toEqual(['limits', 'policyId', 'untilUs']);
+    // A block that ends at once: the record after is the same, in liveRecord's order.
+    const r = applyOverride(installed.write!, installed.writeRecord!, T0 + 1, { base, blockForMs: 0 });
+    expect(r.after).toEqual(installed.writeRecord);
+    expect(r).not.toHaveProperty('write');
+    expect(r).not.toHaveProperty('writeRecord');
+  });
+});
+
 describe('the expiry split: exact in both directions', () => {
   const config = { capacity: 100, refillPerSecond: 1 };
   const p = policy(config);

@@ -240,7 +240,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   if (args.base === undefined) {
     // Without the base numbers only a block can be honoured: numbers to step under or carry need them.
     if (args.policy !== undefined || record?.policyId !== undefined || numbersLive(record, nowUs) || (state !== undefined && numbersLive(record, state.atUs))) {
-      throw new Error('[edge-limiter] a step on a key with override numbers needs StepArgs.base (the numbers its limits were multiplied out from)');
+      throw new Error('[edge-limiter] a step on a key with override numbers needs StepArgs.base');
     }
     if (!blockLive(record, nowUs)) return step(state, nowUs, args);
     if (args.adjust) return { ...step(state, nowUs, args), blockedUntilUs: record!.blockedUntilUs! };
@@ -276,8 +276,8 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   return r;
 }
 
-/** A record as its parts, for comparing two. */
-const sameRecord = (a: OverrideRecord | undefined, b: OverrideRecord | undefined) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+/** A record's fields as text, to compare two by what they say (a step installs a change's copy with its keys in another order). */
+const recordKey = (r: OverrideRecord | undefined) => JSON.stringify(r && [r.untilUs, r.blockedUntilUs, r.policyId, r.limits?.map(numbersOf)]);
 
 /**
  * Store.override's one atomic step at nowUs, pure: the record after the change (numbers set or cleared,
@@ -312,7 +312,7 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   if (after !== undefined) out.after = after;
   // A read (no numbers, no block) writes nothing, even where something has ended: the key's next step
   // carries its bucket past that end, under its node's view of a policy-wide change (stepWithRecord).
-  if (sameRecord(record, after) || (args.limits === undefined && args.blockForMs === undefined)) return out;
+  if (recordKey(record) === recordKey(after) || (args.limits === undefined && args.blockForMs === undefined)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
     const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), numbersAt(after, nowUs, base), nowUs, state.reservedUntilUs);
@@ -369,9 +369,11 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
  * record is the policy-wide change itself, or the marker of its revert (written by Store.override with
  * a policyId), held as a key's own numbers are.
  * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
- * at least; `state` undefined: a full bucket.
+ * at least; `state` undefined: a full bucket. Numbers with an end keep it until full under them, and under
+ * the split at their end to the base and to `change` (the policy-wide change the writing step sees, where
+ * in force: the key goes to it at their end, however slow it is).
  */
-export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0): number {
+export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0, change?: OverrideRecord): number {
   let until = 0;
   if (record?.limits !== undefined && (pinned || record.policyId === undefined)) until = record.untilUs ?? Infinity;
   else if (pinned && isMarker(record)) until = Infinity;
@@ -380,14 +382,18 @@ export function keepUntilUs(state: BucketState | undefined, base: readonly Overr
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
   if (state === undefined) return until;
   const from = numbersAt(record, state.atUs, base);
+  const after = numbersAt(change, state.atUs, base);
   const end = record?.untilUs;
   for (let i = 0; i < base.length; i++) {
     const d = state.debtUnits[i] ?? 0;
     const f = from[i]!;
     let full = state.atUs + ceilDiv(d, f.refillUnitsPerUs);
-    // Numbers with an end: full under the split to the base, and no sooner than under the numbers
-    // themselves, as the key may go to a policy-wide change as slow as they are at their end (debtsAt).
-    if (!sameNumbers(f, base[i]!) && end !== undefined && full > end) full = Math.max(full, end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, base[i]!, end, state.reservedUntilUs), base[i]!.refillUnitsPerUs));
+    // Numbers with an end (the bucket in them): full under them, and under the split at their end to the
+    // base and to the change the writing step sees (debtsAt); and no sooner than under the numbers
+    // themselves, as the key may go to a policy-wide change as slow as they are at their end.
+    if (end !== undefined && full > end && numbersLive(record, state.atUs)) {
+      for (const to of [base[i]!, after[i]!]) full = Math.max(full, end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, to, end, state.reservedUntilUs), to.refillUnitsPerUs));
+    }
     if (full > until) until = full;
   }
   return until;

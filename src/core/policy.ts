@@ -208,7 +208,7 @@ export function resolvePolicy(name: string, config: unknown, defaults: PolicyDef
   if (name === '__proto__') {
     // Assigning it on a plain object sets the object's prototype instead, so the policy would vanish
     // from every object keyed by policy name (the stats snapshot, the live page's series).
-    throw new ConfigError('policies["__proto__"]', 'name must not be "__proto__": policy names are keys of JSON objects (GET /v1/stats, the live page), where JavaScript does not keep "__proto__" as a key');
+    throw new ConfigError('policies["__proto__"]', 'name must not be "__proto__": policy names are keys of JSON objects (GET /v1/stats)');
   }
   const at = (field: string) => `policies.${name}.${field}`;
   if (typeof config !== 'object' || config === null || Array.isArray(config)) {

@@ -128,9 +128,9 @@ function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits?: read
 }
 
 /** An entry to store (undefined: delete it) for a bucket and a record beside it; `base` reckons when it holds nothing. */
-function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false, holdUntilUs = 0): StoredBucket | undefined {
+function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false, holdUntilUs = 0, change?: OverrideRecord): StoredBucket | undefined {
   if (bucket === undefined && record === undefined) return undefined;
-  const untilUs = keepUntilUs(bucket, base, record, pinned, holdUntilUs);
+  const untilUs = keepUntilUs(bucket, base, record, pinned, holdUntilUs, change);
   // Numbers with no end keep the entry: the alarm re-arms every 30 days and finds it still live.
   const fullAtMs = untilUs === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(untilUs / 1000);
   const reserved = bucket?.reservedUntilUs === undefined ? {} : { reservedUntilUs: bucket.reservedUntilUs };
@@ -227,7 +227,8 @@ export class RateLimiterObject {
         // Without StepArgs.base a record holds only a block (stepWithRecord refuses numbers without it), and
         // only the refill counts for when the entry holds nothing.
         const base = args.base ? stepBaseNumbers(args.limits, args.base) : args.limits.map((l) => ({ tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: l.refillUnitsPerUs }));
-        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base, false, (nowMs + (args.policyHoldMs ?? 0)) * 1000);
+        // With the change this step sees: a key's own numbers that end go to it then (keepUntilUs).
+        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base, false, (nowMs + (args.policyHoldMs ?? 0)) * 1000, args.policy);
         if (entry === undefined) await this.storage.delete(body.key);
         else {
           await this.storage.put(body.key, entry);

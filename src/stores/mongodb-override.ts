@@ -2,7 +2,7 @@
 // `applyOverride`, line by line, as stages of an update pipeline over a bucket document whose `ov`
 // field holds the key's record (OverrideRecord). stepPipeline runs a step with the plan built here;
 // overridePipeline is Store.override. Pure: builds values, sends nothing.
-import { changeVersion, type OverrideArgs, type OverrideLimit } from '../core/override.js';
+import { changeVersion, numbersAt, type OverrideArgs, type OverrideLimit } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
@@ -112,20 +112,25 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
  * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
  * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end (or,
  * `pinned`, the policy-wide change itself: core keepUntilUs); otherwise when every limit is full under
- * the record's numbers and the expiry split, and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
+ * the record's numbers and the expiry split (to the base, and to `policy`: the policy-wide change the step
+ * sees, which numbers that end hand the key to), and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
  * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change or marker
  * goes with its full bucket (the next step installs it again), but not before `holdMs` from now
  * (StepArgs.policyHoldMs: core keepUntilUs' holdUntilUs), as long as another node may hold an older view.
  * `reserved`: the reservation horizon written with the bucket (0: none), which the carry at untilUs
  * counts as core keepUntilUs does.
  */
-export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0): object {
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0, policy?: { readonly limits: readonly OverrideLimit[]; readonly untilUs?: number }): object {
+  const change = numbersAt(policy && { limits: policy.limits }, 0, base);
+  // (A change that has ended by NOW hands the key to nothing: 0.)
+  const live = (e: object) => (policy?.untilUs === undefined ? e : { $cond: [{ $lt: [NOW, policy.untilUs] }, e, 0] });
   const full = base.map((b, i) => {
     const t = `$_sT${i}`;
-    // Full under the record's numbers; with an end, no sooner than under the carry to the base there.
+    // Full under the numbers in force (the record's, or the base's); with the record's numbers ending, no
+    // sooner than under the carry there to the base, and to the change the step sees (`change`).
     const under = { $add: [NOW, { $ceil: { $divide: [w(i), `${t}.refillUnitsPerUs`] } }] };
-    const atEnd = { $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(b) }, '$_sN.untilUs', reserved), b.refillUnitsPerUs] } }] };
-    return { $cond: [has('$_sNL', i), { $cond: [isSet('$_sN.untilUs'), { $max: [atEnd, under] }, under] }, { $add: [NOW, { $ceil: { $divide: [w(i), b.refillUnitsPerUs] } }] }] };
+    const atEnd = (to: OverrideLimit) => ({ $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(to) }, '$_sN.untilUs', reserved), to.refillUnitsPerUs] } }] });
+    return { $cond: [{ $and: [isSet('$_sNL'), isSet('$_sN.untilUs')] }, { $max: [under, atEnd(b), ...(change === base ? [] : [live(atEnd(change[i]!))])] }, under] };
   });
   const hold = holdMs > 0 && !pinned ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
   const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };

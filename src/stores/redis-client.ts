@@ -134,7 +134,7 @@ export function adaptScriptClient(client: RedisClientLike): AdaptedClient {
       abortable: false,
     };
   }
-  throw new ConfigError('client', 'must be an @upstash/redis, ioredis (client or Cluster) or redis (client or cluster) client, or implement evalsha/eval/del/ping');
+  throw new ConfigError('client', 'must be an @upstash/redis, ioredis or redis client (or cluster), or implement evalsha/eval/del/ping');
 }
 
 /**

@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v9
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v10
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -109,4 +109,4 @@ end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'cfe0c0a6767fc5cff49ac643df981cbf88fd2bca';
+export const OVERRIDE_SCRIPT_SHA = 'c7fff959d5a1bc173f30d25b7c7eb59d029a8a41';

@@ -138,8 +138,9 @@ end
   // even with its bucket full, while another node may still step with an older view (core's
   // keepUntilUs). \`pin\`: the record is the policy-wide change itself, or the marker of its revert
   // (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is. \`h\`: the
-  // bucket's reservation horizon to keep (see horizon; nil: none).
-  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold, h)
+  // bucket's reservation horizon to keep (see horizon; nil: none). \`pc\`: the policy-wide change the
+  // step sees ({l}; nil: none), which numbers that end hand the key to: kept until full under it too.
+  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold, h, pc)
   local keep = false
   if w then
     for i = 1, n do
@@ -158,10 +159,14 @@ end
       f[i] = w[i]
       local a = w[i]
       if a > 0 then
-        local t, c, rate, rec = numbers_at(r, now, i, bt, bc, br)
+        local t, c, rate = numbers_at(r, now, i, bt, bc, br)
         local x = a / (rate * 1000)
-        if rec and r.u and a - (r.u - now) * rate > 0 then
-          x = math.max(x, (r.u - now) / 1000 + carry(a - (r.u - now) * rate, t, c, rate, bt[i], bc[i], br[i], r.u, h) / (br[i] * 1000))
+        local e = a - ((r and r.u or now) - now) * rate
+        if live(r, now) and r.u and e > 0 then
+          for _, to in ipairs({false, pc}) do
+            local tt, tc, tr = numbers_at(to, now, i, bt, bc, br)
+            x = math.max(x, (r.u - now) / 1000 + carry(e, t, c, rate, tt, tc, tr, r.u, h) / (tr * 1000))
+          end
         end
         if x > ms then ms = x end
       end
@@ -324,6 +329,6 @@ end
   if not w and not changed then return allowed, tokens, v end
   local r = rec
   if changed then r = nxt end
-  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H, horizon(h, now, wait))
+  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H, horizon(h, now, wait), P)
 end
 `;

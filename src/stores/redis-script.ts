@@ -34,7 +34,7 @@ if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
 if A[5] ~= '' and not S and not string.find(A[5], ${policyShape('n')}) or S and #S > 15 and not (S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 5 end
 ${refuse('gcra')}`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v23
+export const GCRA_SCRIPT = `-- edge-limiter gcra v24
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -230,7 +230,7 @@ end
   // A key with an override record, or a step under a policy-wide change: core/override.ts's step.
   `if P or (v and string.find(v, '|', 1, true)) then
   local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P, S, H)
-  if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4], the base') end
+  if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4] (the base)') end
   return reply(allowed, tokens)
 end
 if kind == 't' then return reply((take(key, v, s, k, now, 5, n, B, h))) end
@@ -294,6 +294,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'e49470113cf87f4bfab6b7cc41725d50d0092026';
+export const GCRA_SCRIPT_SHA = '054b194762833752aad0270bcae9434be4594a16';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

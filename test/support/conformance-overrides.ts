@@ -182,7 +182,7 @@ export function overrideConformance(suite: OverrideSuite): void {
     // per 6000 s, and each key's own numbers, the same, end 300 ms after they are set. Key a: numbers
     // set, then 10 taken under them; key b: 10 taken under the change, then numbers set (written by the
     // override, not a step).
-    const [a, b, c] = [suite.key(), suite.key(), suite.key()];
+    const [a, b, c, d] = [suite.key(), suite.key(), suite.key(), suite.key()];
     const made = (await store.step(storageKey('tenFast', a), stepArgs(p, 0, 0))).atUs!;
     const slow = numbers({ capacity: 10, refillPerSecond: SLOW });
     const change = { id: `${made}.incident`, limits: slow };
@@ -194,11 +194,16 @@ export function overrideConformance(suite: OverrideSuite): void {
     const untilB = (await set(store, 'tenFast', b, slow, 300)).after!.untilUs!;
     const untilA = (await set(store, 'tenFast', a, slow, 300)).after!.untilUs!;
     const untilC = (await set(store, 'tenFast', c, slow, 300)).after!.untilUs!;
+    // Key d's own numbers refill 10 a second: faster than the change, slower than the policy's.
+    const untilD = (await set(store, 'tenFast', d, numbers({ capacity: 10, refillPerSecond: 10 }), 300)).after!.untilUs!;
     // Under key a's own numbers (they win over the change while they last): all 10; key c the same.
     const first = await decide(a, 10);
     expect(first.r.atUs!).toBeLessThan(untilA);
     expect(first.d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
     expect((await decide(c, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    // Key d: about 7 still spent at their end, carried to the change: kept until full under it (under
+    // its own numbers it was full 1 s after the take, under the policy's 7 ms after the end).
+    expect((await decide(d, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
     // 1000 ms after their end (past a store's shortest expiry of a key, 1 s at Redis): the change has
     // been in force for each key since then, and nothing has come back at 1 token per 600 s, where the
     // policy's own numbers refill all 10 in 10 ms.
@@ -206,6 +211,13 @@ export function overrideConformance(suite: OverrideSuite): void {
     // Key c is read after the end (getLimits: Store.override with nothing to change), which writes
     // nothing: the step after it carries the bucket past the end under its view.
     expect((await store.override(storageKey('tenFast', c), { base: baseNumbers(p) })).after).toBeUndefined();
+    const laterD = await decide(d, 10);
+    expect(laterD.r.atUs!).toBeGreaterThan(untilD + 900_000);
+    expect(laterD.r.limits).toEqual(slow);
+    // At most 3 came back at 10 a second in the under 300 ms from the take to the end, none since (the
+    // key was not let go: gone, it would have come back full).
+    expect(laterD.d).toMatchObject({ allowed: false, limit: 10 });
+    expect(laterD.d.remaining).toBeLessThanOrEqual(3);
     for (const [k, until] of [[a, untilA], [b, untilB], [c, untilC]] as const) {
       const later = await decide(k, 10);
       expect(later.r.atUs!).toBeGreaterThan(until + 900_000);
