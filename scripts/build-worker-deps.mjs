@@ -10,9 +10,10 @@
 // Pipeline); the store's adapters also probe the client for other methods by name (call, sendCommand,
 // getSlotMaster, close, quit: src/stores/redis-client.ts), none of which the class has.
 //
-// What it writes, into build/worker/upstash-redis/: the installed package's cloudflare.mjs, and its chunk
-// with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch for
-// event streams (SUBSCRIBE's replies) cut out (cutEventStream). Everything else is the package's
+// What it writes, into build/worker/upstash-redis/: the installed package's cloudflare.mjs, its Redis
+// class cut to its constructor (KEEP_ENTRY: no Redis.fromEnv, which the Worker never calls), and its
+// chunk with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch
+// for event streams (SUBSCRIBE's replies) cut out (cutEventStream). Everything else is the package's
 // code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
 // know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
@@ -27,16 +28,19 @@ export const KEEP = {
   Pipeline: ['client', 'commands', 'commandOptions', 'multiExec', 'constructor', 'exec', 'length', 'chain', 'evalsha', 'eval', 'del', 'ping'],
 };
 
+/** The members cloudflare.mjs's Redis class keeps: the Worker makes its client with `new Redis(...)`, never `Redis.fromEnv`. */
+export const KEEP_ENTRY = { Redis2: ['constructor'] };
+
 /**
- * The class `var <name> = class {` of a bundled module with only the members named in `keep`. Members
- * are read from the tsup build's layout: each starts on a line indented two spaces (a field, a method,
- * get/set, or the comment before one) and continues on deeper lines. Throws on any other line.
+ * The class `var <name> = class {` (or `class <Name> extends <Base> {`) of a bundled module with only the
+ * members named in `keep`. Members are read from the tsup build's layout: each starts on a line indented
+ * two spaces (a field, a method, get/set, or the comment before one) and continues on deeper lines.
+ * Throws on any other line.
  */
 export function keepMembers(code, name, keep) {
-  const head = `var ${name} = class {\n`;
-  const start = code.indexOf(head);
-  if (start < 0 || code.indexOf(head, start + 1) >= 0) throw new Error(`[build-worker-deps] @upstash/redis: not one "${head.trim()}"`);
-  const bodyStart = start + head.length;
+  const heads = [...code.matchAll(new RegExp(`var ${name} = class(?: [\\w$]+ extends [\\w$]+)? \\{\\n`, 'g'))];
+  if (heads.length !== 1) throw new Error(`[build-worker-deps] @upstash/redis: not one "var ${name} = class"`);
+  const bodyStart = heads[0].index + heads[0][0].length;
   const end = code.indexOf('\n};\n', bodyStart);
   const members = [];
   let comment = [];
@@ -97,7 +101,9 @@ export function buildWorkerDeps(outDir) {
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
   const out = join(outDir, 'cloudflare.mjs');
-  writeFileSync(out, entry.replace(`"./${chunkName}"`, '"./chunk.mjs"'));
+  let cut = entry.replace(`"./${chunkName}"`, '"./chunk.mjs"');
+  for (const [name, keep] of Object.entries(KEEP_ENTRY)) cut = keepMembers(cut, name, keep);
+  writeFileSync(out, cut);
   return out;
 }
 

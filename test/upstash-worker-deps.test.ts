@@ -78,6 +78,8 @@ describe("the Worker's cut @upstash/redis", () => {
     // What was cut: the commands the Worker never sends.
     expect(typeof (theirs as unknown as Record<string, unknown>).get).toBe('function');
     expect((ours as unknown as Record<string, unknown>).get).toBeUndefined();
+    // And Redis.fromEnv: the Worker makes its client with new Redis(...) (functions/app/store-edge.ts).
+    expect([typeof PackageRedis.fromEnv, typeof CutRedis.fromEnv]).toEqual(['function', 'undefined']);
   });
 
   it('sends the same requests and gets the same decisions as the package, through the Worker store', async () => {
@@ -122,5 +124,8 @@ describe("the Worker's cut @upstash/redis", () => {
     expect(() => keepMembers(cls('  a;'), 'Redis', ['a', 'evalsha'])).toThrow(/Redis has no evalsha/);
     expect(() => keepMembers(cls('  a;\n\tb = 1;'), 'Redis', ['a'])).toThrow(/a line of a shape/);
     expect(() => keepMembers(cls('  a;') + cls('  a;'), 'Redis', ['a'])).toThrow(/not one/);
+    // A class that extends another, as cloudflare.mjs's Redis does.
+    const sub = 'var Redis2 = class _Redis extends Redis {\n  constructor() {\n    super();\n  }\n  static fromEnv() {\n    return 1;\n  }\n};\n';
+    expect(keepMembers(sub, 'Redis2', ['constructor'])).toBe('var Redis2 = class _Redis extends Redis {\n  constructor() {\n    super();\n  }\n};\n');
   });
 });
