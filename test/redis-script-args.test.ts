@@ -133,21 +133,27 @@ const SINGLE: [string, string[], string[], string?][] = [
 /** [what, ARGV]: the override script's (KEYS: k1). */
 const OVERRIDE: [string, string[]][] = [
   ['no ARGV at all', []],
-  ['six ARGV', ['', 'o', '1,10,1', '', '', '']],
-  ['an unknown kind', ['', 'x', '1,10,1', '', '', '', '']],
-  ['a clock that is not digits', ['soon', 'o', '1,10,1', '', '', '', '']],
-  ['no base', ['', 'o', '', '', '', '', '']],
-  ['a base of two numbers', ['', 'o', '1,10', '', '', '', '']],
-  ['a base of nine limits', ['', 'o', Array(9).fill('1,10,1').join(','), '', '', '', '']],
-  ['a base whose tokenUnits is 0', ['', 'o', '0,10,1', '', '', '', '']],
-  ['a base of 2^53', ['', 'o', '9007199254740992,10,1', '', '', '', '']],
-  ['numbers of another count than the base', ['', 'o', '1,10,1', '1,10,1,1,10,1', '', '', '']],
-  ['numbers with a refill of 0', ['', 'o', '1,10,1', '1,10,0', '', '', '']],
-  ['numbers that are not digits', ['', 'o', '1,10,1', '1,1e3,1', '', '', '']],
-  ['a duration of 1.5 ms', ['', 'o', '1,10,1', '1,20,1', '1.5', '', '']],
-  ['a block of -1 ms', ['', 'o', '1,10,1', '', '', '-1', '']],
-  ['a block that is not a number', ['', 'o', '1,10,1', '', '', 'soon', '']],
-  ['a policy id with a newline', ['', 'o', '1,10,1', '1,20,1', '', '', 'p\n']],
+  ['seven ARGV (the count of v9)', ['', 'o', '1,10,1', '', '', '', '']],
+  ['an unknown kind', ['', 'x', '1,10,1', '', '', '', '', '']],
+  ['a clock that is not digits', ['soon', 'o', '1,10,1', '', '', '', '', '']],
+  ['no base', ['', 'o', '', '', '', '', '', '']],
+  ['a base of two numbers', ['', 'o', '1,10', '', '', '', '', '']],
+  ['a base of nine limits', ['', 'o', Array(9).fill('1,10,1').join(','), '', '', '', '', '']],
+  ['a base whose tokenUnits is 0', ['', 'o', '0,10,1', '', '', '', '', '']],
+  ['a base of 2^53', ['', 'o', '9007199254740992,10,1', '', '', '', '', '']],
+  ['numbers of another count than the base', ['', 'o', '1,10,1', '1,10,1,1,10,1', '', '', '', '']],
+  ['numbers with a refill of 0', ['', 'o', '1,10,1', '1,10,0', '', '', '', '']],
+  ['numbers that are not digits', ['', 'o', '1,10,1', '1,1e3,1', '', '', '', '']],
+  ['a duration of 1.5 ms', ['', 'o', '1,10,1', '1,20,1', '1.5', '', '', '']],
+  ['a block of -1 ms', ['', 'o', '1,10,1', '', '', '-1', '', '']],
+  ['a block that is not a number', ['', 'o', '1,10,1', '', '', 'soon', '', '']],
+  ['a policy id with a newline', ['', 'o', '1,10,1', '1,20,1', '', '', 'p\n', '']],
+  ['a view whose change has another count of limits than the base', ['', 'o', '1,10,1', '', '', '5', '', '1,10,1,1,10,1||5|7.c']],
+  ['a view whose change has a refill of 0', ['', 'o', '1,10,1', '', '', '5', '', '1,10,0||5|7.c']],
+  ['a view whose change has no id', ['', 'o', '1,10,1', '', '', '5', '', '1,10,1||5|']],
+  ['a view whose seenUs is 2^53', ['', 'o', '1,10,1', '', '', '5', '', '!9007199254740992|']],
+  ['a view whose holdMs is a day and 1 ms', ['', 'o', '1,10,1', '', '', '5', '', '!5|86400001']],
+  ['a view that is not one', ['', 'o', '1,10,1', '', '', '5', '', 'soon']],
 ];
 
 /**
@@ -199,8 +205,10 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     expect(await within1s('EVALSHA', GCRA_BATCH_SCRIPT_SHA, ['k1', 'k2'], ['', '17', ...LIMIT, '33', ...LIMIT, '0,1,10', '!|5000', '', '!|'])).toBe('reply');
     // Installs a record (no end) on k1: the steps above, which send no base, would be refused after it.
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '0,1,10,1,10', '1,20,1,1,20,1|||p.q-r_s', ...LIMIT, ...LIMIT])).toBe('reply');
-    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,20,1', '1000', '500', 'p'])).toBe('reply');
-    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'r', '', '', '', '', ''])).toBe('reply');
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,20,1', '1000', '500', 'p', ''])).toBe('reply');
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '-', '', '500', '', '1,5,1||120050|7.c'])).toBe('reply');
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '', '', '-', '', '!9007199254740991|86400000'])).toBe('reply');
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'r', '', '', '', '', '', ''])).toBe('reply');
   });
 
   for (const [what, keys, args] of BATCH) {
@@ -219,7 +227,7 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
 
   it('by EVAL too: the batch count of 10^9, and a single-key call of too many limits', async () => {
     await refused('EVAL', GCRA_BATCH_SCRIPT, ['k1'], ['', '1000000000', ...LIMIT]);
-    await refused('EVAL', OVERRIDE_SCRIPT, ['k1'], ['', 'o', '1,10', '', '', '', '']);
+    await refused('EVAL', OVERRIDE_SCRIPT, ['k1'], ['', 'o', '1,10', '', '', '', '', '']);
     await refused('EVAL', GCRA_SCRIPT, ['k1'], take(...Array(MAX_LIMITS + 1).fill(LIMIT)));
   });
 
@@ -231,7 +239,8 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't'])).toBe(`error: ERR edge-limiter gcra: 2 ARGV, not 1 to ${MAX_LIMITS} limits`);
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 'x\r\n', '', '', '', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[2] malformed, got 'x??'");
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '', '1,5,1|||\n', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[5] malformed, got '1,5,1|||?'");
-    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,10', '', '', ''])).toBe("error: ERR edge-limiter override: ARGV[4] malformed, got '1,10'");
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,10', '', '', '', ''])).toBe("error: ERR edge-limiter override: ARGV[4] malformed, got '1,10'");
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '-', '', '', '', '1,10,1|||'])).toBe("error: ERR edge-limiter override: ARGV[8] malformed, got '1,10,1|||'");
   });
 
   for (const [what, args] of OVERRIDE) {

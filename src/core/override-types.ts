@@ -75,6 +75,15 @@ export interface OverrideArgs {
    * store writes it after the change's version, `${max(nowUs, the version it replaces + 1)}.${policyId}`.
    */
   readonly policyId?: string;
+  /**
+   * Without policyId: the node's view of the policy-wide change, as a step sends it (StepArgs.policy,
+   * .policySeenUs, .policyHoldMs). A change to a key's record then leaves what a step under this view
+   * would (the change installed on a key without numbers of its own, an older copy replaced), and
+   * carries the bucket as the step would. Absent: no view (the base).
+   */
+  readonly policy?: PolicyOverride;
+  readonly policySeenUs?: number;
+  readonly policyHoldMs?: number;
 }
 
 /** What Store.override did: the record before and after (absent: none), at the store clock's reading atUs (whole µs). */

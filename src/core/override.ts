@@ -82,10 +82,8 @@ export function endedSince(state: BucketState | undefined, nowUs: number, record
 /**
  * A stored bucket's debts at nowUs, one per limit: each decayed under the numbers it is in, with the
  * expiry split when the record's numbers ended since (endedSince: decay under the record's refill to
- * untilUs, carry to `after` there, decay under `after`'s refill from untilUs). `after` is what the key
- * is in from its record's end: the base, or (stepWithRecord) the policy-wide change the step puts in
- * force, when it was made by then. The debts are in `after` after a split, else in the numbers in force
- * at nowUs (numbersAt).
+ * untilUs, carry to `after` there, the key's numbers from its record's end (see carried), decay under
+ * `after`'s refill from untilUs). The debts are in `after` after a split, else in numbersAt(nowUs).
  */
 export function debtsAt(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, after: readonly OverrideLimit[] = base): number[] {
   const n = base.length;
@@ -102,6 +100,14 @@ export function debtsAt(state: BucketState | undefined, nowUs: number, base: rea
     else out[i] = decayed(carryDebt(decayed(d, state.atUs, untilUs!, f.refillUnitsPerUs), f, a, untilUs, state.reservedUntilUs), untilUs!, nowUs, a.refillUnitsPerUs);
   }
   return out;
+}
+
+/** A bucket's debts at nowUs carried to `to`; numbers ended since go at their end to `viewed` (made by then) or the base. */
+function carried(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, viewed: OverrideRecord | undefined, to: readonly OverrideLimit[]): number[] {
+  const ended = endedSince(state, nowUs, record);
+  const v = numbersAt(viewed, nowUs, base);
+  const after = ended && v !== base && changeVersion(viewed!.policyId) <= record!.untilUs! ? v : base;
+  return carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
 }
 
 /** Debts carried limit by limit from the numbers `from` to `to` (both in force at nowUs), the bucket's reservations pending until reservedUntilUs. */
@@ -155,10 +161,8 @@ export function liveRecord(record: OverrideRecord | undefined, nowUs: number): O
   // Nothing has ended: the record itself (a step then leaves it unwritten).
   if ((numbers || record.limits === undefined) && (block || record.blockedUntilUs === undefined)) return record;
   const out: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = {};
-  if (numbers) {
-    out.limits = record.limits;
-    if (record.untilUs !== undefined) out.untilUs = record.untilUs;
-  }
+  if (numbers) out.limits = record.limits;
+  if (numbers && record.untilUs !== undefined) out.untilUs = record.untilUs;
   if ((numbers || marker) && record.policyId !== undefined) out.policyId = record.policyId;
   if (block) out.blockedUntilUs = record.blockedUntilUs;
   return out;
@@ -195,10 +199,7 @@ function argsUnder(args: StepArgs, base: readonly OverrideLimit[], to: readonly 
 }
 
 /** What a store writes after a step or an override: the bucket (null: delete it) and the record (null: delete it); undefined: leave it. */
-export interface OverrideWrites {
-  write?: BucketState | null;
-  writeRecord?: OverrideRecord | null;
-}
+export type OverrideWrites = { write?: BucketState | null; writeRecord?: OverrideRecord | null };
 
 /**
  * The record a step leaves: the policy-wide change installed, replaced or cleared (a key's own record is
@@ -207,7 +208,7 @@ export interface OverrideWrites {
  * change's, or at or above the reading that found none: args.policySeenUs) is kept, and the step
  * decides under it. So each key moves from one change to the next once, in the order they were made.
  */
-function recordForStep(record: OverrideRecord | undefined, args: StepArgs): OverrideRecord | undefined {
+function recordForStep(record: OverrideRecord | undefined, args: Pick<StepArgs, 'policy' | 'policySeenUs'>): OverrideRecord | undefined {
   const change = args.policy;
   const copy = record?.policyId;
   const seen = args.policySeenUs ?? 0;
@@ -249,12 +250,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const base = stepBaseNumbers(args.limits, args.base);
   const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
   const to = numbersAt(next, nowUs, base);
-  // Numbers of the key's own (or an older copy) that ended since its last step: from their end the key
-  // is in the policy-wide change this step installs, where it was made by then (a key's own numbers win
-  // over it only while they last), else in the base; carried there, and refilled at that rate since.
-  const ended = endedSince(state, nowUs, record);
-  const after = ended && to !== base && changeVersion(next!.policyId) <= record!.untilUs! ? to : base;
-  const debts = carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
+  const debts = carried(state, nowUs, base, record, next, to);
   const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);
@@ -281,8 +277,8 @@ const recordKey = (r: OverrideRecord | undefined) => JSON.stringify(r && [r.unti
 
 /**
  * Store.override's one atomic step at nowUs, pure: the record after the change (numbers set or cleared,
- * a block set or lifted, what has ended dropped), and the bucket carried from the numbers in force
- * before to those after (written at nowUs; null when it is full). Nothing to change: nothing written.
+ * a block set or lifted, what has ended dropped; the view applied), and the bucket carried to the numbers
+ * after (written at nowUs; null when it is full). Nothing to change: nothing written.
  */
 export function applyOverride(state: BucketState | undefined, record: OverrideRecord | undefined, nowUs: number, args: OverrideArgs): OverrideResult & OverrideWrites {
   const { base } = args;
@@ -305,17 +301,21 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   if (args.policyId !== undefined && args.limits !== undefined) next.policyId = `${Math.max(nowUs, changeVersion(record?.policyId) + 1)}.${args.policyId}`;
   if (args.blockForMs === null) delete next.blockedUntilUs;
   else if (args.blockForMs !== undefined) next.blockedUntilUs = nowUs + args.blockForMs * 1000;
-  const after = liveRecord(next, nowUs);
+  // A read (no numbers, no block) writes nothing, even where something has ended: the key's next step
+  // carries its bucket past that end, under its node's view of a policy-wide change (stepWithRecord).
+  const read = args.limits === undefined && args.blockForMs === undefined;
+  // With the node's view (not on the policy's own record): left as a step under it leaves them (review 3).
+  const view = read || args.policyId !== undefined ? undefined : args;
+  let after = liveRecord(next, nowUs);
+  if (view) after = liveRecord(recordForStep(after, view), nowUs);
   const out: OverrideResult & OverrideWrites = { atUs: nowUs };
   const before = liveRecord(record, nowUs);
   if (before !== undefined) out.before = before;
   if (after !== undefined) out.after = after;
-  // A read (no numbers, no block) writes nothing, even where something has ended: the key's next step
-  // carries its bucket past that end, under its node's view of a policy-wide change (stepWithRecord).
-  if (recordKey(record) === recordKey(after) || (args.limits === undefined && args.blockForMs === undefined)) return out;
+  if (read || recordKey(record) === recordKey(after)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
-    const debts = carryAll(debtsAt(state, nowUs, base, record), numbersAt(record, nowUs, base), numbersAt(after, nowUs, base), nowUs, state.reservedUntilUs);
+    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base));
     out.write = debts.some((d) => d > 0) ? stateAt(debts, nowUs, state) : null;
   }
   return out;

@@ -5,6 +5,7 @@
 // (a lease's usable age, a cached refusal's retryAfterMs). Every change is one onAudit event.
 import type { LimitNumbers } from '../core/decision.js';
 import type { OverrideArgs, OverrideRecord, OverrideResult } from '../core/override.js';
+import { policyView } from '../core/gcra.js';
 import { assertKey } from '../core/key.js';
 import type { ResolvedPolicy } from '../core/policy.js';
 import { InvalidInputError, StoreError, show } from '../errors.js';
@@ -91,7 +92,8 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     const started = monotonicMs();
     let result: OverrideResult;
     try {
-      result = await override(entry, storageKey, args);
+      // A key's change carries its bucket under this node's view of the policy-wide change, as its steps do.
+      result = await override(entry, storageKey, wide ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) });
     } catch (error) {
       w.audit({ action, policy: policy.name, key, ...who, atMs: Date.now(), error });
       throw error;

@@ -148,6 +148,12 @@ const isMs = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v) &&
 /** The longest StepArgs.policyHoldMs a step may ask for: the longest policyRefreshMs and timeoutMs, with room. */
 const MAX_HOLD_MS = 86_400_000;
 
+/** Whether a step's or an override's view of the policy-wide change (StepArgs.policy, .policySeenUs, .policyHoldMs) is well formed, for n limits. */
+const viewOk = (a: Pick<StepArgs, 'policy' | 'policySeenUs' | 'policyHoldMs'>, n: number) =>
+  (a.policy === undefined || (typeof a.policy?.id === 'string' && isNumbers(a.policy.limits, n) && (a.policy.untilUs === undefined || isMs(a.policy.untilUs)))) &&
+  (a.policySeenUs === undefined || isMs(a.policySeenUs)) &&
+  (a.policyHoldMs === undefined || (isMs(a.policyHoldMs) && a.policyHoldMs <= MAX_HOLD_MS));
+
 /**
  * The Durable Object class that holds buckets. Export it from your Worker's main module and bind it
  * (see wrangler.toml). Each bucket is one storage entry, key -> { debtUnits, atUs, fullAtMs } (see
@@ -192,9 +198,7 @@ export class RateLimiterObject {
       (args.op !== undefined && !(typeof args.op?.id === 'string' && args.op.id.length > 0 && args.op.ttlMs > 0 && typeof args.op.fingerprint === 'string')) ||
       (args.settle !== undefined && !(args.op !== undefined && typeof args.settle?.chargeId === 'string')) ||
       (args.base !== undefined && !(isMs(args.base?.maxWaitMs) && isNumbers(stepBaseNumbers(args.limits, args.base), args.limits.length) && args.base.tokenUnits.length === args.limits.length)) ||
-      (args.policy !== undefined && !(typeof args.policy?.id === 'string' && isNumbers(args.policy.limits, args.limits.length) && (args.policy.untilUs === undefined || isMs(args.policy.untilUs)))) ||
-      (args.policySeenUs !== undefined && !isMs(args.policySeenUs)) ||
-      (args.policyHoldMs !== undefined && !(isMs(args.policyHoldMs) && args.policyHoldMs <= MAX_HOLD_MS))
+      !viewOk(args, args.limits.length)
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -265,7 +269,8 @@ export class RateLimiterObject {
       (args.limits !== undefined && args.limits !== null && !isNumbers(args.limits, args.base.length)) ||
       (args.forMs !== undefined && !isMs(args.forMs)) ||
       (args.blockForMs !== undefined && args.blockForMs !== null && !isMs(args.blockForMs)) ||
-      (args.policyId !== undefined && typeof args.policyId !== 'string')
+      (args.policyId !== undefined && typeof args.policyId !== 'string') ||
+      !viewOk(args, args.base.length)
     ) {
       return new Response('unknown operation', { status: 400 });
     }
@@ -273,7 +278,7 @@ export class RateLimiterObject {
     const stored = await this.storage.get<StoredBucket>(key);
     const r = applyOverride(readState(stored), stored?.override, nowMs * 1000, args);
     if (r.write !== undefined || r.writeRecord !== undefined) {
-      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits !== undefined && args.policyId !== undefined);
+      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits !== undefined && args.policyId !== undefined, (nowMs + (args.policyHoldMs ?? 0)) * 1000, args.policy);
       if (entry === undefined) await this.storage.delete(key);
       else {
         await this.storage.put(key, entry);

@@ -50,12 +50,15 @@ export interface RecordPlan {
  * after (`_sT<i>`, under `_sN`), and each limit's debt now (`_sD<i>`), carried from the one to the other.
  * `kept`: whether `record` leaves the stored record's numbers in place (core carries nothing then, not
  * even the cap at MAX_LIMIT_UNITS, which a debt above it after a clock that went back would meet).
+ * `to`: where numbers that ended since the bucket's reading go at their end (core's carried): whether to
+ * the change a step under the node's view installs (else the base), and its numbers; absent: the base.
  */
-function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, step = false): { stages: object[]; scratch: string[] } {
+function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }): { stages: object[]; scratch: string[] } {
   const idx = base.map((_, i) => i);
   const R = (i: number) => `_sR${i}`;
   const F = (i: number) => `_sF${i}`;
   const T = (i: number) => `_sT${i}`;
+  const V = (i: number) => `_sV${i}`;
   const stages: object[] = [
     // _sRk: the stored reservation horizon while it is after now (what a write keeps, core stateAt), else 0.
     { $set: { _sO: orNull('$ov'), _sSt: { $and: [isSet('$debt'), isSet('$atUs')] }, _sRk: { $cond: [{ $gt: [RESERVED, NOW] }, '$reservedUntilUs', 0] } } },
@@ -79,8 +82,9 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
     {
       $set: {
         _sSplit: { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }] },
-        // A step's split goes to the change it installs where that was made by the end (core's `after`).
-        _sTo: step ? { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }, isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] } : false,
+        // The split goes to the change a step under the view installs where that was made by the end (core's `after`).
+        _sTo: to ? { $and: ['$_sAtIn', isSet('$_sU'), { $gte: [NOW, '$_sU'] }, to.split] } : false,
+        ...(to ? Object.fromEntries(idx.map((i) => [V(i), to.numbers(i)])) : {}),
         // carryAll's `from === to`: the base before and after, or the stored numbers (one per limit) kept.
         _sSame: { $or: [{ $and: [{ $not: ['$_sNowIn'] }, unset('$_sNL')] }, { $and: ['$_sNowIn', isSet('$_sNL'), { $eq: [{ $size: { $ifNull: ['$_sL', []] } }, base.length] }, kept] }] },
         ...Object.fromEntries(idx.map((i) => [F(i), { $cond: [{ $and: ['$_sNowIn', has('$_sL', i)] }, `$${R(i)}`, { $literal: limitDoc(base[i]!) }] }])),
@@ -96,15 +100,15 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
           const d = storedDebt(i);
           const split = (f: Expr, to: Expr) => decayedExpr(carryExpr(decayedExpr(d, '$atUs', '$_sU', `${f}.refillUnitsPerUs`), f, to, '$_sU', RESERVED), '$_sU', NOW, `${to}.refillUnitsPerUs`);
           const r = `$${R(i)}`;
-          const inR = { $cond: ['$_sSplit', { $cond: ['$_sTo', split(r, `$${T(i)}`), split(r, '$$b')] }, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
-          const inBase = { $cond: ['$_sTo', split('$$b', `$${T(i)}`), decayedExpr(d, '$atUs', NOW, '$$b.refillUnitsPerUs')] };
+          const inR = { $cond: ['$_sSplit', { $cond: ['$_sTo', split(r, `$${V(i)}`), split(r, '$$b')] }, decayedExpr(d, '$atUs', NOW, `${r}.refillUnitsPerUs`)] };
+          const inBase = { $cond: ['$_sTo', split('$$b', `$${V(i)}`), decayedExpr(d, '$atUs', NOW, '$$b.refillUnitsPerUs')] };
           return [`_sE${i}`, { $let: { vars: { b }, in: { $cond: ['$_sSt', { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, inR, inBase] }, 0] } } }];
         }),
       ),
     },
-    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, { $cond: ['$_sTo', `$${T(i)}`, `$${F(i)}`] }, `$${T(i)}`, NOW, RESERVED)] }])) },
+    { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, { $cond: ['$_sTo', `$${V(i)}`, `$${F(i)}`] }, `$${T(i)}`, NOW, RESERVED)] }])) },
   ];
-  const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sTo', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T)];
+  const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sTo', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T), ...(to ? idx.map(V) : [])];
   return { stages, scratch };
 }
 
@@ -147,10 +151,11 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
 
 /**
  * core/override.ts stepWithRecord's record: next = liveRecord(recordForStep(liveRecord(record))), as
- * stages setting `_sN` from `_sO`; and `_sChg`, whether next is another record than the stored one (it is
- * the same object there only when liveRecord drops nothing from it and recordForStep keeps it: `_sKp`).
+ * stages setting `_sN` from `from` (the stored record `_sO`, or the record an override leaves); and, from
+ * `_sO`, `_sChg`, whether next is another record than the stored one (it is the same object there only
+ * when liveRecord drops nothing from it and recordForStep keeps it: `_sKp`).
  */
-function stepRecord(args: StepArgs): object[] {
+function stepRecord(args: Pick<StepArgs, 'policy' | 'policySeenUs'>, from = '$_sO'): object[] {
   const change = args.policy;
   // No view at all (policySeenUs absent) is the oldest: the key keeps whatever it holds.
   const seen = args.policySeenUs ?? 0;
@@ -182,11 +187,11 @@ function stepRecord(args: StepArgs): object[] {
     $and: [isSet('$_sO'), { $or: [n, b, markerExpr('$_sO')] }, { $or: [n, unset('$_sO.limits')] }, { $or: [b, unset('$_sO.blockedUntilUs')] }],
   };
   return [
-    { $set: { _sL1: liveRecordExpr('$_sO') } },
+    { $set: { _sL1: liveRecordExpr(from) } },
     { $set: { _sKp: keep } },
     { $set: { _sX: { $cond: ['$_sKp', l1, other] } } },
     { $set: { _sN: liveRecordExpr('$_sX') } },
-    { $set: { _sChg: { $and: [{ $or: [isSet('$_sO'), isSet('$_sN')] }, { $not: [{ $and: [allLive, '$_sKp'] }] }] } } },
+    ...(from === '$_sO' ? [{ $set: { _sChg: { $and: [{ $or: [isSet('$_sO'), isSet('$_sN')] }, { $not: [{ $and: [allLive, '$_sKp'] }] }] } } }] : []),
   ];
 }
 
@@ -198,7 +203,7 @@ function stepRecord(args: StepArgs): object[] {
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', true);
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` });
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
@@ -309,7 +314,24 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   const same = { $and: fields.map((f) => ({ $eq: [orNull(`$_sO.${f}`), orNull(`$_sN.${f}`)] })) };
   // Whether the stored numbers stay (applyOverride's next keeps them): none given, or a key's clear of a copy.
   const kept = args.limits === undefined ? true : args.limits === null && !pinned ? isSet('$_sO.policyId') : false;
-  const { stages, scratch } = carryStages(base, [{ $set: { _sN: next } }, { $set: { _sChg: { $not: [same] } } }], kept);
+  // With the node's view (a key's record, not the policy's own): the record then as a step under the view
+  // leaves it, and numbers that ended carried at their end as it carries them (core applyOverride).
+  const view = args.policyId === undefined && (args.policy !== undefined || args.policySeenUs !== undefined) ? args : undefined;
+  const change = view?.policy;
+  const record = view ? [{ $set: { _sN0: next } }, ...stepRecord(view, '$_sN0')] : [{ $set: { _sN: next } }];
+  const to = change && {
+    // The change is installed at the end of numbers that ended: in force now, made by their end, and not older than the key's copy.
+    split: {
+      $and: [
+        change.untilUs === undefined || { $lt: [NOW, change.untilUs] },
+        { $lte: [changeVersion(change.id), '$_sU'] },
+        { $or: [unset('$_sO.policyId'), { $and: [{ $ne: ['$_sO.policyId', { $literal: change.id }] }, { $lte: [versionExpr('$_sO.policyId'), changeVersion(change.id)] }] }] },
+      ],
+    },
+    numbers: (i: number) => ({ $literal: limitDoc(change.limits[i] ?? args.base[i]!) }),
+  };
+  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to);
+  if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX');
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
   const stored = { $and: ['$_sSt', { $not: [fullExpr(n)] }] };
@@ -327,7 +349,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
         // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes;
         // numbers with no end keep none, and a record with a change's id (the change itself or its
         // marker, pinned, or a key's copy or marker, which goes with its bucket) keeps the expiry it has.
-        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$_sRv', '$opsUntil', pinned), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$_sRv', '$opsUntil', pinned, args.policyHoldMs ?? 0, change), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
         last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
       },
     },

@@ -143,6 +143,9 @@ export function checkOverrideArgs(args: OverrideArgs): void {
     (args.limits === undefined || args.limits === null || isLimits(args.limits, n)) &&
     ms(args.forMs) &&
     (args.blockForMs === null || ms(args.blockForMs)) &&
-    (args.policyId === undefined || typeof args.policyId === 'string');
-  if (!ok) throw new StoreError('mongodb', 'override needs base and limits of 1 to 8 limits of positive whole numbers, and durations of 0 ms or more');
+    (args.policyId === undefined || typeof args.policyId === 'string') &&
+    (args.policy === undefined || (typeof args.policy?.id === 'string' && isLimits(args.policy.limits, n) && ms(args.policy.untilUs))) &&
+    ms(args.policySeenUs) &&
+    ms(args.policyHoldMs);
+  if (!ok) throw new StoreError('mongodb', 'override needs base, limits and a view’s change of 1 to 8 limits of positive whole numbers, and durations and readings of 0 or more');
 }

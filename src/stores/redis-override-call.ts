@@ -4,7 +4,7 @@
 import { applyOverride, type OverrideArgs, type OverrideLimit, type OverrideResult } from '../core/override.js';
 import { StoreError } from '../errors.js';
 import { badReply, message, nowOf, scriptError, storedOf } from './redis-reply.js';
-import { limitsArg, valueText } from './redis-value.js';
+import { limitsArg, policyArg, valueText } from './redis-value.js';
 import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from './redis-override.js';
 
 /** How the store runs a script: EVALSHA, then EVAL on NOSCRIPT. */
@@ -34,6 +34,7 @@ function replyOf(reply: unknown, sentNowUs: number | undefined): { nowUs: number
 export async function overrideOf(run: RunScript, key: string, args: OverrideArgs, sentNowUs: number | undefined, clientClock: boolean): Promise<OverrideResult> {
   const base = args.base.map(plain);
   const limits = args.limits === null ? null : args.limits?.map(plain);
+  const policy = args.policy && { ...args.policy, limits: args.policy.limits.map(plain) };
   // ARGV: see OVERRIDE_SCRIPT.
   const argv = [
     sentNowUs === undefined ? '' : String(sentNowUs),
@@ -43,6 +44,7 @@ export async function overrideOf(run: RunScript, key: string, args: OverrideArgs
     limits && args.forMs !== undefined ? wholeMs('forMs', args.forMs) : '',
     args.blockForMs === null ? '-' : args.blockForMs === undefined ? '' : wholeMs('blockForMs', args.blockForMs),
     limits !== undefined && args.policyId !== undefined ? args.policyId : '',
+    args.policyId === undefined ? policyArg(policy, args.policySeenUs, args.policyHoldMs) : '',
   ];
   let reply: unknown;
   try {
@@ -54,7 +56,7 @@ export async function overrideOf(run: RunScript, key: string, args: OverrideArgs
     const got = replyOf(reply, sentNowUs);
     if (!got) throw badReply(reply);
     const { state, record } = storedOf(got.before);
-    const r = applyOverride(state, record, got.nowUs, limits === undefined ? { ...args, base } : { ...args, base, limits });
+    const r = applyOverride(state, record, got.nowUs, { ...args, base, ...(limits === undefined ? {} : { limits }), ...(policy && { policy }) });
     const unchanged = r.write === undefined && r.writeRecord === undefined;
     const want = unchanged ? got.before : valueText(r.write === undefined ? state : (r.write ?? undefined), r.writeRecord === undefined ? record : (r.writeRecord ?? undefined));
     if (want !== got.after) throw badReply(reply);
@@ -71,7 +73,7 @@ export async function overrideOf(run: RunScript, key: string, args: OverrideArgs
 export async function resetOf(run: RunScript, key: string, sentNowUs: number | undefined, clientClock: boolean): Promise<void> {
   let reply: unknown;
   try {
-    reply = await run(OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA, [key], [sentNowUs === undefined ? '' : String(sentNowUs), 'r', '', '', '', '', '']);
+    reply = await run(OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA, [key], [sentNowUs === undefined ? '' : String(sentNowUs), 'r', '', '', '', '', '', '']);
   } catch (err) {
     throw scriptError(err, clientClock);
   }

@@ -7,9 +7,9 @@ import { SHARED } from './redis-lua.js';
 import { RECORD } from './redis-record.js';
 
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
-const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 7' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
+const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 8' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v10
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v11
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -23,11 +23,13 @@ export const OVERRIDE_SCRIPT = `-- edge-limiter override v10
   // ARGV[7]: with numbers to set or "-", the id of the policy-wide change they are, or whose revert the
   // record becomes, a marker ("": a key's own): written after its version,
   // "<max(now, the version of the id replaced + 1)>.<id>" (core/override.ts changeVersion)
+  // ARGV[8]: with ARGV[7] "", the node's view of the policy-wide change, as the gcra script's ARGV[5]
+  // ("": none): a change to the record leaves what a step under it leaves, and carries as it does
   // Returns {nowUs, value read, value after}: the clock reading in whole µs, the key's value before and
   // after the change (0: no key)
   `local A, key = ARGV, KEYS[1]
 local bad
-if #A ~= 7 then bad = 0
+if #A ~= 8 then bad = 0
 elseif A[1] ~= '' and not string.find(A[1], '^%d+$') then bad = 1
 elseif A[2] ~= 'o' and A[2] ~= 'r' then bad = 2
 elseif A[2] == 'o' and not string.find(A[3], '^[%d,]+$') then bad = 3
@@ -36,6 +38,7 @@ elseif A[5] ~= '' and not string.find(A[5], '^%d+$') then bad = 5
 elseif A[6] ~= '' and A[6] ~= '-' and not string.find(A[6], '^%d+$') then bad = 6
 elseif string.find(A[7], '%c') then bad = 7
 end
+local S, H = string.match(A[8], '^!(%d*)|(%d*)$')
 ${refuseOverride}
 ${SHARED}
 ${RECORD}
@@ -48,6 +51,13 @@ if A[2] == 'o' then
     if not lim then bad = 4 end
   end
 end
+local P
+if A[8] ~= '' and not S then
+  local l, u, h, id = string.match(A[8], '^([%d,]+)|(%d*)|(%d*)|(%C+)$')
+  P, H = {l = list(l or '', 3 * n, 1), u = tonumber(u), id = id}, h
+end
+if P and not P.l or S and not (#S < 16 or S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 8 end
+S, H = tonumber(S), tonumber(H)
 ${refuseOverride}
 local now = clock()
 local v = redis.call('GET', key)
@@ -78,35 +88,24 @@ local pin = A[4] ~= '' and A[7] ~= ''
 if pin then nx.id = format('%d', math.max(now, version(rec and rec.id) + 1)) .. '.' .. A[7] end
 if A[6] == '-' then nx.bl = nil elseif A[6] ~= '' then nx.bl = now + A[6] * 1000 end
 local after = live_record(nx, now)
-` +
-  // Nothing changes (the same record again), or a read (no numbers, no block, even where something has
-  // ended: the key's next step carries past it under its view): nothing is written.
-  `local same = (rec == nil) == (after == nil)
-if same and rec then
-  same = rec.u == after.u and rec.bl == after.bl and rec.id == after.id and (rec.l == nil) == (after.l == nil)
-  if same and rec.l then
-    same = #rec.l == #after.l
-    for i = 1, #rec.l do
-      if rec.l[i] ~= after.l[i] then same = false end
-    end
-  end
+local read = A[4] == '' and A[6] == ''
+local x = nil
+if not read and A[8] ~= '' then
+  after = rview(after, P, S, now)
+  x = rview(live_record(rec, now), P, S, now)
 end
-if same or (A[4] == '' and A[6] == '') then return {now, v or 0, v or 0} end
+` +
+  // Nothing changes (the same record again: the same text), or a read (no numbers, no block, even where
+  // something has ended: the key's next step carries past it under its view): nothing is written.
+  `if read or (rec and rtext(rec)) == (after and rtext(after)) then return {now, v or 0, v or 0} end
 local s, k, _, h = fields(b, n)
 local w = nil
-if k > 1 then
-  w = debts_at(s, k, n, rec, now, bt, bc, br, h)
-  for i = 1, n do
-    local ft, fc, fr = numbers_at(rec, now, i, bt, bc, br)
-    local tt, tc, tr = numbers_at(after, now, i, bt, bc, br)
-    w[i] = carry(w[i], ft, fc, fr, tt, tc, tr, now, h)
-  end
-end
+if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h) end
 ` +
   // Numbers or "-" with an id (pin) are the policy-wide change itself or the marker of its revert
   // (setPolicyLimits, clearPolicyLimits, on the policy's key): kept with no expiry.
-  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin, nil, horizon(h, now)) or 0}
+  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin, H, horizon(h, now), P) or 0}
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'c7fff959d5a1bc173f30d25b7c7eb59d029a8a41';
+export const OVERRIDE_SCRIPT_SHA = 'a930a6685183dc54bc90ed242e7597bcb744e3bb';

@@ -119,6 +119,34 @@ end
   if bk then o.bl = r.bl end
   return o
 end
+` +
+  // core's recordForStep, then liveRecord: a copy or marker newer than this node's view is kept (no view
+  // at all, S nil, is the oldest: 0); else the change P is installed on a key with no record of its own,
+  // or with none seen an older copy goes and the marker of S takes its place (a marker stays).
+  `local function rview(r, P, S, now)
+  local c = r and r.id
+  if c and (P and version(c) > version(P.id) or not P and version(c) >= (S or 0)) then
+  elseif P then
+    if not (r and ((not c and r.l) or c == P.id)) then r = {l = P.l, u = P.u, id = P.id, bl = r and r.bl} end
+  elseif c and r.l then
+    r = {id = format('%d', S) .. '.', bl = r.bl}
+  end
+  return live_record(r, now)
+end
+` +
+  // core's carried: the debts at now carried to the numbers of nx; numbers (a key's own, or an older
+  // copy) that ended since the bucket's reading go at their end to the change x a step under the view
+  // installs, when it was made by then (its version at most their end), else to the base.
+  `local function rcarry(s, k, n, r, x, nx, now, bt, bc, br, h)
+  local e = k > 1 and live(r, s[k] + 0) and r.u and now >= r.u and live(x, now) and version(x.id) <= r.u and x or nil
+  local d = debts_at(s, k, n, r, now, bt, bc, br, h, e)
+  for i = 1, n do
+    local ft, fc, fr = numbers_at(e or r, now, i, bt, bc, br)
+    local tt, tc, tr = numbers_at(nx, now, i, bt, bc, br)
+    d[i] = carry(d[i], ft, fc, fr, tt, tc, tr, now, h)
+  end
+  return d
+end
 local function rtext(r)
   if r.s then return r.s end
   local l = ''
@@ -217,39 +245,13 @@ end
     br[i] = A[j + 3 * i - 1] + 0
     if B then bt[i], bc[i] = B[2 * i], B[2 * i + 1] end
   end
-  local at = now
-  if k > 1 then at = s[k] + 0 end
   local nxt = rec
   if not B then
-    if P or (rec and (rec.id or live(rec, now) or (k > 1 and live(rec, at)))) then return nil end
+    if P or (rec and (rec.id or live(rec, now) or (k > 1 and live(rec, s[k] + 0)))) then return nil end
   else
-    nxt = live_record(rec, now)
-` +
-  // core's recordForStep: a copy or marker newer than this node's view is kept (no view at all, S nil,
-  // is the oldest: 0); else the change is installed on a key with no record of its own, or with none
-  // seen an older copy goes and the marker of S takes its place (a marker stays).
-  `    local c = nxt and nxt.id
-    if c and (P and version(c) > version(P.id) or not P and version(c) >= (S or 0)) then
-    elseif P then
-      if not (nxt and ((not c and nxt.l) or c == P.id)) then
-        nxt = {l = P.l, u = P.u, id = P.id, bl = nxt and nxt.bl}
-      end
-    elseif c and nxt.l then
-      nxt = {id = format('%d', S) .. '.', bl = nxt.bl}
-    end
-    nxt = live_record(nxt, now)
+    nxt = rview(live_record(rec, now), P, S, now)
   end
-` +
-  // core's endedSince and the change the key is in after them: numbers (a key's own, or an older copy)
-  // that ended since its last step are carried at their end to the change this step installs, when it
-  // was made by then (its version at most their end); else to the base.
-  `  local e = k > 1 and live(rec, at) and rec.u and now >= rec.u and live(nxt, now) and version(nxt.id) <= rec.u and nxt or nil
-  local d = debts_at(s, k, n, rec, now, bt, bc, br, h, e)
-  for i = 1, n do
-    local ft, fc, fr = numbers_at(e or rec, now, i, bt, bc, br)
-    local tt, tc, tr = numbers_at(nxt, now, i, bt, bc, br)
-    d[i] = carry(d[i], ft, fc, fr, tt, tc, tr, now, h)
-  end
+  local d = rcarry(s, k, n, rec, nxt, nxt, now, bt, bc, br, h)
   if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end
     return 0, nil, v

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { expect } from 'vitest';
-import { adjustArgs, grantArgs, refundArgs, stepArgs, type StepArgs, type StepResult } from '../../src/core/gcra.js';
+import { adjustArgs, grantArgs, policyView, refundArgs, stepArgs, type StepArgs, type StepResult } from '../../src/core/gcra.js';
 import { resolvePolicy, type ResolvedPolicy } from '../../src/core/policy.js';
 import type { OverrideLimit, OverrideResult, PolicyOverride, Store } from '../../src/store.js';
 import { gapUsArb, rateArb } from './exact-bucket.js';
@@ -186,25 +186,28 @@ export class OverrideModel {
    * "<seenUs>.".
    */
   private seePolicy(change: PolicyChange | undefined, seenUs?: number): void {
-    const r = this.record;
+    const next = this.viewed(this.record, change, seenUs);
+    if (next !== this.record) this.become(next, this.at);
+  }
+  /** The record `r` (nothing ended in it) under the caller's view, as seePolicy leaves it: `r` itself when the view changes nothing. */
+  private viewed(r: ModelRecord, change: PolicyChange | undefined, seenUs?: number): ModelRecord {
     // No view at all is the oldest: the key keeps what it holds.
     const seen = seenUs ?? 0;
     if (r.policyId !== undefined) {
       const v = versionOf(r.policyId);
-      if (change !== undefined ? v > versionOf(change.id) : v >= seen) return;
+      if (change !== undefined ? v > versionOf(change.id) : v >= seen) return r;
     }
     if (change === undefined) {
-      if (r.policyId === undefined || r.limits === undefined) return;
+      if (r.policyId === undefined || r.limits === undefined) return r;
       const block = r.blockedUntilUs === undefined ? {} : { blockedUntilUs: r.blockedUntilUs };
-      this.become({ policyId: `${seen}.`, ...block }, this.at);
-      return;
+      return { policyId: `${seen}.`, ...block };
     }
     const own = r.policyId === undefined && r.limits !== undefined;
-    if (own || r.policyId === change.id) return;
+    if (own || r.policyId === change.id) return r;
     const next: ModelRecord = { limits: change.limits.map(numbers), policyId: change.id };
     if (change.untilUs !== undefined) next.untilUs = BigInt(change.untilUs);
     if (r.blockedUntilUs !== undefined) next.blockedUntilUs = r.blockedUntilUs;
-    this.become(next, this.at);
+    return next;
   }
   /** The cap of a debt under the numbers in force for a wait of waitMs. */
   private cap(n: Numbers, waitMs: number) {
@@ -304,9 +307,23 @@ export class OverrideModel {
     this.debts[0] = pos(this.debts[0]! - back);
     return this.answer(true);
   }
-  /** Store.override: numbers set (for forMs) or cleared, a block set or lifted; the debts carried. */
-  override(t: number, o: { limits?: Spec[] | null; forMs?: number; blockForMs?: number | null }) {
+  /** The record as live at t (OverrideResult.before), the model left as it is. */
+  recordAt(t: number) {
+    const undo = this.saved();
     this.advance(t);
+    const r = this.recordView();
+    undo();
+    return r;
+  }
+  /**
+   * Store.override: numbers set (for forMs) or cleared, a block set or lifted; with the caller's view of
+   * the policy-wide change (a change, or none read at seenUs), the record then left as a step under that
+   * view leaves it, and numbers that ended carried at their end as such a step carries them. The debts
+   * carried once, from the numbers before to those after. A read (nothing set) changes nothing.
+   */
+  override(t: number, o: { limits?: Spec[] | null; forMs?: number; blockForMs?: number | null }, change?: PolicyChange, seenUs?: number) {
+    const write = o.limits !== undefined || o.blockForMs !== undefined;
+    this.advance(t, write ? change : undefined);
     const tt = BigInt(t);
     const next: ModelRecord = { ...this.record };
     if (o.limits === null) {
@@ -324,7 +341,11 @@ export class OverrideModel {
     if (o.blockForMs === null) delete next.blockedUntilUs;
     else if (o.blockForMs !== undefined) next.blockedUntilUs = tt + BigInt(o.blockForMs) * 1000n;
     if (next.blockedUntilUs !== undefined && next.blockedUntilUs <= tt) delete next.blockedUntilUs;
-    this.become(next, tt);
+    if (next.limits !== undefined && next.untilUs !== undefined && next.untilUs <= tt) {
+      delete next.limits;
+      delete next.untilUs;
+    }
+    this.become(write ? this.viewed(next, change, seenUs) : next, tt);
     return this.recordView();
   }
   /**
@@ -491,12 +512,13 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
       expect({ ...where, got: seen(r, t0) }).toEqual({ ...where, got: want });
     };
     /** Store.override against the model's: the record before (what is live of it at t) and after. */
-    const override = async (args: Parameters<NonNullable<Store['override']>>[1], change: Parameters<OverrideModel['override']>[1]) => {
-      model.advance(t);
-      const before = model.recordView();
-      const after = model.override(t, change);
+    const override = async (args: Parameters<NonNullable<Store['override']>>[1], o: Parameters<OverrideModel['override']>[1]) => {
+      const before = model.recordAt(t);
+      // A change to the key carries the node's view of the policy-wide change, as the limiter sends it.
+      const write = o.limits !== undefined || o.blockForMs !== undefined;
+      const after = model.override(t, o, change, seenOf());
       const full = model.debts.every((d) => d === 0n);
-      const r = await store.override!(key, args);
+      const r = await store.override!(key, write ? { ...args, ...policyView(implChange(), seenOf(), undefined) } : args);
       lastRecord = r.after;
       expect(r.atUs).toBe(t0 + t);
       expect({ ...where, before: relative(r.before), after: relative(r.after) }).toEqual({ ...where, before: installedOrNone(before, r.before, full), after: installedOrNone(after, r.after, full) });
