@@ -26,7 +26,7 @@ function limiterOn(store: RecordStore, extra: Partial<LimiterOptions> = {}, cloc
   return { limiter, audits, clock };
 }
 
-async function takes(l: ReturnType<typeof limiterOn>['limiter'], policy: 'api' | 'big' | 'two', key: string, n: number): Promise<number> {
+async function takes(l: ReturnType<typeof limiterOn>['limiter'], policy: 'api' | 'big' | 'two' | 'fast', key: string, n: number): Promise<number> {
   let allowed = 0;
   for (let i = 0; i < n; i++) if ((await l.take(policy, key)).allowed) allowed++;
   return allowed;
@@ -357,6 +357,42 @@ describe('a policy-wide change: what an independent review found', () => {
     // b still holds the change; k holds the revert's marker, which decides b's steps on it.
     expect(await b.limiter.getLimits('fast', 'k')).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }] });
     expect((await b.limiter.take('fast', 'k')).limit).toBe(2);
+  });
+});
+
+describe('a key’s change carries its bucket under the node’s view of a policy-wide change, as its steps do (review 3)', () => {
+  // fast: 2 at 100/s, refilled in 20 ms; the change: 2 an hour.
+  async function spentUnderChange(expiresInMs?: number) {
+    const store = recordStore();
+    const a = limiterOn(store, { policyRefreshMs: 10_000 });
+    await a.limiter.setPolicyLimits('fast', { capacity: 2, refillPerSecond: SLOW });
+    await a.limiter.setLimits('fast', 'k', { capacity: 2, refillPerSecond: SLOW }, expiresInMs === undefined ? {} : { expiresInMs });
+    expect(await takes(a.limiter, 'fast', 'k', 3)).toBe(2);
+    return { store, ...a };
+  }
+
+  it('clearLimits under a change: the key is in the change at once, its tokens still spent (F1: it was carried to the policy’s numbers and refilled at their rate)', async () => {
+    const { store, limiter } = await spentUnderChange();
+    expect(await limiter.clearLimits('fast', 'k')).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 2, refillPerSecond: SLOW }] });
+    store.nowUs += 200_000;
+    expect(await limiter.take('fast', 'k')).toMatchObject({ allowed: false, limit: 2, remaining: 0 });
+  });
+
+  it('block and unblock after the key’s own numbers ended: the bucket goes to the change at their end, not past it to the policy’s numbers (F2)', async () => {
+    const { store, limiter } = await spentUnderChange(1000);
+    store.nowUs += 2_000_000;
+    await limiter.block('fast', 'k', { forMs: 60_000 });
+    await limiter.unblock('fast', 'k');
+    store.nowUs += 200_000;
+    expect(await limiter.take('fast', 'k')).toMatchObject({ allowed: false, limit: 2, remaining: 0 });
+  });
+
+  it('clearLimits after the key’s own numbers ended: the same (F2)', async () => {
+    const { store, limiter } = await spentUnderChange(1000);
+    store.nowUs += 2_000_000;
+    await limiter.clearLimits('fast', 'k');
+    store.nowUs += 200_000;
+    expect(await limiter.take('fast', 'k')).toMatchObject({ allowed: false, limit: 2, remaining: 0 });
   });
 });
 

@@ -9,7 +9,7 @@ import { expect, it, type TestContext } from 'vitest';
 import { adjustArgs, grantArgs, refundArgs, settleArgs, SETTLE_OP, stepArgs, toDecision, toPeekDecision, type Costs, type StepArgs } from '../../src/core/gcra.js';
 import { baseNumbers, policyUnder } from '../../src/core/override.js';
 import { resolvePolicy, type PolicyConfig, type ResolvedPolicy } from '../../src/core/policy.js';
-import type { OverrideLimit, Store } from '../../src/store.js';
+import type { OverrideArgs, OverrideLimit, Store } from '../../src/store.js';
 
 /** What the cases need of the suite: the store (made on first use), its storage key prefix, a fresh key, and the store's expiry of a key. */
 export interface OverrideSuite {
@@ -224,6 +224,62 @@ export function overrideConformance(suite: OverrideSuite): void {
       expect(later.r.limits).toEqual(slow);
       expect(later.d).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
       expect((await decide(k, 1)).d.allowed).toBe(false);
+    }
+  });
+
+  /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
+  async function slowChange(store: Store, k: string) {
+    const p = policies.tenFast;
+    const made = (await store.step(storageKey('tenFast', k), stepArgs(p, 0, 0))).atUs!;
+    const slow = numbers({ capacity: 10, refillPerSecond: SLOW });
+    const change = { id: `${made}.incident`, limits: slow };
+    const decide = async (key: string, costs: number) => {
+      const r = await store.step(storageKey('tenFast', key), stepArgs(p, costs, 0, change));
+      return { r, d: toDecision(r.limits ? policyUnder(p, r.limits) : p, costs, r) };
+    };
+    // Store.override on a key with this node's view of the change, as the limiter sends it.
+    const viewed = (key: string, args: Omit<OverrideArgs, 'base'>) => store.override!(storageKey('tenFast', key), { base: baseNumbers(p), policy: change, ...args });
+    return { slow, change, decide, viewed };
+  }
+
+  it('overrides: a key’s numbers cleared while a policy-wide change is in force carry its bucket to the change, not to the policy’s own numbers (review 3, F1)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    const { slow, change, decide, viewed } = await slowChange(store, k);
+    // The key's own numbers are the change's: 10 taken under them.
+    await viewed(k, { limits: slow });
+    expect((await decide(k, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    // Cleared with the view: the key is in the change now, its 10 still spent. The policy's own numbers
+    // refill all 10 in 10 ms; the change, none in 6000 s.
+    const cleared = await viewed(k, { limits: null });
+    await sleep(60);
+    const later = await decide(k, 1);
+    expect(later.r.limits).toEqual(slow);
+    expect(later.d).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
+    // The change's copy was installed by the clear itself.
+    expect(cleared.after).toEqual({ limits: slow, policyId: change.id });
+  });
+
+  it('overrides: a block and an unblock, a clear, or numbers set after a key’s own numbers ended under a policy-wide change carry its bucket to the change at their end, not past it to the policy’s own numbers (review 3, F2)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const [a, b, c] = [suite.key(), suite.key(), suite.key()];
+    const { slow, decide, viewed } = await slowChange(store, a);
+    // Each key's own numbers, the change's, end 300 ms after they are set: 10 taken under them.
+    for (const k of [a, b, c]) {
+      await viewed(k, { limits: slow, forMs: 300 });
+      expect((await decide(k, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    }
+    await sleep(450);
+    // After their end, not yet stepped: key a blocked and unblocked, key b cleared, key c set to the change's numbers.
+    await viewed(a, { blockForMs: 60_000 });
+    await viewed(a, { blockForMs: null });
+    await viewed(b, { limits: null });
+    await viewed(c, { limits: slow });
+    await sleep(60);
+    for (const k of [a, b, c]) {
+      const later = await decide(k, 1);
+      expect(later.r.limits).toEqual(slow);
+      expect(later.d).toMatchObject({ allowed: false, limit: 10, remaining: 0 });
     }
   });
 
