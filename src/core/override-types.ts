@@ -82,7 +82,9 @@ export interface OverrideArgs {
    * carries the bucket as the step would. Absent: no view (the base).
    */
   readonly policy?: PolicyOverride;
+  /** Without policy: the version of the policy-wide record the node last read with no change in force (StepArgs.policySeenUs). */
   readonly policySeenUs?: number;
+  /** How long, in ms, a key's copy or marker this change writes is kept (StepArgs.policyHoldMs). */
   readonly policyHoldMs?: number;
 }
 
