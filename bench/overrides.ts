@@ -74,7 +74,7 @@ export async function overridesSection(options: SectionOptions): Promise<string[
   // Every key of the record variants gets its own numbers (no end), through the override script.
   const overrideSha = (await io.script('LOAD', OVERRIDE_SCRIPT)) as string;
   for (const prefix of ['b13c', 'b13g']) {
-    for (let k = 0; k < 1000; k++) await io.evalsha(overrideSha, 1, `${prefix}:k${k}`, '', 'o', LIMIT.join(','), NUMBERS, '', '', '');
+    for (let k = 0; k < 1000; k++) await io.evalsha(overrideSha, 1, `${prefix}:k${k}`, '', 'o', LIMIT.join(','), NUMBERS, '', '', '', '');
   }
   const pid = /process_id:(\d+)/.exec(await io.info('server'))?.[1];
   const cpuUs = (): number | undefined => {

@@ -241,6 +241,8 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k1'], ['', 't', '', '', '1,5,1|||\n', ...LIMIT])).toBe("error: ERR edge-limiter gcra: ARGV[5] malformed, got '1,5,1|||?'");
     expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,10', '', '', '', ''])).toBe("error: ERR edge-limiter override: ARGV[4] malformed, got '1,10'");
     expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '-', '', '', '', '1,10,1|||'])).toBe("error: ERR edge-limiter override: ARGV[8] malformed, got '1,10,1|||'");
+    // The count is checked before any ARGV is read (seven, as override v10 took, raised a Lua error).
+    expect(await within1s('EVALSHA', OVERRIDE_SCRIPT_SHA, ['k1'], ['', 'o', '1,10,1', '1,20,1', '', '', ''])).toBe('error: ERR edge-limiter override: 7 ARGV, not 8');
   });
 
   for (const [what, args] of OVERRIDE) {

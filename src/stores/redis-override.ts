@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 8' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v11
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v12
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -38,8 +38,8 @@ elseif A[5] ~= '' and not string.find(A[5], '^%d+$') then bad = 5
 elseif A[6] ~= '' and A[6] ~= '-' and not string.find(A[6], '^%d+$') then bad = 6
 elseif string.find(A[7], '%c') then bad = 7
 end
-local S, H = string.match(A[8], '^!(%d*)|(%d*)$')
 ${refuseOverride}
+local S, H = string.match(A[8], '^!(%d*)|(%d*)$')
 ${SHARED}
 ${RECORD}
 local base, n, lim = {}, 0, nil
@@ -108,4 +108,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h) end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'a930a6685183dc54bc90ed242e7597bcb744e3bb';
+export const OVERRIDE_SCRIPT_SHA = '5c044df62b3bc6626444dffcef45c3a3cde75c83';
