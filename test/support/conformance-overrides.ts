@@ -183,13 +183,7 @@ export function overrideConformance(suite: OverrideSuite): void {
     // set, then 10 taken under them; key b: 10 taken under the change, then numbers set (written by the
     // override, not a step).
     const [a, b, c, d] = [suite.key(), suite.key(), suite.key(), suite.key()];
-    const made = (await store.step(storageKey('tenFast', a), stepArgs(p, 0, 0))).atUs!;
-    const slow = numbers({ capacity: 10, refillPerSecond: SLOW });
-    const change = { id: `${made}.incident`, limits: slow };
-    const decide = async (k: string, costs: number) => {
-      const r = await store.step(storageKey('tenFast', k), stepArgs(p, costs, 0, change));
-      return { r, d: toDecision(r.limits ? policyUnder(p, r.limits) : p, costs, r) };
-    };
+    const { slow, decide } = await slowChange(store, a);
     expect((await decide(b, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
     const untilB = (await set(store, 'tenFast', b, slow, 300)).after!.untilUs!;
     const untilA = (await set(store, 'tenFast', a, slow, 300)).after!.untilUs!;
