@@ -65,3 +65,19 @@ describe('the memory store against the exact model', () => {
     );
   });
 });
+
+describe('cases the property tests found', () => {
+  it('a read of the key after its own numbers ended writes nothing: the step after it, under a change made at their end, carries from their end (the model had carried the read to the policy\'s numbers)', async () => {
+    const base = [{ capacity: 12, p: 999999, q: 1 }, { capacity: 23, p: 440, q: 3 }, { capacity: 35, p: 500000, q: 1000000 }];
+    const ops = [
+      { kind: 'set', dtUs: 1000, limits: [{ capacity: 12, p: 1000000, q: 1 }, { capacity: 3, p: 1, q: 1 }, { capacity: 1, p: 10000, q: 1 }], forMs: 3 },
+      { kind: 'take', dtUs: 2000, costs: [0, 1, 0], maxWaitMs: 0 },
+      { kind: 'policy-set', dtUs: 1000, limits: [{ capacity: 1, p: 1, q: 1 }, { capacity: 1, p: 1, q: 1 }, { capacity: 1, p: 1000000, q: 1 }] },
+      { kind: 'adjust', dtUs: 0, costs: [0, 0, 0] },
+    ] as const;
+    let nowUs = 1_790_000_000_000_000;
+    await checkOverridesAgainstModel(memoryStore({ nowMs: () => nowUs / 1000 }), 'k', (dt) => (nowUs += dt), base, ops as never);
+    const clock = { nowUs: 1_790_000_000_000_000 };
+    await checkOverridesAgainstModel(pureStore(clock), 'k', (dt) => (clock.nowUs += dt), base, ops as never);
+  });
+});

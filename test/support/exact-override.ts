@@ -323,7 +323,9 @@ export class OverrideModel {
    */
   override(t: number, o: { limits?: Spec[] | null; forMs?: number; blockForMs?: number | null }, change?: PolicyChange, seenUs?: number) {
     const write = o.limits !== undefined || o.blockForMs !== undefined;
-    this.advance(t, write ? change : undefined);
+    // A read writes nothing: what has ended waits for the key's next step, under its view.
+    if (!write) return this.recordAt(t);
+    this.advance(t, change);
     const tt = BigInt(t);
     const next: ModelRecord = { ...this.record };
     if (o.limits === null) {
@@ -345,15 +347,24 @@ export class OverrideModel {
       delete next.limits;
       delete next.untilUs;
     }
-    this.become(write ? this.viewed(next, change, seenUs) : next, tt);
+    this.become(this.viewed(next, change, seenUs), tt);
     return this.recordView();
+  }
+  /** Whether every debt is 0 at t (the model itself unmoved). */
+  fullAt(t: number): boolean {
+    const undo = this.saved();
+    this.advance(t);
+    const full = this.debts.every((d) => d === 0n);
+    undo();
+    return full;
   }
   /**
    * A store may let a key's copy of a policy-wide change, or a marker, go with its full bucket (the next
    * step installs what its node sees again): when the store's record `got` shows none, the model's goes too.
    */
-  dropInstalledWhenFull(got: { policyId?: string } | undefined) {
-    if (this.record.policyId === undefined || got?.policyId !== undefined || this.debts.some((d) => d !== 0n)) return;
+  dropInstalledWhenFull(got: { policyId?: string } | undefined, t: number) {
+    if (this.record.policyId === undefined || got?.policyId !== undefined || !this.fullAt(t)) return;
+    this.advance(t);
     const { blockedUntilUs } = this.record;
     this.record = blockedUntilUs === undefined ? {} : { blockedUntilUs };
     this.inRecord = false;
@@ -517,7 +528,7 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
       // A change to the key carries the node's view of the policy-wide change, as the limiter sends it.
       const write = o.limits !== undefined || o.blockForMs !== undefined;
       const after = model.override(t, o, change, seenOf());
-      const full = model.debts.every((d) => d === 0n);
+      const full = model.fullAt(t);
       const r = await store.override!(key, write ? { ...args, ...policyView(implChange(), seenOf(), undefined) } : args);
       lastRecord = r.after;
       expect(r.atUs).toBe(t0 + t);
@@ -596,6 +607,6 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
     await override({ base: baseNumbers }, {});
     // A store may let it go in that very read (the memory store drops a copy with no bucket once the
     // block beside it has ended): what it holds now is what a second read shows.
-    model.dropInstalledWhenFull(model.record.policyId === undefined ? lastRecord : (await store.override!(key, { base: baseNumbers })).after);
+    model.dropInstalledWhenFull(model.record.policyId === undefined ? lastRecord : (await store.override!(key, { base: baseNumbers })).after, t);
   }
 }
