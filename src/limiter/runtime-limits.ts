@@ -92,7 +92,10 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     const started = monotonicMs();
     let result: OverrideResult;
     try {
-      // A key's change carries its bucket under this node's view of the policy-wide change, as its steps do.
+      // A key's change carries its bucket under this node's view of the policy-wide change, as its steps
+      // do, and that view is no older than a decision's may be (a limiter that has not decided on the
+      // policy yet, or not lately, reads the change first).
+      if (!wide) await reading(entry);
       result = await override(entry, storageKey, wide ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) });
     } catch (error) {
       w.audit({ action, policy: policy.name, key, ...who, atMs: Date.now(), error });
@@ -118,6 +121,11 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     return { policy: policy.name, key, ...after, previous: before };
   }
 
+  /** The entry's reading of the policy-wide change brought up to date, as a decision brings it (policy-wide.ts refresh). */
+  async function reading(entry: PolicyEntry): Promise<void> {
+    if (w.policyWide !== undefined && !w.policyWide.fresh(entry)) await w.policyWide.refresh(entry, monotonicMs());
+  }
+
   const forMsOf = (opts: SetLimitsOptions) => (opts.expiresInMs === undefined ? {} : { forMs: msField('expiresInMs', opts.expiresInMs) });
 
   return {
@@ -130,6 +138,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
     async getLimits(name, key) {
       const entry = getEntry(name);
       assertKey(key);
+      await reading(entry);
       const result = await override(entry, entry.keyPrefix + key, {});
       return { policy: name, key, ...stateOf(entry, result.after, result.atUs) };
     },
