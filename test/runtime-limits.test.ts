@@ -209,6 +209,31 @@ describe('block and unblock', () => {
     expect(audits[0]).toMatchObject({ actor: 'ops', before: { source: 'policy' }, after: { blockedForMs: 30_000 } });
   });
 
+  it('a blocked key with numbers of its own is described by them: limit, limitsInForce and RateLimit-Policy; several limits are named each (review 5, L1)', async () => {
+    const store = recordStore();
+    const { limiter } = limiterOn(store);
+    await limiter.setLimits('api', 'k', { capacity: 1000, refill: '1000/hour' });
+    await limiter.block('api', 'k', { forMs: 30_000 });
+    for (const d of [await limiter.take('api', 'k'), await limiter.peek('api', 'k')]) {
+      expect(d).toMatchObject({ allowed: false, reason: 'blocked', limit: 1000, remaining: 0, retryAfterMs: 30_000 });
+      expect(d.limitsInForce).toEqual([{ name: 'api', capacity: 1000, refillPerSecond: expect.closeTo(1000 / 3600, 12) }]);
+      expect(rateLimitHeaders(limiter.policy('api')!, d)).toMatchObject({ 'RateLimit-Policy': '"api";q=1000;w=3600', 'X-RateLimit-Limit': '1000', 'X-RateLimit-Reason': 'blocked' });
+    }
+    await limiter.setLimits('two', 'm', { limits: { day: { capacity: 3, refill: '3/day' } } });
+    await limiter.block('two', 'm', { forMs: 60_000 });
+    const d = await limiter.take('two', 'm');
+    expect(d).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 60_000 });
+    expect(d.limits?.map((l) => [l.name, l.limit, l.remaining])).toEqual([['second', 5, 0], ['day', 3, 0]]);
+    const h = rateLimitHeaders(limiter.policy('two')!, d);
+    expect(h['RateLimit-Policy']).toBe('"two.second";q=5;w=1, "two.day";q=3;w=86400');
+    expect(h.RateLimit).toBe('"two.second";r=0;t=60, "two.day";r=0;t=60');
+    // A blocked key with no numbers of its own: the policy's, each limit named too.
+    await limiter.block('two', 'n', { forMs: 60_000 });
+    const n = await limiter.take('two', 'n');
+    expect(n.limitsInForce).toBeUndefined();
+    expect(rateLimitHeaders(limiter.policy('two')!, n).RateLimit).toBe('"two.second";r=0;t=60, "two.day";r=0;t=60');
+  });
+
   it('refuses takes only: a settlement beyond its estimate, a charge and a refund made during it are applied (reason blocked, as a peek answers)', async () => {
     // The memory store: it keeps the charge's record a settlement needs (the record store here does not).
     const limiter = createLimiter({ store: memoryStore(), policies: { big: { capacity: 100, refillPerSecond: SLOW } } });

@@ -22,10 +22,16 @@ export interface InForce {
 /** The RateLimit-Policy `w` of a limit: seconds to refill it from empty, rounded up (as ResolvedLimit.windowSeconds is made). */
 export const windowSecondsOf = (capacity: number, refillPerSecond: number): number => Math.max(1, Math.ceil((capacity * (1000 / refillPerSecond)) / 1000 - 1e-9));
 
-/** The refusal of a blocked key: nothing can be taken until the block ends. */
+/**
+ * The refusal of a blocked key under `policy` (the numbers in force: InForce.policyOf): nothing can be
+ * taken from any limit until the block ends. A policy of several limits names each, as every other
+ * decision does, so that the headers list the same limits.
+ */
 export function blockedDecision(policy: ResolvedPolicy, retryAfterMs: number): BucketDecision {
   const ms = Math.max(1, retryAfterMs);
-  return { allowed: false, limit: policy.capacity, remaining: 0, retryAfterMs: ms, resetAfterMs: ms, waitMs: 0, reason: 'blocked' };
+  const d: BucketDecision = { allowed: false, limit: policy.capacity, remaining: 0, retryAfterMs: ms, resetAfterMs: ms, waitMs: 0, reason: 'blocked' };
+  if (policy.limits.length > 1) d.limits = policy.limits.map((l) => ({ name: l.name, limit: l.capacity, remaining: 0, retryAfterMs: ms, resetAfterMs: ms, waitMs: 0 }));
+  return d;
 }
 
 /** Ms from a store's reading atUs until blockedUntilUs, rounded up. */
@@ -52,9 +58,17 @@ export function createInForce(): InForce {
   return {
     policyOf: (policy, limits) => (limits === undefined ? policy : keptOf(policy, limits).policy),
     decide(policy, cost, result, peek = false) {
-      if (result.blockedUntilUs !== undefined) return blockedDecision(policy, blockLeftMs(result));
-      if (result.limits === undefined) return peek ? toPeekDecision(policy, result) : toDecision(policy, cost, result);
+      if (result.limits === undefined) {
+        if (result.blockedUntilUs !== undefined) return blockedDecision(policy, blockLeftMs(result));
+        return peek ? toPeekDecision(policy, result) : toDecision(policy, cost, result);
+      }
       const k = keptOf(policy, result.limits);
+      if (result.blockedUntilUs !== undefined) {
+        // Described by the numbers in force, as an answer that is not blocked is (review 5, L1).
+        const blocked = blockedDecision(k.policy, blockLeftMs(result));
+        blocked.limitsInForce = k.numbers;
+        return blocked;
+      }
       const decision = peek ? toPeekDecision(k.policy, result) : toDecision(k.policy, cost, result);
       decision.limitsInForce = k.numbers;
       return decision;
