@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { createLimiter, InvalidInputError, memoryStore, StoreError, type AuditEvent, type Limiter, type LimiterOptions, type Store } from '../src/index.js';
 import { rateLimitHeaders } from '../src/http/headers.js';
 import { recordStore, type RecordStore } from './support/record-store.js';
+import { switchableStore } from './support/switchable-store.js';
 
 const SLOW = 1 / 3600; // one token an hour: nothing refills within a test
 
@@ -275,6 +276,20 @@ describe('block and unblock', () => {
     expect(await limiter.take('api', 'free')).toMatchObject({ allowed: true, reason: 'store_error' });
     clock.ms += 5000;
     expect(await limiter.take('api', 'mine')).toMatchObject({ allowed: true, reason: 'store_error' });
+  });
+
+  it('a retried idempotent take from before the block does not make this node forget it (review 5, L3)', async () => {
+    for (const onStoreError of ['allow', 'local'] as const) {
+      const store = switchableStore();
+      const limiter = createLimiter({ store, policies: { p: { capacity: 5, refillPerSecond: 1, onStoreError, ...(onStoreError === 'local' ? { local: { capacity: 5, refillPerSecond: 1 } } : {}) } }, circuitBreaker: false });
+      expect(await limiter.take('p', 'k', { idempotencyKey: 'req-1' })).toMatchObject({ allowed: true });
+      await limiter.block('p', 'k', { forMs: 60_000 });
+      // The client's retry of its first request: the recorded answer, from before the block.
+      expect(await limiter.take('p', 'k', { idempotencyKey: 'req-1' })).toMatchObject({ allowed: true, repeated: true });
+      store.down = true;
+      expect(await limiter.take('p', 'k')).toMatchObject({ allowed: false, reason: 'blocked' });
+      await limiter.close();
+    }
   });
 
   it('a store that keeps no records: the change rejects with StoreError, and onAudit hears of the failure', async () => {

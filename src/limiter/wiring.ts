@@ -124,8 +124,12 @@ export function wire(options: LimiterOptions): Wiring {
   }
 
   function decided(policy: ResolvedPolicy, storageKey: string, cost: Costs, result: StepResult, startedMs?: number, peek = false): BucketDecision {
-    if (result.blockedUntilUs !== undefined) blocks.note(storageKey, (startedMs ?? monotonicMs()) + blockLeftMs(result));
-    else if (blocks.size > 0) blocks.clear(storageKey);
+    // A repeat (an idempotency key's recorded answer) tells what the key was then, not now: the blocks
+    // this node knows stay as they are (review 5, L3).
+    if (!result.repeated) {
+      if (result.blockedUntilUs !== undefined) blocks.note(storageKey, (startedMs ?? monotonicMs()) + blockLeftMs(result));
+      else if (blocks.size > 0) blocks.clear(storageKey);
+    }
     return inForce.decide(policy, cost, result, peek);
   }
 
