@@ -73,13 +73,19 @@ export class UnknownPolicyError extends LimiterError {
   }
 }
 
-/** The store failed, timed out, or the circuit breaker is open. */
+/**
+ * The store failed, timed out, or the circuit breaker is open. `permanent`: the store refused a runtime
+ * change it will refuse again, so a retry cannot help: `unsupported`, it keeps no runtime limits (no
+ * Store.override); `full`, it has no room for another override record (memoryStore's maxOverrides).
+ */
 export class StoreError extends LimiterError {
   readonly store: string;
-  constructor(store: string, message: string, options?: { cause?: unknown }) {
-    super('store_error', `[${store}] ${message}`, options);
+  readonly permanent?: 'unsupported' | 'full';
+  constructor(store: string, message: string, options?: { cause?: unknown; permanent?: 'unsupported' | 'full' }) {
+    super('store_error', `[${store}] ${message}`, options && { cause: options.cause });
     this.name = 'StoreError';
     this.store = store;
+    if (options?.permanent) this.permanent = options.permanent;
   }
 }
 

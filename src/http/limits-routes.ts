@@ -36,9 +36,13 @@ export type LimitsRoute = `${'GET' | 'PUT' | 'DELETE'} /v1/limits/{policy}/{key}
 
 const detail = (err: Error) => err.message.replace('[edge-limiter] ', '');
 
-/** A limiter error as the API's answer: 400 for bad input, 503 when the store did not answer. */
+/**
+ * A limiter error as the API's answer: 400 for bad input; 501 or 507 when the store refused a change it
+ * will refuse again (no Retry-After: a retry cannot help); 503 when the store did not answer.
+ */
 function refused(err: unknown): Response {
   if (err instanceof InvalidInputError) return problemResponse('invalid-request', detail(err), { field: err.field });
+  if (err instanceof StoreError && err.permanent) return problemResponse(err.permanent === 'full' ? 'overrides-full' : 'runtime-limits-unsupported', detail(err));
   if (err instanceof StoreError) return problemResponse('store-unavailable', 'the rate-limit store is unavailable: nothing was changed, or the change may not have been applied', {}, { 'Retry-After': '1' });
   throw err;
 }

@@ -27,7 +27,9 @@ export function limitsOpenApi(p: OpenApiParts) {
   const keyParam = { name: 'key', in: 'path', required: true, description: 'The bucket\'s key, percent-encoded (any characters; `/` as `%2F`).', schema: { type: 'string', minLength: 1, maxLength: 3 * MAX_KEY_BYTES } };
   const bad = (what: string) => problem(400, `${what} (\`field\` names it); nothing reached the store.`, ['invalid-json', 'invalid-request']);
   const unavailable = problem(503, 'The store did not answer: the change may or may not have been applied. Retry after Retry-After (a change is idempotent: it sets, it does not add).', ['store-unavailable'], { 'Retry-After': p.retryAfter });
-  const common = { '401': p.unauthorized, '403': p.forbidden, '404': p.unknownPolicy, '503': unavailable, default: p.internalError };
+  const unsupported = problem(501, 'The store keeps no runtime limits: nothing was changed (do not retry).', ['runtime-limits-unsupported']);
+  const full = problem(507, 'No room for another override record (memoryStore maxOverrides): nothing was changed (do not retry).', ['overrides-full']);
+  const common = { '401': p.unauthorized, '403': p.forbidden, '404': p.unknownPolicy, '501': unsupported, '503': unavailable, default: p.internalError };
   const changed = (schema: string, description: string) => ({ '200': { description, content: json(ref(schema)) } });
   const body = (schema: string) => ({ required: true, content: json(ref(schema)) });
   const tags = ['limits'];
@@ -51,7 +53,7 @@ export function limitsOpenApi(p: OpenApiParts) {
           'Stored beside the bucket and read in the same atomic step by every decision on the key, on every node: the next decision anywhere uses them. Tokens spent stay spent: the bucket\'s whole debt is carried to the new numbers (rounded against the caller), whatever the new capacity. ' +
           'The body is written as the policy\'s limits are: `capacity` and `refillPerSecond` (or `refill`) for a policy of one limit; `limits` naming some or all limits of a policy with several. Wins over a policy-wide change.',
         requestBody: body('LimitsRequest'),
-        responses: { ...changed('KeyLimits', 'Set: the key\'s limits now, and `previous`.'), '400': bad('The body is not valid JSON, or a field is invalid'), ...common },
+        responses: { ...changed('KeyLimits', 'Set: the key\'s limits now, and `previous`.'), '400': bad('The body is not valid JSON, or a field is invalid'), ...common, '507': full },
       },
       delete: {
         tags,
@@ -96,7 +98,7 @@ export function limitsOpenApi(p: OpenApiParts) {
         summary: 'Refuse every take on a key for forMs, whatever its bucket holds',
         description: 'Takes on a blocked key answer 429 with `reason: blocked`, `X-RateLimit-Reason: blocked` and a Retry-After until the block ends, on every node; the node answering this request gives its lease of the key back at once.',
         requestBody: body('BlockRequest'),
-        responses: { ...changed('KeyLimits', 'Blocked: the key\'s state now (`blockedForMs`), and `previous`.'), '400': bad('The body is not valid JSON, or `forMs` is invalid'), ...common },
+        responses: { ...changed('KeyLimits', 'Blocked: the key\'s state now (`blockedForMs`), and `previous`.'), '400': bad('The body is not valid JSON, or `forMs` is invalid'), ...common, '507': full },
       },
       delete: {
         tags,

@@ -22,9 +22,11 @@ export const PROBLEMS = {
   'internal-error': { status: 500, title: 'Internal error' },
   'method-not-implemented': { status: 501, title: 'Method not supported' },
   'transfer-coding-not-implemented': { status: 501, title: 'Transfer coding not supported' },
+  'runtime-limits-unsupported': { status: 501, title: 'The store keeps no runtime limits' },
   'bad-gateway': { status: 502, title: 'Origin unreachable' },
   'store-unavailable': { status: 503, title: 'Rate-limit store unavailable' },
   'gateway-timeout': { status: 504, title: 'Origin did not answer in time' },
+  'overrides-full': { status: 507, title: 'No room for another override record' },
 } as const;
 
 /** The name of a problem type: a key of PROBLEMS. */

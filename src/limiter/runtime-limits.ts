@@ -36,7 +36,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
 
   /** One Store.override call on `storageKey`, bounded by the policy's timeoutMs. */
   function override(entry: PolicyEntry, storageKey: string, args: Omit<OverrideArgs, 'base'>): Promise<OverrideResult> {
-    if (typeof store.override !== 'function') return Promise.reject(new StoreError(store.name, 'this store keeps no runtime limits (it has no Store.override)'));
+    if (typeof store.override !== 'function') return Promise.reject(new StoreError(store.name, 'this store keeps no runtime limits (it has no Store.override)', { permanent: 'unsupported' }));
     const override = store.override.bind(store);
     return withTimeout((o) => override(storageKey, { base: entry.base, ...args }, o), entry.policy.timeoutMs, store.name).catch((error: unknown) => {
       throw error instanceof StoreError ? error : new StoreError(store.name, 'the store did not answer: the change may not have been applied', { cause: error });

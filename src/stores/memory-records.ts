@@ -41,7 +41,7 @@ export function memoryRecords(maxOverrides: number): MemoryRecords {
       // goes with the bucket and is not counted.
       const goes = next !== null && !policyOwn && next.policyId !== undefined && next.blockedUntilUs === undefined;
       if (next !== null && !byStep && !policyOwn && !goes && !counted && map.size - uncountedCount >= maxOverrides) {
-        throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`);
+        throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`, { permanent: 'full' });
       }
       if (cur !== undefined && uncounted.has(cur)) {
         uncounted.delete(cur);

@@ -172,3 +172,23 @@ describe('a caller\'s key named "*" is a key, never the policy-wide change (issu
     expect((await limiter.take('free', 'later')).limit).toBe(5);
   });
 });
+
+describe('a change the store will refuse again is no 503: nothing to retry (review 5, L4)', () => {
+  it('a store that keeps no runtime limits: 501 runtime-limits-unsupported; a memory store at maxOverrides: 507 overrides-full; neither with Retry-After', async () => {
+    const policies = { free: { capacity: 2, refillPerSecond: 1 / 3600 } };
+    const { override: _none, ...plain } = memoryStore();
+    const bare = checked(permitApp({ limiter: createLimiter({ store: plain, policies }), tokens: [TOKEN] }));
+    for (const [path, init] of [['/v1/blocks/free/k', json('PUT', { forMs: 60_000 })], ['/v1/limits/free/k', json('PUT', { capacity: 5, refill: '5/hour' })], ['/v1/limits/free', json('PUT', { capacity: 5, refill: '5/hour' })], ['/v1/limits/free/k', { headers: auth }]] as const) {
+      const res = await bare.request(path, init);
+      expect(res.status).toBe(501);
+      expect(res.headers.get('Retry-After')).toBeNull();
+      expect(await res.json()).toMatchObject({ type: 'urn:edge-limiter:problem:runtime-limits-unsupported', detail: expect.stringContaining('keeps no runtime limits') });
+    }
+    const full = checked(permitApp({ limiter: createLimiter({ store: memoryStore({ maxOverrides: 1 }), policies }), tokens: [TOKEN] }));
+    expect((await full.request('/v1/blocks/free/a', json('PUT', { forMs: 60_000 }))).status).toBe(200);
+    const res = await full.request('/v1/blocks/free/b', json('PUT', { forMs: 60_000 }));
+    expect(res.status).toBe(507);
+    expect(res.headers.get('Retry-After')).toBeNull();
+    expect(await res.json()).toMatchObject({ type: 'urn:edge-limiter:problem:overrides-full', detail: expect.stringContaining('maxOverrides (1) reached') });
+  });
+});

@@ -19,6 +19,7 @@ import { BLOCK_FIELDS, LIMITS_FIELDS } from '../../src/http/limits-routes.js';
 import { openApiDocument, openApiJson } from '../../src/http/openapi.js';
 import { ROUTE_RIGHTS } from '../../src/http/auth.js';
 import type { Store } from '../../src/store.js';
+import { memoryStore } from '../../src/stores/memory.js';
 import { checked, recorder } from '../support/openapi-contract.js';
 import { switchableStore } from '../support/switchable-store.js';
 
@@ -266,6 +267,23 @@ describe('the OpenAPI document', () => {
     await expectStatus(503, '/v1/limits/api', { method: 'DELETE', headers: auth });
     await expectStatus(503, ...put('/v1/blocks/api/k', { forMs: 1000 }));
     await expectStatus(503, '/v1/blocks/api/k', { method: 'DELETE', headers: auth });
+    // A store that keeps no runtime limits: 501 on every change and read of them; a memory store with
+    // no room for another key's record: 507 where a change would add one (review 5, L4).
+    const { override: _none, ...plain } = memoryStore();
+    const bare = checked(app(plain), rec);
+    const sendBare = async (path: string, init: RequestInit) => expect((await bare.request(path, init)).status, `${init.method ?? 'GET'} ${path}`).toBe(501);
+    await sendBare('/v1/limits/api/k', { headers: auth });
+    await sendBare(...put('/v1/limits/api/k', { capacity: 5, refillPerSecond: 1 }));
+    await sendBare('/v1/limits/api/k', { method: 'DELETE', headers: auth });
+    await sendBare('/v1/limits/api', { headers: auth });
+    await sendBare(...put('/v1/limits/api', { capacity: 5, refillPerSecond: 1 }));
+    await sendBare('/v1/limits/api', { method: 'DELETE', headers: auth });
+    await sendBare(...put('/v1/blocks/api/k', { forMs: 1000 }));
+    await sendBare('/v1/blocks/api/k', { method: 'DELETE', headers: auth });
+    const full = checked(app(memoryStore({ maxOverrides: 1 })), rec);
+    expect((await full.request(...put('/v1/blocks/api/a', { forMs: 60_000 }))).status).toBe(200);
+    expect((await full.request(...put('/v1/blocks/api/b', { forMs: 60_000 }))).status).toBe(507);
+    expect((await full.request(...put('/v1/limits/api/b', { capacity: 5, refillPerSecond: 1 }))).status).toBe(507);
     // /healthz remembers its ping for a second: a fresh app asks the store again.
     const fresh = checked(app(s), rec);
     expect((await fresh.request('/healthz')).status).toBe(503);
