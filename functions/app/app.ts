@@ -2,7 +2,6 @@
 // gateway mode every other path gated by GATE_POLICY and forwarded to GATE_ORIGIN.
 import type { Hono, MiddlewareHandler } from 'hono';
 import { HonoBase } from 'hono/hono-base';
-import { PatternRouter } from 'hono/router/pattern-router';
 import type { AppConfig } from './env.js';
 import { inEnv } from './env.js';
 import { createLimiter, type AuditEvent, type Limiter, type LimiterOptions, type StoreStatusEvent } from '../../src/limiter.js';
@@ -14,6 +13,7 @@ import { addPermitRoutes } from '../../src/http/permit-app.js';
 import { problemResponse } from '../../src/http/problem.js';
 import { CONTROL, HOST } from '../../src/http/fields.js';
 import { createDecisionStats, type DecisionStats } from '../../src/limiter/decision-stats.js';
+import { StrictPatternRouter } from './router.js';
 import { composeOnDecision, serveStats } from './stats.js';
 
 export interface BuiltApp {
@@ -24,13 +24,14 @@ export interface BuiltApp {
 }
 
 /**
- * A Hono app routed by PatternRouter (hono/tiny's router: one regular expression per route, tried in
- * order). Hono's default router (SmartRouter) ships RegExpRouter and TrieRouter; RegExpRouter alone
- * was 1.3 KiB more of the Worker's 60 KiB gzip budget than PatternRouter (measured with
- * `wrangler deploy --dry-run` and gzip -9), which the reservation horizon of issue 31 needed. The app
- * has a few dozen routes, so trying them in order costs a request about a microsecond (see the bench).
+ * A Hono app routed by PatternRouter's way (hono/tiny's router: one regular expression per route, tried
+ * in order), strict about the trailing slash as Hono's default router is (./router.ts). Hono's default
+ * router (SmartRouter) ships RegExpRouter and TrieRouter; RegExpRouter alone was 1.3 KiB more of the
+ * Worker's 60 KiB gzip budget than PatternRouter (measured with `wrangler deploy --dry-run` and gzip -9),
+ * which the reservation horizon of issue 31 needed. The app has a few dozen routes, so trying them in
+ * order costs a request about a microsecond (see the bench).
  */
-const routerApp = (): Hono => new HonoBase({ router: new PatternRouter() });
+const routerApp = (): Hono => new HonoBase({ router: new StrictPatternRouter() });
 
 export type LogSink = (level: 'info' | 'warn' | 'error', line: Record<string, unknown>) => void;
 

@@ -204,7 +204,7 @@ export function permitApp(options: PermitAppOptions): Hono {
 
 /**
  * The permit API's routes, refusals and error handler, added to `app`. permitApp gives it Hono's default
- * router; the deployables (functions/app) give it one with RegExpRouter alone (see routerApp there).
+ * router; the deployables (functions/app) give it a smaller one, as strict (see routerApp there).
  */
 export function addPermitRoutes(app: Hono, options: PermitAppOptions): Hono {
   const { limiter } = options;

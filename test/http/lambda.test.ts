@@ -29,6 +29,24 @@ async function loadHandler(env: Record<string, string>) {
 
 const ENV = { LIMITER_POLICIES: JSON.stringify({ api: { capacity: 2, refillPerSecond: 1 } }), PERMIT_TOKENS: 'lambda-token' };
 
+/** The fixture `name` as a request of `method` to `path` (with `body` as JSON), in that event's shape. */
+function eventOf(name: string, method: string, path: string, body?: unknown) {
+  const event = fixture(name);
+  if (event.requestContext?.http) Object.assign(event.requestContext.http, { method, path });
+  else event.httpMethod = method;
+  if (event.requestContext?.httpMethod) event.requestContext.httpMethod = method;
+  if (event.rawPath) event.rawPath = path;
+  else event.path = path;
+  if (event.requestContext?.path) event.requestContext.path = `/prod${path}`;
+  for (const headers of [event.headers, event.multiValueHeaders]) {
+    for (const k of Object.keys(headers ?? {})) if (/^content-length$/i.test(k)) delete headers[k];
+  }
+  if (body === undefined) delete event.body;
+  else event.body = JSON.stringify(body);
+  event.isBase64Encoded = false;
+  return event;
+}
+
 describe('Lambda entry', () => {
   beforeEach(() => vi.restoreAllMocks());
 
@@ -70,6 +88,20 @@ describe('Lambda entry', () => {
       expect(res.statusCode, name).toBe(200);
       expect(header(res, 'content-type'), name).toBe('application/json');
       expect(res.isBase64Encoded ? Buffer.from(res.body, 'base64').toString() : res.body, name).toBe(openApiJson);
+    }
+  });
+
+  it('PUT and DELETE /v1/limits/api/ (an empty key) answer 404 in each event shape and leave the policy-wide change as it was (review 5, H1)', async () => {
+    const handler = await loadHandler(ENV);
+    for (const name of ['apigw-v1', 'apigw-v2', 'function-url', 'alb', 'alb-multi']) {
+      expect((await handler(eventOf(name, 'PUT', '/v1/limits/api', { capacity: 1, refill: '1/hour' }), context)).statusCode, name).toBe(200);
+      for (const res of [await handler(eventOf(name, 'PUT', '/v1/limits/api/', { capacity: 1000, refill: '1000/second' }), context), await handler(eventOf(name, 'DELETE', '/v1/limits/api/'), context)]) {
+        expect(res.statusCode, name).toBe(404);
+        expect(header(res, 'content-type'), name).toBe('application/problem+json');
+      }
+      const wide = await handler(eventOf(name, 'GET', '/v1/limits/api'), context);
+      expect(JSON.parse(wide.isBase64Encoded ? Buffer.from(wide.body, 'base64').toString() : wide.body), name).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 1 }] });
+      expect((await handler(eventOf(name, 'DELETE', '/v1/limits/api'), context)).statusCode, name).toBe(200);
     }
   });
 

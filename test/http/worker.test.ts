@@ -149,6 +149,23 @@ describe('Worker in workerd (memory store)', () => {
     }
   });
 
+  it('PUT and DELETE /v1/limits/api/ (an empty key, or what a key "." leaves) answer 404 problem+json in workerd and leave the policy-wide change as it was (review 5, H1)', async () => {
+    const admin = { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' };
+    expect((await fetch(dev.url + '/v1/limits/api', { method: 'PUT', headers: admin, body: JSON.stringify({ capacity: 1, refill: '1/hour' }) })).status).toBe(200);
+    try {
+      for (const path of ['/v1/limits/api/', '/v1/limits/api/.', '/v1/limits/api/%2e', '/v1/limits/api/k/..']) {
+        for (const [method, body] of [['PUT', JSON.stringify({ capacity: 1000, refill: '1000/second' })], ['DELETE', '']] as const) {
+          const answer = await rawAnswer(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+          expect(answer.split('\r\n')[0], `${method} ${path}`).toMatch(/^HTTP\/1\.1 404 /);
+          expect(answer, `${method} ${path}`).toMatch(/^content-type: application\/problem\+json\r$/im);
+        }
+      }
+      expect(await (await fetch(dev.url + '/v1/limits/api', { headers: admin })).json()).toMatchObject({ source: 'policy-wide', limits: [{ capacity: 1 }] });
+    } finally {
+      expect((await fetch(dev.url + '/v1/limits/api', { method: 'DELETE', headers: admin })).status).toBe(200);
+    }
+  });
+
   it('error rows answer problem+json inside workerd too', async () => {
     const cases: [Promise<Response>, number][] = [
       [post('{bad'), 400],
