@@ -19,6 +19,9 @@
 // An in-process store (memory): only this process can change it, so every limiter on the store object
 // is told of a change at once (a count of changes per store, compared on each decision), and reads the
 // record again then; no clock is read and no reading ages.
+//
+// Answers may come in any order (a store's pool or HTTP calls reorder): what a node holds goes by the
+// record's version (core/override.ts changeVersion), never back to an older one.
 import { stepArgs } from '../core/gcra.js';
 import type { OverrideLimit, OverrideRecord, PolicyOverride } from '../core/override-types.js';
 import { changeVersion } from '../core/override.js';
@@ -51,9 +54,9 @@ export interface PolicyWide {
    * resolves by the policy's timeoutMs + READ_GRACE_MS whatever becomes of the reading.
    */
   refresh(entry: PolicyEntry, nowMs: number, waitUntil?: (promise: Promise<unknown>) => void): Promise<void> | undefined;
-  /** This node read the record (startedMs: when that call started): used at once. */
+  /** This node read the record (startedMs: when that call started): used at once, unless the one held is of a newer version. */
   set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number): void;
-  /** This node changed the record: used at once here, and by every limiter on an in-process store. */
+  /** This node changed the record: used at once here (as set), and by every limiter on an in-process store. */
   changed(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number): void;
 }
 
@@ -119,15 +122,21 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
 
   function set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number, seen = changes?.count ?? 0): void {
     const s = entry.wide;
-    if (startedMs < s.readAtMs) return; // older than the reading held
     const firstRead = s.readAtMs === -Infinity;
     const before = entry.change;
     const seenBefore = seenOf(entry);
-    s.record = record;
+    // Any answer saw every change made before its call started: the reading is as fresh as the latest.
+    s.readAtMs = Math.max(s.readAtMs, startedMs);
+    s.seen = Math.max(s.seen, seen);
+    // What is held goes by the record's version (the store's order of changes), never by the order the
+    // answers come in: a reading the store made before a change may be answered after it. An older
+    // version read later by the store's clock (the record held ended and went) only ages the one held.
+    const v = changeVersion(record?.policyId);
+    const held = changeVersion(s.record?.policyId);
+    if (v > held || (v === held && atUs >= s.atUs)) s.record = record;
+    else if (atUs <= s.atUs) return;
     s.atUs = atUs;
-    s.readAtMs = startedMs;
-    s.seen = seen;
-    const change = changeOf(record, atUs, entry.policy.limits.map((l) => l.name), entry.base);
+    const change = changeOf(s.record, atUs, entry.policy.limits.map((l) => l.name), entry.base);
     const same = (before?.id ?? '') === (change?.id ?? '');
     // Every step sends the change (StepArgs.policy), or with none the version of the record read
     // (StepArgs.policySeenUs); the common take's arguments are made again only when either changes.
