@@ -396,9 +396,13 @@ describe("take()'s hot path (one token, no wait, no hook or cache)", () => {
     expect(await deferring.take('one', 'n')).toEqual({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0, resetAfterMs: 1000, waitMs: 0 });
     for (const answer of [Infinity, -Infinity, '3', undefined]) {
       const store: Store = { ...inner, takeOneSync: () => answer as number };
+      // Each limiter's first decision on the policy reads its policy-wide record, the long way; the
+      // next one is the hot path's.
       const deny = createLimiter({ store, policies: { one: { capacity: 3, refillPerSecond: 1 } } });
+      await deny.take('one', 'first');
       expect(await deny.take('one', 'k')).toEqual({ allowed: false, limit: 3, retryAfterMs: 1000, waitMs: 0, reason: 'store_error' });
       const allow = createLimiter({ store, policies: { one: { capacity: 3, refillPerSecond: 1, onStoreError: 'allow' } } });
+      await allow.take('one', 'first');
       expect(await allow.take('one', 'k')).toMatchObject({ allowed: true, reason: 'store_error' });
     }
   });

@@ -2,14 +2,16 @@
 // changes), never by the order its calls started or were answered in (review 5, M1): a background
 // reading that started after this node's own change, but that the store made before it (Upstash REST,
 // MongoDB's pool and Durable Object fetches can reorder), was answered after the change and undid it,
-// so the node that made the change ignored it for up to policyRefreshMs.
+// so the node that made the change ignored it for up to policyRefreshMs. And a limiter that decided
+// before it had read the record (memory: until a first change in the process; a Worker whose first
+// reading was cancelled) kept its leases and cached refusals through the change (review 5, M2).
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { numbersOf, type OverrideRecord } from '../src/core/override.js';
 import { resolvePolicy } from '../src/core/policy.js';
 import { createLimiter, memoryStore, type Limiter, type Store } from '../src/index.js';
 import { newEntry } from '../src/limiter/entry.js';
-import { createPolicyWide, seenOf } from '../src/limiter/policy-wide.js';
+import { createPolicyWide, READ_GRACE_MS, seenOf } from '../src/limiter/policy-wide.js';
 import { mongoStore } from '../src/stores/mongodb.js';
 import { redisStore } from '../src/stores/redis.js';
 import { MingoCollection } from './support/mingo-collection.js';
@@ -202,5 +204,65 @@ describe('readings answered out of order', () => {
     await macrotask();
     expect(entry.change).toBeUndefined();
     expect(changes).toEqual(['none']);
+  });
+
+  it('a first reading that is lost (a Worker request cancelled): the decisions made meanwhile are dropped when a later reading finds a change (review 5, M2)', async () => {
+    const { clock, pending, changes, entry, wide, change } = readings();
+    // Never answered; the decision waits at most timeoutMs + grace, then decides under the policy's numbers.
+    await wide.refresh(entry, 0);
+    expect(entry.change).toBeUndefined();
+    clock.ms = 100 + READ_GRACE_MS + 1;
+    const next = wide.refresh(entry, clock.ms)!;
+    expect(pending).toHaveLength(2);
+    pending[1]!.answer(change(5_000), 6_000);
+    await next;
+    expect(entry.change?.id).toBe('5000.c5000#api');
+    expect(changes).toEqual(['5000.c5000#api']);
+  });
+});
+
+describe('memory store: the first policy-wide change in a process (review 5, M2)', () => {
+  const SLOW = 1 / 3600;
+
+  it('drops every limiter’s leases of the policy: 0 of 60 admitted after a change to capacity 1, on the limiter that made it and on another', async () => {
+    const clock = { ms: 1_790_000_000_000 };
+    const store = memoryStore({ nowMs: () => clock.ms });
+    const policies = { p: { capacity: 100, refillPerSecond: 10, lease: { tokens: 50, maxAgeMs: 10_000 } } };
+    const a = createLimiter({ store, policies, monotonicMs: () => clock.ms });
+    const b = createLimiter({ store, policies, monotonicMs: () => clock.ms });
+    for (let i = 0; i < 5; i++) {
+      await a.take('p', 'ka');
+      await b.take('p', 'kb');
+      await macrotask();
+    }
+    expect(a.stats().leases.tokens).toBeGreaterThan(40);
+    expect(b.stats().leases.tokens).toBeGreaterThan(40);
+    await a.setPolicyLimits('p', { capacity: 1, refillPerSecond: 0.1 });
+    expect(a.stats().leases.tokens).toBe(0);
+    // The keys' debts are carried into capacity 1: nothing is left on either.
+    expect(await takes(a, 'p', 'ka', 60)).toBe(0);
+    expect(await takes(b, 'p', 'kb', 60)).toBe(0);
+    expect(b.stats().leases.tokens).toBe(0);
+  });
+
+  it('drops every limiter’s cached refusals; a limiter made after the change drops none on its first reading of it', async () => {
+    const store = memoryStore();
+    const policies = { d: { capacity: 2, refillPerSecond: SLOW }, e: { capacity: 1, refillPerSecond: SLOW } };
+    const a = createLimiter({ store, policies, denyCache: true });
+    const b = createLimiter({ store, policies, denyCache: true });
+    for (const [limiter, key] of [[a, 'x'], [b, 'y']] as const) {
+      expect(await takes(limiter, 'd', key, 3)).toBe(2);
+      expect(await limiter.take('d', key)).toMatchObject({ allowed: false, reason: 'deny_cache' });
+    }
+    await a.setPolicyLimits('d', { capacity: 10, refillPerSecond: SLOW });
+    // 2 spent of 10: both keys have 8.
+    expect(await a.take('d', 'x')).toMatchObject({ allowed: true, limit: 10, remaining: 7 });
+    expect(await b.take('d', 'y')).toMatchObject({ allowed: true, limit: 10, remaining: 7 });
+
+    const c = createLimiter({ store, policies, denyCache: true });
+    expect(await takes(c, 'e', 'z', 2)).toBe(1);
+    expect(await c.take('e', 'z')).toMatchObject({ allowed: false, reason: 'deny_cache' });
+    expect(await c.take('d', 'w')).toMatchObject({ allowed: true, limit: 10 });
+    expect(await c.take('e', 'z')).toMatchObject({ allowed: false, reason: 'deny_cache' });
   });
 });

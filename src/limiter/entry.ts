@@ -16,7 +16,7 @@ export interface PolicyWideState {
   /** The record as read (undefined: none), and the store clock's reading then. */
   record: OverrideRecord | undefined;
   atUs: number;
-  /** An in-process store: the count of policy-wide changes on it when the record held was read (0: none yet, none read). */
+  /** An in-process store: the count of policy-wide changes on it when the record held was read (-1: never read, so a first decision reads). */
   seen: number;
 }
 
@@ -49,7 +49,7 @@ export function newEntry(policy: ResolvedPolicy, prefix: string, holdMs = 0): Po
     base: baseNumbers(policy),
     policyKey: `${prefix}${policy.name}*`,
     change: undefined,
-    wide: { readAtMs: -Infinity, inFlight: undefined, inFlightAtMs: 0, record: undefined, atUs: 0, seen: 0 },
+    wide: { readAtMs: -Infinity, inFlight: undefined, inFlightAtMs: 0, record: undefined, atUs: 0, seen: -1 },
     holdMs,
   };
 }

@@ -18,7 +18,7 @@
 //
 // An in-process store (memory): only this process can change it, so every limiter on the store object
 // is told of a change at once (a count of changes per store, compared on each decision), and reads the
-// record again then; no clock is read and no reading ages.
+// record then (and before its first decision on the policy); no clock is read and no reading ages.
 //
 // Answers may come in any order (a store's pool or HTTP calls reorder): what a node holds goes by the
 // record's version (core/override.ts changeVersion), never back to an older one.
@@ -122,6 +122,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
 
   function set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number, seen = changes?.count ?? 0): void {
     const s = entry.wide;
+    // Nothing was decided under the view held before a first reading (a decision waits for one).
     const firstRead = s.readAtMs === -Infinity;
     const before = entry.change;
     const seenBefore = seenOf(entry);
@@ -181,7 +182,11 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
   function bounded(entry: PolicyEntry, reading: Promise<void>): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const lost = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, entry.policy.timeoutMs + READ_GRACE_MS);
+      timer = setTimeout(() => {
+        // Decisions go on with the view held, so a change read later is one for them (not a first reading).
+        if (entry.wide.readAtMs === -Infinity) entry.wide.readAtMs = -Number.MAX_VALUE;
+        resolve();
+      }, entry.policy.timeoutMs + READ_GRACE_MS);
       (timer as { unref?: () => void }).unref?.();
     });
     return Promise.race([reading, lost]).finally(() => clearTimeout(timer));
