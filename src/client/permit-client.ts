@@ -1,6 +1,6 @@
 // Client SDK for the permit endpoint: fetch only, so it runs on Workers, Lambda, Node and browsers.
 import type { Decision } from '../core/decision.js';
-import { assertIdempotencyKey, MAX_PERMIT_WAIT_MS, type Cost } from '../core/key.js';
+import { assertIdempotencyKey, assertKey, MAX_PERMIT_WAIT_MS, type Cost } from '../core/key.js';
 import { AcquireTimeoutError, IdempotencyConflictError, InvalidInputError, LimiterError, UnknownChargeError } from '../errors.js';
 import type { KeyLimits, Limiter, LimitsInput, PolicyLimits } from '../limiter.js';
 
@@ -105,6 +105,19 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * A policy or key as one segment of a URL path, refused (before anything is sent) where it cannot be one:
+ * an empty policy, a key the server would refuse (assertKey: an empty one too), and `.` or `..`, which
+ * every URL parser (fetch's too) resolves as a dot segment and drops. `/v1/limits/free/.` went out as
+ * `/v1/limits/free/` and `/v1/limits/./free` as `/v1/limits/free`, the policy-wide change (review 5, H1).
+ */
+function segment(field: 'policy' | 'key', value: string): string {
+  if (field === 'key') assertKey(value);
+  else if (typeof value !== 'string' || value === '' || !value.isWellFormed()) throw new InvalidInputError(field, 'must be a non-empty string of well-formed Unicode');
+  if (value === '.' || value === '..') throw new InvalidInputError(field, 'must not be "." or "..": no URL path can name them (a URL parser drops them as dot segments, so the request would reach another route)');
+  return encodeURIComponent(value);
 }
 
 /** A client of the permit endpoint (fetch only: Workers, Lambda, Node, browsers): take, acquire, adjust, peek and reset, runtime limits and blocks, with idempotency keys and bounded retries. */
@@ -248,18 +261,23 @@ export class PermitClient {
   }
 
   /** The bucket's state; consumes nothing. */
-  peek(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<PermitDecision> {
-    return this.#call('GET', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
+  async peek(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<PermitDecision> {
+    return this.#call('GET', this.#keyPath('buckets', policy, key), undefined, options.signal);
   }
 
   /** Resets the bucket to full (DELETE /v1/buckets/:policy/:key). Not retried when no answer came. */
   async reset(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<void> {
-    await this.#call('DELETE', `/v1/buckets/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
+    await this.#call('DELETE', this.#keyPath('buckets', policy, key), undefined, options.signal);
   }
 
-  /** `/v1/limits/{policy}/{key}` or, for the policy-wide change, `/v1/limits/{policy}`. */
-  #limits(policy: string, key?: string): string {
-    return `/v1/limits/${encodeURIComponent(policy)}${key === undefined ? '' : `/${encodeURIComponent(key)}`}`;
+  /** `/v1/{route}/{policy}/{key}`: a key's bucket, numbers or block; never the policy's (a key is checked, `undefined` too). */
+  #keyPath(route: 'buckets' | 'limits' | 'blocks', policy: string, key: string): string {
+    return `/v1/${route}/${segment('policy', policy)}/${segment('key', key)}`;
+  }
+
+  /** `/v1/limits/{policy}`: the policy-wide change. */
+  #policyPath(policy: string): string {
+    return `/v1/limits/${segment('policy', policy)}`;
   }
 
   async #limitsCall<T>(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<T> {
@@ -272,43 +290,43 @@ export class PermitClient {
    * until expiresInMs (absent: until cleared). Every node's next decision on the key uses them. Resolves
    * with the key's limits after, and `previous`.
    */
-  setLimits(policy: string, key: string, limits: LimitsInput, options: { expiresInMs?: number; signal?: AbortSignal } = {}): Promise<KeyLimits> {
-    return this.#limitsCall('PUT', this.#limits(policy, key), { ...limits, ...(options.expiresInMs === undefined ? {} : { expiresInMs: options.expiresInMs }) }, options.signal);
+  async setLimits(policy: string, key: string, limits: LimitsInput, options: { expiresInMs?: number; signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('PUT', this.#keyPath('limits', policy, key), { ...limits, ...(options.expiresInMs === undefined ? {} : { expiresInMs: options.expiresInMs }) }, options.signal);
   }
 
   /** The key's limits in force, where they come from, and its block (GET /v1/limits/{policy}/{key}). */
-  getLimits(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
-    return this.#limitsCall('GET', this.#limits(policy, key), undefined, options.signal);
+  async getLimits(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('GET', this.#keyPath('limits', policy, key), undefined, options.signal);
   }
 
   /** Drops the key's own numbers (DELETE /v1/limits/{policy}/{key}). */
-  clearLimits(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
-    return this.#limitsCall('DELETE', this.#limits(policy, key), undefined, options.signal);
+  async clearLimits(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('DELETE', this.#keyPath('limits', policy, key), undefined, options.signal);
   }
 
   /** Refuses every take on the key for forMs, on every node (PUT /v1/blocks/{policy}/{key}). */
-  block(policy: string, key: string, options: { forMs: number; signal?: AbortSignal }): Promise<KeyLimits> {
-    return this.#limitsCall('PUT', `/v1/blocks/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, { forMs: options.forMs }, options.signal);
+  async block(policy: string, key: string, options: { forMs: number; signal?: AbortSignal }): Promise<KeyLimits> {
+    return this.#limitsCall('PUT', this.#keyPath('blocks', policy, key), { forMs: options.forMs }, options.signal);
   }
 
   /** Ends the key's block (DELETE /v1/blocks/{policy}/{key}). */
-  unblock(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
-    return this.#limitsCall('DELETE', `/v1/blocks/${encodeURIComponent(policy)}/${encodeURIComponent(key)}`, undefined, options.signal);
+  async unblock(policy: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KeyLimits> {
+    return this.#limitsCall('DELETE', this.#keyPath('blocks', policy, key), undefined, options.signal);
   }
 
   /** Changes the numbers of every key of the policy that has none of its own (PUT /v1/limits/{policy}), obeyed by every node within its policyRefreshMs. */
-  setPolicyLimits(policy: string, limits: LimitsInput, options: { expiresInMs?: number; signal?: AbortSignal } = {}): Promise<PolicyLimits> {
-    return this.#limitsCall('PUT', this.#limits(policy), { ...limits, ...(options.expiresInMs === undefined ? {} : { expiresInMs: options.expiresInMs }) }, options.signal);
+  async setPolicyLimits(policy: string, limits: LimitsInput, options: { expiresInMs?: number; signal?: AbortSignal } = {}): Promise<PolicyLimits> {
+    return this.#limitsCall('PUT', this.#policyPath(policy), { ...limits, ...(options.expiresInMs === undefined ? {} : { expiresInMs: options.expiresInMs }) }, options.signal);
   }
 
   /** The policy-wide change in force, if any (GET /v1/limits/{policy}). */
-  getPolicyLimits(policy: string, options: { signal?: AbortSignal } = {}): Promise<PolicyLimits> {
-    return this.#limitsCall('GET', this.#limits(policy), undefined, options.signal);
+  async getPolicyLimits(policy: string, options: { signal?: AbortSignal } = {}): Promise<PolicyLimits> {
+    return this.#limitsCall('GET', this.#policyPath(policy), undefined, options.signal);
   }
 
   /** Ends the policy-wide change (DELETE /v1/limits/{policy}). */
-  clearPolicyLimits(policy: string, options: { signal?: AbortSignal } = {}): Promise<PolicyLimits> {
-    return this.#limitsCall('DELETE', this.#limits(policy), undefined, options.signal);
+  async clearPolicyLimits(policy: string, options: { signal?: AbortSignal } = {}): Promise<PolicyLimits> {
+    return this.#limitsCall('DELETE', this.#policyPath(policy), undefined, options.signal);
   }
 
   /**

@@ -4,6 +4,7 @@ import { AcquireTimeoutError, ForbiddenError, PermitClient, PermitError } from '
 import { createLimiter, memoryStore } from '../../src/index.js';
 import { permitApp } from '../../src/http/permit-app.js';
 import { AcquireTimeoutError as RootAcquireTimeoutError } from '../../src/index.js';
+import { InvalidInputError } from '../../src/errors.js';
 
 const ok = (body: object = {}) =>
   new Response(JSON.stringify({ allowed: true, policy: 'p', key: 'k', limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, waitMs: 0, ...body }), {
@@ -182,6 +183,50 @@ describe('PermitClient: runtime limits and blocks', () => {
     const denied = await taker.block('free', 'k', { forMs: 1000 }).catch((e: unknown) => e);
     expect(denied).toBeInstanceOf(ForbiddenError);
     expect((denied as ForbiddenError).right).toBe('admin');
+  });
+
+  it('refuses a key or policy no URL path can name ("", ".", "..", undefined) before sending anything: it reached the policy-wide route (review 5, H1)', async () => {
+    const { limiter, fetchApp } = setup();
+    const sent: string[] = [];
+    const counted = ((url: string, init: RequestInit) => (sent.push(`${init.method} ${url}`), fetchApp(url, init))) as unknown as typeof fetch;
+    const client = new PermitClient({ url: 'http://permits.test', token: TOKEN, fetch: counted, retries: 0 });
+    const more = { capacity: 1000, refill: '1000/second' } as const;
+    const keyCalls: Record<string, (policy: string, key: string) => Promise<unknown>> = {
+      setLimits: (p, k) => client.setLimits(p, k, more),
+      getLimits: (p, k) => client.getLimits(p, k),
+      clearLimits: (p, k) => client.clearLimits(p, k),
+      block: (p, k) => client.block(p, k, { forMs: 60_000 }),
+      unblock: (p, k) => client.unblock(p, k),
+      peek: (p, k) => client.peek(p, k),
+      reset: (p, k) => client.reset(p, k),
+    };
+    const refusal = async (call: () => Promise<unknown>, field: string, says: string) => {
+      const err = await call().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toMatchObject({ field, message: expect.stringContaining(says) });
+    };
+    const dots = 'must not be "." or "..": no URL path can name them';
+    for (const [name, call] of Object.entries(keyCalls)) {
+      for (const [key, says] of [['', 'invalid key: must not be empty'], ['.', dots], ['..', dots], [undefined, 'must be a string, got undefined']] as const) {
+        await refusal(() => call('free', key as string), 'key', says);
+      }
+      // `/v1/limits/./free` is `/v1/limits/free` to every URL parser.
+      for (const policy of ['.', '..', '']) await refusal(() => call(policy, 'free'), 'policy', policy === '' ? 'must be a non-empty string' : dots);
+      expect(sent, name).toEqual([]);
+    }
+    for (const policy of ['.', '..', '']) {
+      const says = policy === '' ? 'must be a non-empty string' : dots;
+      await refusal(() => client.setPolicyLimits(policy, more), 'policy', says);
+      await refusal(() => client.getPolicyLimits(policy), 'policy', says);
+      await refusal(() => client.clearPolicyLimits(policy), 'policy', says);
+    }
+    expect(sent).toEqual([]);
+    expect(await limiter.getPolicyLimits('free')).toMatchObject({ source: 'policy', limits: [{ capacity: 2 }] });
+    // A key with dots that is no dot segment, or that encodes to none ("%2e" is sent as %252e), is a key.
+    expect(await client.setLimits('free', '...', more)).toMatchObject({ key: '...', source: 'key' });
+    expect(await client.setLimits('free', '%2e', more)).toMatchObject({ key: '%2e', source: 'key' });
+    expect(await client.getLimits('free', '.x')).toMatchObject({ key: '.x', source: 'policy' });
+    expect(sent).toHaveLength(3);
   });
 
   it('a change that got no answer is retried (it sets, it does not add)', async () => {
