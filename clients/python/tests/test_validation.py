@@ -186,6 +186,43 @@ class Validation(unittest.TestCase):
                     self.assertIn("no URL path can name them", str(self.refusal(lambda: op("api", dots))))
                 self.assertEqual(str(self.refusal(lambda: op("", "k"))), "`policy` is required and must be a string")
 
+    def test_runtime_limits_refuse_a_key_or_policy_no_path_can_name(self) -> None:
+        # An empty key, "." or ".." (a dot segment, which the server's URL parser resolves), or None would
+        # reach /v1/limits/<policy>, the policy-wide change, or another route (review 5, H1); so would the
+        # policy "." (`/v1/limits/./wide` is `/v1/limits/wide`). Refused, and nothing sent (tearDown).
+        limits = {"capacity": 1000, "refill": "1000/second"}
+        key_calls: Dict[str, Callable[[Any, Any], Any]] = {
+            "set_limits": lambda p, k: self.client.set_limits(p, k, limits),
+            "get_limits": lambda p, k: self.client.get_limits(p, k),
+            "clear_limits": lambda p, k: self.client.clear_limits(p, k),
+            "block": lambda p, k: self.client.block(p, k, for_ms=60_000),
+            "unblock": lambda p, k: self.client.unblock(p, k),
+            "peek": lambda p, k: self.client.peek(p, k),
+            "reset": lambda p, k: self.client.reset(p, k),
+        }
+        dots = "no URL path can name them"
+        for name, call in key_calls.items():
+            for key, says in (("", "invalid key: must not be empty"), (".", dots), ("..", dots), (None, "must be a string, got null")):
+                with self.subTest(op=name, key=key):
+                    err = self.refusal(lambda: call("wide", key))
+                    self.assertEqual(err.field, "key")
+                    self.assertIn(says, str(err))
+            for policy in (".", ".."):
+                with self.subTest(op=name, policy=policy):
+                    err = self.refusal(lambda: call(policy, "wide"))
+                    self.assertEqual(err.field, "policy")
+                    self.assertIn(dots, str(err))
+        for policy in (".", ".."):
+            for name, wide in (
+                ("set_policy_limits", lambda: self.client.set_policy_limits(policy, limits)),
+                ("get_policy_limits", lambda: self.client.get_policy_limits(policy)),
+                ("clear_policy_limits", lambda: self.client.clear_policy_limits(policy)),
+            ):
+                with self.subTest(op=name, policy=policy):
+                    err = self.refusal(wide)
+                    self.assertEqual(err.field, "policy")
+                    self.assertIn(dots, str(err))
+
     def test_what_the_server_accepts_the_client_sends(self) -> None:
         # The other side of the same rules: the limits themselves pass, and integral floats are integers
         # to JSON as to the server.

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 from urllib.parse import quote, urlsplit
 
 from . import _validate as v
-from .errors import AcquireTimeoutError, MalformedAnswerError, PermitError, RedirectError, error_for
+from .errors import AcquireTimeoutError, InvalidInputError, MalformedAnswerError, PermitError, RedirectError, error_for
 from .types import Cost, Decision, DecisionBody
 
 __version__ = "0.1.0"
@@ -186,21 +186,33 @@ class Options:
 
     def bucket(self, method: str, policy: str, key: str) -> Request:
         """GET (peek) or DELETE (reset) of ``/v1/buckets/<policy>/<key>``, each part encoded as encodeURIComponent does."""
-        policy, key = v.check_policy(policy), v.check_key(key)
+        policy, key = _path_policy(policy), v.check_key(key)
         p = quote(policy, safe=_URI_COMPONENT_SAFE)
         k = quote(key, safe=_URI_COMPONENT_SAFE)
         return self.request(method, f"/v1/buckets/{p}/{k}", policy=policy, key=key)
 
 
-    def limits_request(self, method: str, policy: str, key: Optional[str], body: Optional[Dict[str, Any]] = None, route: str = "limits") -> Request:
-        """A runtime-limits route: ``/v1/<route>/<policy>[/<key>]``. A change sets, it does not add: a
-        request that got no answer is retried like a read."""
-        policy = v.check_policy(policy)
-        path = f"/v1/{route}/{quote(policy, safe=_URI_COMPONENT_SAFE)}"
-        if key is not None:
-            key = v.check_key(key)
-            path += f"/{quote(key, safe=_URI_COMPONENT_SAFE)}"
+    def limits_request(self, method: str, policy: str, key: str, body: Optional[Dict[str, Any]] = None, route: str = "limits") -> Request:
+        """A key's runtime-limits route: ``/v1/<route>/<policy>/<key>``, the key checked (``None`` too: the
+        path without it is the policy-wide change's). A change sets, it does not add: a request that got
+        no answer is retried like a read."""
+        policy, key = _path_policy(policy), v.check_key(key)
+        path = f"/v1/{route}/{quote(policy, safe=_URI_COMPONENT_SAFE)}/{quote(key, safe=_URI_COMPONENT_SAFE)}"
         return self.request(method, path, body, policy=policy, key=key, once=True, limits=True)
+
+    def policy_limits_request(self, method: str, policy: str, body: Optional[Dict[str, Any]] = None) -> Request:
+        """The policy-wide change: ``/v1/limits/<policy>``; retried as limits_request's are."""
+        policy = _path_policy(policy)
+        return self.request(method, f"/v1/limits/{quote(policy, safe=_URI_COMPONENT_SAFE)}", body, policy=policy, key=None, once=True, limits=True)
+
+
+def _path_policy(policy: Any) -> str:
+    """A policy as a segment of a URL path: ``.`` and ``..`` are dot segments, which the server's URL parser
+    resolves (``/v1/limits/./free`` is ``/v1/limits/free``, the policy-wide change), so no path can name them."""
+    name = v.check_policy(policy)
+    if name in (".", ".."):
+        raise InvalidInputError("policy", '`policy` must not be "." or "..": no URL path can name them, so the request would reach another route')
+    return name
 
 
 def limits_body(limits: Mapping[str, Any], expires_in_ms: Optional[int]) -> Dict[str, Any]:

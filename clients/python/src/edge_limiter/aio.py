@@ -152,15 +152,15 @@ class AsyncPermitClient:
     async def set_policy_limits(self, policy: str, limits: Mapping[str, Any], *, expires_in_ms: Optional[int] = None) -> Dict[str, Any]:
         """Changes the numbers of every key of the policy without its own (``PUT /v1/limits/<policy>``),
         obeyed by every node within its policy refresh (1 s by default)."""
-        return await self._limits(self._options.limits_request("PUT", policy, None, _core.limits_body(limits, expires_in_ms)))
+        return await self._limits(self._options.policy_limits_request("PUT", policy, _core.limits_body(limits, expires_in_ms)))
 
     async def get_policy_limits(self, policy: str) -> Dict[str, Any]:
         """The policy-wide change in force, if any (``GET /v1/limits/<policy>``)."""
-        return await self._limits(self._options.limits_request("GET", policy, None))
+        return await self._limits(self._options.policy_limits_request("GET", policy))
 
     async def clear_policy_limits(self, policy: str) -> Dict[str, Any]:
         """Ends the policy-wide change (``DELETE /v1/limits/<policy>``)."""
-        return await self._limits(self._options.limits_request("DELETE", policy, None))
+        return await self._limits(self._options.policy_limits_request("DELETE", policy))
 
     def settle(
         self, policy: str, key: str, estimate: Cost, *, timeout_ms: int = 30_000, on_settle_error: "Optional[Callable[[Settlement], None]]" = None
