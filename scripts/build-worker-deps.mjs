@@ -13,7 +13,8 @@
 // What it writes, into build/worker/upstash-redis/: the installed package's cloudflare.mjs, its Redis
 // class cut to its constructor (KEEP_ENTRY: no Redis.fromEnv, which the Worker never calls), and its
 // chunk with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch
-// for event streams (SUBSCRIBE's replies) cut out (cutEventStream). Everything else is the package's
+// for event streams (SUBSCRIBE's replies) and its latency logging cut out (cutEventStream,
+// cutLatencyLogging). Everything else is the package's
 // code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
 // know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
@@ -87,6 +88,24 @@ export function cutEventStream(code) {
   return code.slice(0, start) + code.slice(end + tail.length);
 }
 
+/**
+ * The code with the package's two latency-logging wrappers cut out (a command's and a pipeline's
+ * constructor: `if (<options>.latencyLogging) { ... }`, each wrapping exec to print its time). They run
+ * only when the client is made with `latencyLogging`, which functions/app/store-edge.ts never sets.
+ * Exactly these two, each printing "Latency for", or the build stops.
+ */
+export function cutLatencyLogging(code) {
+  for (const head of ['    if (opts?.latencyLogging) {\n', '    if (this.commandOptions?.latencyLogging) {\n']) {
+    const start = code.indexOf(head);
+    const end = code.indexOf('\n    }\n', start);
+    if (start < 0 || end < 0 || code.indexOf(head, start + 1) >= 0 || !code.slice(start, end).includes('Latency for')) {
+      throw new Error('[build-worker-deps] @upstash/redis: not one latency-logging branch of the shape this script knows');
+    }
+    code = code.slice(0, start) + code.slice(end + '\n    }\n'.length);
+  }
+  return code;
+}
+
 /** Writes the cut package into `outDir` and returns the path of its cloudflare.mjs. */
 export function buildWorkerDeps(outDir) {
   // The import condition's file (cloudflare.mjs), as the bundler resolves it.
@@ -97,7 +116,7 @@ export function buildWorkerDeps(outDir) {
   if (!chunkName) throw new Error('[build-worker-deps] @upstash/redis: cloudflare.mjs imports no chunk');
   let chunk = readFileSync(join(pkgDir, chunkName), 'utf8');
   for (const [name, keep] of Object.entries(KEEP)) chunk = keepMembers(chunk, name, keep);
-  chunk = cutEventStream(chunk);
+  chunk = cutLatencyLogging(cutEventStream(chunk));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
   const out = join(outDir, 'cloudflare.mjs');

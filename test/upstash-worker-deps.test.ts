@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis } from 'ioredis';
 import { Redis as PackageRedis } from '@upstash/redis/cloudflare';
-import { buildWorkerDeps, keepMembers } from '../scripts/build-worker-deps.mjs';
+import { buildWorkerDeps, cutLatencyLogging, keepMembers } from '../scripts/build-worker-deps.mjs';
 import { createLimiter } from '../src/index.js';
 import { adaptScriptClient, closerOf, isCluster, isTcpClient } from '../src/stores/redis-client.js';
 import { createRedisStore } from '../src/stores/redis-store.js';
@@ -127,5 +127,14 @@ describe("the Worker's cut @upstash/redis", () => {
     // A class that extends another, as cloudflare.mjs's Redis does.
     const sub = 'var Redis2 = class _Redis extends Redis {\n  constructor() {\n    super();\n  }\n  static fromEnv() {\n    return 1;\n  }\n};\n';
     expect(keepMembers(sub, 'Redis2', ['constructor'])).toBe('var Redis2 = class _Redis extends Redis {\n  constructor() {\n    super();\n  }\n};\n');
+  });
+
+  it('cuts the two latency-logging wrappers and nothing else, or stops the build', () => {
+    const wrap = (cond: string) => `    if (${cond}) {\n      this.exec = async () => {\n        console.log(\`Latency for \${1}\`);\n      };\n    }\n`;
+    const code = `a\n${wrap('opts?.latencyLogging')}b\n${wrap('this.commandOptions?.latencyLogging')}c\n`;
+    expect(cutLatencyLogging(code)).toBe('a\nb\nc\n');
+    expect(() => cutLatencyLogging(`a\n${wrap('opts?.latencyLogging')}`)).toThrow(/not one latency-logging branch/);
+    expect(() => cutLatencyLogging(code.replaceAll('Latency for', 'Took'))).toThrow(/not one latency-logging branch/);
+    expect(() => cutLatencyLogging(code + wrap('opts?.latencyLogging'))).toThrow(/not one latency-logging branch/);
   });
 });
