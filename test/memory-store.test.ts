@@ -249,6 +249,29 @@ describe('memory store: override records', () => {
     expect(() => memoryStore({ maxOverrides: 0 })).toThrow(/maxOverrides/);
   });
 
+  it('records that have ended give their room back when it is needed: a block past its end, numbers past theirs on a bucket full by then (review 5, L2)', async () => {
+    let ms = 0;
+    const limiter = createLimiter({ store: memoryStore({ maxOverrides: 3, nowMs: () => ms }), policies: { p: { capacity: 5, refillPerSecond: 1 } } });
+    await limiter.block('p', 'a', { forMs: 1 });
+    await limiter.block('p', 'b', { forMs: 1 });
+    await limiter.setLimits('p', 'c', { capacity: 9, refillPerSecond: 1 }, { expiresInMs: 1 });
+    ms += 3_600_000;
+    for (let i = 0; i < 100; i++) await limiter.take('p', `other-${i}`);
+    await limiter.block('p', 'abuser', { forMs: 60_000 });
+    expect(await limiter.take('p', 'abuser')).toMatchObject({ allowed: false, reason: 'blocked' });
+    // Numbers that ended on a bucket not full at their end stay until the key's next step carries it
+    // (counted), while live records are never dropped: the room is full again.
+    await limiter.setLimits('p', 'd', { capacity: 5, refillPerSecond: 0.01 }, { expiresInMs: 1000 });
+    expect(await limiter.take('p', 'd', { cost: 5 })).toMatchObject({ allowed: true, remaining: 0 });
+    await limiter.block('p', 'e', { forMs: 60_000 });
+    ms += 2000;
+    await expect(limiter.block('p', 'f', { forMs: 60_000 })).rejects.toThrow(/maxOverrides \(3\)/);
+    // d's debt is carried at the end of its numbers (4.99 still spent at 1 s, at 0.01/s) to the policy's
+    // 5 at 1/s: 3.99 left 1 s later, so one token and no more (a bucket let go would hold 5).
+    expect(await limiter.take('p', 'd')).toMatchObject({ allowed: true, remaining: 0 });
+    await limiter.block('p', 'f', { forMs: 60_000 });
+  });
+
   it('a block on a key holding a copy of the policy-wide change counts against maxOverrides (only the change itself is free)', async () => {
     const limiter = createLimiter({ store: memoryStore({ maxOverrides: 1 }), policies: { p: { capacity: 5, refillPerSecond: 1 } } });
     await limiter.setPolicyLimits('p', { capacity: 2, refillPerSecond: 1 });

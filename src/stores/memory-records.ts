@@ -4,7 +4,8 @@
 // to carry) and is not counted; every other one stays until it ends or is cleared, however buckets come
 // and go, and at most maxOverrides of them are kept. The policy-wide change itself (written with its
 // id, not by a step: one per policy) is not counted either, so a full store still takes an incident's
-// policy-wide change.
+// policy-wide change. Records that have ended (a block past its end, numbers past theirs on a bucket
+// full by then) are dropped when their room is needed (review 5, L2).
 import type { OverrideRecord } from '../core/override-types.js';
 import { ConfigError, StoreError } from '../errors.js';
 
@@ -24,8 +25,12 @@ export interface MemoryRecords {
   goesWithBucket(key: string): boolean;
 }
 
-/** The records of a memory store with `maxOverrides` (MemoryStoreOptions.maxOverrides). */
-export function memoryRecords(maxOverrides: number): MemoryRecords {
+/**
+ * The records of a memory store with `maxOverrides` (MemoryStoreOptions.maxOverrides). `sweep` is called
+ * when a record would be refused for room, before it is: it drops the counted records that have ended
+ * (the store knows which are safe to drop with their buckets), and the room is counted again.
+ */
+export function memoryRecords(maxOverrides: number, sweep?: () => void): MemoryRecords {
   if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
   const map = new Map<string, OverrideRecord>();
   // Records not counted against maxOverrides: installed by a step, or a policy's own change.
@@ -40,8 +45,9 @@ export function memoryRecords(maxOverrides: number): MemoryRecords {
       // A key's copy of a policy-wide change with no block (a step installed it, or an unblock left it)
       // goes with the bucket and is not counted.
       const goes = next !== null && !policyOwn && next.policyId !== undefined && next.blockedUntilUs === undefined;
-      if (next !== null && !byStep && !policyOwn && !goes && !counted && map.size - uncountedCount >= maxOverrides) {
-        throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (records are never dropped to make room; raise maxOverrides or clear some)`, { permanent: 'full' });
+      const full = () => map.size - uncountedCount >= maxOverrides;
+      if (next !== null && !byStep && !policyOwn && !goes && !counted && full() && (sweep?.(), full())) {
+        throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (raise it, or clear some)`, { permanent: 'full' });
       }
       if (cur !== undefined && uncounted.has(cur)) {
         uncounted.delete(cur);
