@@ -24,7 +24,7 @@ const MAX_CHANGE_MS = 400 * 86_400_000;
 export function limitsOpenApi(p: OpenApiParts) {
   const { ref, json, problem } = p;
   const policyParam = { name: 'policy', in: 'path', required: true, schema: { type: 'string', minLength: 1 } };
-  const keyParam = { name: 'key', in: 'path', required: true, description: 'The bucket\'s key, percent-encoded (any characters; `/` as `%2F`).', schema: { type: 'string', minLength: 1, maxLength: 3 * MAX_KEY_BYTES } };
+  const keyParam = { name: 'key', in: 'path', required: true, description: 'The bucket\'s key, percent-encoded (any characters; `/` as `%2F`), never empty, `.` or `..`: a URL parser drops those as dot segments, and the path left is another route.', schema: { type: 'string', minLength: 1, maxLength: 3 * MAX_KEY_BYTES } };
   const bad = (what: string) => problem(400, `${what} (\`field\` names it); nothing reached the store.`, ['invalid-json', 'invalid-request']);
   const unavailable = problem(503, 'The store did not answer: the change may or may not have been applied. Retry after Retry-After (a change is idempotent: it sets, it does not add).', ['store-unavailable'], { 'Retry-After': p.retryAfter });
   const unsupported = problem(501, 'The store keeps no runtime limits: nothing was changed (do not retry).', ['runtime-limits-unsupported']);

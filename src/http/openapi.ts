@@ -155,7 +155,7 @@ export const openApiDocument = withLimits({
     '/v1/buckets/{policy}/{key}': {
       parameters: [
         { name: 'policy', in: 'path', required: true, schema: { type: 'string', minLength: 1 } },
-        { name: 'key', in: 'path', required: true, description: 'The bucket\'s key, percent-encoded (any characters; `/` as `%2F`).', schema: { type: 'string', minLength: 1 } },
+        { name: 'key', in: 'path', required: true, description: 'The bucket\'s key, percent-encoded (any characters; `/` as `%2F`), never empty, `.` or `..`: a URL parser drops those as dot segments, and the path left is another route.', schema: { type: 'string', minLength: 1 } },
       ],
       get: {
         tags: ['buckets'],
