@@ -24,7 +24,7 @@ function setup() {
     monotonicMs: () => clock.ms,
     read: () => {
       state.reads++;
-      return state.lost ? new Promise(() => {}) : Promise.resolve({ record: undefined, atUs: clock.ms * 1000 });
+      return state.lost ? new Promise(() => {}) : Promise.resolve({ atUs: clock.ms * 1000 });
     },
     onChange: () => {},
   });

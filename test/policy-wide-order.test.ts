@@ -130,7 +130,7 @@ function readings() {
     store: { name: 'remote' } as Store,
     refreshMs: 1000,
     monotonicMs: () => clock.ms,
-    read: () => new Promise((resolve) => pending.push({ answer: (record, atUs) => resolve({ record, atUs }) })),
+    read: () => new Promise((resolve) => pending.push({ answer: (record, atUs) => resolve(record === undefined ? { atUs } : { after: record, atUs }) })),
     onChange: (e) => changes.push(e.change?.id ?? 'none'),
   });
   /** A change's record of version `v` (the store clock's µs when it was made), to capacity 2. */

@@ -8,7 +8,7 @@ import type { StepArgs } from '../store.js';
 
 /** One policy's reading of its policy-wide record on this node. */
 export interface PolicyWideState {
-  /** Monotonic ms when the call that read the record held started (-Infinity: never read). */
+  /** Monotonic ms when the latest call answered (a reading, or this node's change) started: the reading's age counts from it (-Infinity: none yet). */
   readAtMs: number;
   /** The read in flight, if any, and the monotonic ms when it started. */
   inFlight: Promise<void> | undefined;
@@ -16,7 +16,11 @@ export interface PolicyWideState {
   /** The record as read (undefined: none), and the store clock's reading then. */
   record: OverrideRecord | undefined;
   atUs: number;
-  /** An in-process store: the count of policy-wide changes on it when the record held was read (-1: never read, so a first decision reads). */
+  /**
+   * -1 until a decision may have been made under the view held: no reading answered, nor waited for as
+   * long as a decision waits (so a first decision reads, on an in-process store too). Then, on an
+   * in-process store, the count of policy-wide changes on it when the record held was read.
+   */
   seen: number;
 }
 

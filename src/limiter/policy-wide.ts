@@ -23,7 +23,7 @@
 // Answers may come in any order (a store's pool or HTTP calls reorder): what a node holds goes by the
 // record's version (core/override.ts changeVersion), never back to an older one.
 import { stepArgs } from '../core/gcra.js';
-import type { OverrideLimit, OverrideRecord, PolicyOverride } from '../core/override-types.js';
+import type { OverrideRecord, OverrideResult, PolicyOverride } from '../core/override-types.js';
 import { changeVersion } from '../core/override.js';
 import { MAX_TIMEOUT_MS } from '../core/policy.js';
 import type { Store } from '../store.js';
@@ -64,21 +64,22 @@ export interface PolicyWideOptions {
   store: Store;
   refreshMs: number;
   monotonicMs: () => number;
-  /** Reads the policy's record (Store.override with nothing to change), bounded by the policy's timeoutMs. */
-  read(entry: PolicyEntry): Promise<{ record: OverrideRecord | undefined; atUs: number }>;
+  /** Reads the policy's record (Store.override with nothing to change: the record is `after`), bounded by the policy's timeoutMs. */
+  read(entry: PolicyEntry): Promise<Pick<OverrideResult, 'after' | 'atUs'>>;
   /** The change in force has changed (another id, or none now): this node's leases and cached refusals of the policy go. */
   onChange(entry: PolicyEntry): void;
 }
 
 /**
  * StepArgs.policySeenUs of this node's steps on the entry's policy: with no change in force, the version
- * of the record last read (a revert's marker, an ended change; 0: none). Undefined before the first
- * reading: no view. A version, not the reading's time, so that neither a skewed client clock nor a
- * store clock that steps back can outrank a later change. See core/override.ts recordForStep.
+ * of the record last read (a revert's marker, an ended change; 0: none, or decisions went on with no
+ * reading answered: the oldest view). Undefined before the first reading: no view. A version, not the
+ * reading's time, so that neither a skewed client clock nor a store clock that steps back can outrank
+ * a later change. See core/override.ts recordForStep.
  */
 export function seenOf(entry: PolicyEntry): number | undefined {
   const s = entry.wide;
-  return entry.change === undefined && s.readAtMs !== -Infinity ? changeVersion(s.record?.policyId) : undefined;
+  return entry.change === undefined && s.seen >= 0 ? changeVersion(s.record?.policyId) : undefined;
 }
 
 /** Policy-wide changes made through any limiter, per in-process store object. */
@@ -90,11 +91,11 @@ export const changeId = (names: readonly string[]): string => `${crypto.randomUU
 /**
  * StepArgs.policy for a record read at atUs: its numbers and end while they are live, else none. The
  * numbers go to the policy's limits by name (the change's id names the limits it was made for, in
- * order; `names` and `base` are the policy's now): a record written while the policy had other limits
- * (a redeploy added, removed or reordered one) sets those it names, and the others keep the policy's
- * numbers; one that names none of them is not applied.
+ * order; the entry's policy and base are the policy's now): a record written while the policy had
+ * other limits (a redeploy added, removed or reordered one) sets those it names, and the others keep
+ * the policy's numbers; one that names none of them is not applied.
  */
-export function changeOf(record: OverrideRecord | undefined, atUs: number, names: readonly string[], base: readonly OverrideLimit[]): PolicyOverride | undefined {
+export function changeOf(record: OverrideRecord | undefined, atUs: number, { policy, base }: Pick<PolicyEntry, 'policy' | 'base'>): PolicyOverride | undefined {
   if (!record?.limits || record.policyId === undefined) return undefined;
   if (record.untilUs !== undefined && record.untilUs <= atUs) return undefined;
   const r = record.limits;
@@ -102,7 +103,7 @@ export function changeOf(record: OverrideRecord | undefined, atUs: number, names
   const named = hash < 0 ? [] : record.policyId.slice(hash + 1).split(',');
   let any = false;
   const limits = base.map((b, i) => {
-    const j = named.indexOf(names[i]!);
+    const j = named.indexOf(policy.limits[i]!.name);
     if (j < 0 || r[j] === undefined) return b;
     any = true;
     return r[j]!;
@@ -122,22 +123,23 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
 
   function set(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number, startedMs: number, seen = changes?.count ?? 0): void {
     const s = entry.wide;
-    // Nothing was decided under the view held before a first reading (a decision waits for one).
-    const firstRead = s.readAtMs === -Infinity;
+    // Nothing was decided under the view held before its first reading (a decision waits for one).
+    const firstRead = s.seen < 0;
     const before = entry.change;
     const seenBefore = seenOf(entry);
     // Any answer saw every change made before its call started: the reading is as fresh as the latest.
-    s.readAtMs = Math.max(s.readAtMs, startedMs);
-    s.seen = Math.max(s.seen, seen);
-    // What is held goes by the record's version (the store's order of changes), never by the order the
-    // answers come in: a reading the store made before a change may be answered after it. An older
-    // version read later by the store's clock (the record held ended and went) only ages the one held.
-    const v = changeVersion(record?.policyId);
-    const held = changeVersion(s.record?.policyId);
-    if (v > held || (v === held && atUs >= s.atUs)) s.record = record;
-    else if (atUs <= s.atUs) return;
+    if (startedMs > s.readAtMs) s.readAtMs = startedMs;
+    s.seen = seen;
+    // What is held goes by the record's version (the store's order of changes), then by the store's
+    // clock, never by the order the answers come in: a reading the store made before a change may be
+    // answered after it. An older version read later (the record held ended and went) only ages it.
+    if ((changeVersion(record?.policyId) - changeVersion(s.record?.policyId) || atUs - s.atUs) < 0) {
+      if (atUs <= s.atUs) return;
+      record = s.record;
+    }
+    s.record = record;
     s.atUs = atUs;
-    const change = changeOf(s.record, atUs, entry.policy.limits.map((l) => l.name), entry.base);
+    const change = changeOf(record, atUs, entry);
     const same = (before?.id ?? '') === (change?.id ?? '');
     // Every step sends the change (StepArgs.policy), or with none the version of the record read
     // (StepArgs.policySeenUs); the common take's arguments are made again only when either changes.
@@ -156,7 +158,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     const reading: Promise<void> = options
       .read(entry)
       .then(
-        ({ record, atUs }) => set(entry, record, atUs, started, seen),
+        (r) => set(entry, r.after, r.atUs, started, seen),
         () => {
           // The store did not answer: decisions keep the reading held (they follow the policy's fail mode
           // meanwhile anyway), and the next decision starts another reading but does not wait for it.
@@ -182,14 +184,15 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
   function bounded(entry: PolicyEntry, reading: Promise<void>): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const lost = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        // Decisions go on with the view held, so a change read later is one for them (not a first reading).
-        if (entry.wide.readAtMs === -Infinity) entry.wide.readAtMs = -Number.MAX_VALUE;
-        resolve();
-      }, entry.policy.timeoutMs + READ_GRACE_MS);
+      timer = setTimeout(resolve, entry.policy.timeoutMs + READ_GRACE_MS);
       (timer as { unref?: () => void }).unref?.();
     });
-    return Promise.race([reading, lost]).finally(() => clearTimeout(timer));
+    return Promise.race([reading, lost]).finally(() => {
+      clearTimeout(timer);
+      // Decisions go on now, with or without the reading (lost: a Worker's cancelled request), so the
+      // next change read is one for them.
+      entry.wide.seen = 0;
+    });
   }
 
   if (changes) {
@@ -198,10 +201,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
       fresh: (entry) => entry.wide.seen === c.count,
       refresh: (entry, _nowMs, waitUntil) => (entry.wide.seen === c.count ? undefined : read(entry, waitUntil)),
       set,
-      changed(entry, record, atUs, startedMs) {
-        c.count++;
-        set(entry, record, atUs, startedMs, c.count);
-      },
+      changed: (entry, record, atUs, startedMs) => set(entry, record, atUs, startedMs, ++c.count),
     };
   }
   return {
@@ -213,6 +213,6 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
       return age < refreshMs ? undefined : bounded(entry, next);
     },
     set,
-    changed: (entry, record, atUs, startedMs) => set(entry, record, atUs, startedMs),
+    changed: set,
   };
 }

@@ -23,10 +23,11 @@ export const MAX_CHANGE_MS = 400 * 86_400_000;
 export type RuntimeLimits = Pick<Limiter, 'setLimits' | 'getLimits' | 'clearLimits' | 'block' | 'unblock' | 'setPolicyLimits' | 'getPolicyLimits' | 'clearPolicyLimits'>;
 
 function msField(field: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CHANGE_MS) {
+  // Number.isInteger is false for anything but a number.
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > MAX_CHANGE_MS) {
     throw new InvalidInputError(field, `must be an integer from 1 to ${MAX_CHANGE_MS} (ms, 400 days), got ${show(value)}`);
   }
-  return value;
+  return value as number;
 }
 
 const leftMs = (untilUs: number, atUs: number) => Math.max(0, Math.ceil((untilUs - atUs) / 1000));
@@ -63,7 +64,8 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       const wide = entry.change;
       out.limits = toNumbers(policy, wide.limits);
       out.source = 'policy-wide';
-      if (wide.untilUs !== undefined) out.expiresInMs = Math.max(0, leftMs(wide.untilUs, entry.wide.atUs) - Math.floor(monotonicMs() - entry.wide.readAtMs));
+      // Left at the store's clock now, as this node reckons it: the reading's, plus the time since its call started.
+      if (wide.untilUs !== undefined) out.expiresInMs = leftMs(wide.untilUs, entry.wide.atUs + 1000 * (monotonicMs() - entry.wide.readAtMs));
     }
     if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > atUs) out.blockedForMs = leftMs(record.blockedUntilUs, atUs);
     return out;
@@ -72,7 +74,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
   /** A policy-wide record's state as read at atUs: the numbers it gives this policy's limits (policy-wide.ts changeOf). */
   function policyStateOf(entry: PolicyEntry, record: OverrideRecord | undefined, atUs: number): LimitsState {
     const { policy } = entry;
-    const change = changeOf(record, atUs, policy.limits.map((l) => l.name), entry.base);
+    const change = changeOf(record, atUs, entry);
     if (!change) return { limits: toNumbers(policy), source: 'policy' };
     const out: LimitsState = { limits: toNumbers(policy, change.limits), source: 'policy-wide' };
     if (change.untilUs !== undefined) out.expiresInMs = leftMs(change.untilUs, atUs);

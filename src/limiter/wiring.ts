@@ -97,7 +97,7 @@ export function wire(options: LimiterOptions): Wiring {
           store,
           refreshMs: settings.policyRefreshMs,
           monotonicMs,
-          read: (entry) => withTimeout((o) => store.override!(entry.policyKey, { base: entry.base }, o), entry.policy.timeoutMs, store.name).then((r) => ({ record: r.after, atUs: r.atUs })),
+          read: (entry) => withTimeout((o) => store.override!(entry.policyKey, { base: entry.base }, o), entry.policy.timeoutMs, store.name),
           // Leases and cached refusals of the policy were decided under the change before: they go.
           onChange: (entry) => {
             leases?.releaseAll(entry.keyPrefix);
