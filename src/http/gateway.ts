@@ -68,30 +68,32 @@ export interface ForwardInit {
 export type ForwardSend = (url: string, init: ForwardInit) => Promise<Response>;
 
 /**
- * Passes a body through unchanged until more than `max` bytes have passed; then calls `exceeded` (which
- * must abort the forward) and fails the stream. The abort comes first because a failed body is not
- * enough everywhere: workerd ends the upload as if the body had ended there, so the origin would get
- * a complete, truncated request.
+ * Passes a body through unchanged until more than `max` bytes have passed or reading it fails (the
+ * client went away); then calls `fail` (which must abort the forward) and fails the stream. The abort
+ * comes first because a failed body is not enough everywhere: workerd ends the upload as if the body
+ * had ended there, so the origin would get a complete, truncated request.
  */
-function limited(body: ReadableStream<Uint8Array>, max: number, exceeded: (err: Error) => void): ReadableStream<Uint8Array> {
+function limited(body: ReadableStream<Uint8Array>, max: number, fail: (err: unknown) => void): ReadableStream<Uint8Array> {
   const reader = body.getReader();
   let bytes = 0;
   let released = false;
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
-        const { done, value } = await reader.read();
-        if (done) return controller.close();
-        bytes += value.byteLength;
-        if (bytes > max) {
-          const err = new RangeError(`the request body exceeds ${max} bytes`);
-          // Stop reading without cancelling the client's stream: the server can still answer 413.
-          released = true;
-          reader.releaseLock();
-          exceeded(err);
-          return controller.error(err);
+        let err: unknown;
+        try {
+          const { done, value } = await reader.read();
+          if (done) return controller.close();
+          if ((bytes += value.byteLength) <= max) return controller.enqueue(value);
+          err = new RangeError(`the request body exceeds ${max} bytes`);
+        } catch (e) {
+          err = e;
         }
-        controller.enqueue(value);
+        // Stop reading without cancelling the client's stream: the server can still answer 413.
+        released = true;
+        reader.releaseLock();
+        fail(err);
+        controller.error(err);
       },
       cancel: (reason) => (released ? undefined : reader.cancel(reason)),
     },
@@ -312,7 +314,9 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const timer = setTimeout(() => controller.abort(new Error('origin timeout')), timeoutMs);
     const hasBody = req.body !== null && length !== 0;
     const overLimit = new AbortController();
-    const body = !hasBody ? null : maxBodyBytes === undefined ? req.body! : limited(req.body!, maxBodyBytes, (err) => overLimit.abort(err));
+    // A declared length was checked against maxBodyBytes already, and the server holds the body to it:
+    // that body goes as it is, so fetch keeps its Content-Length (workerd chunks any other stream).
+    const body = !hasBody ? null : maxBodyBytes === undefined || length !== null ? req.body! : limited(req.body!, maxBodyBytes, (err) => overLimit.abort(err));
     const target = `${origin}${url.pathname}${url.search}`;
     const signal = AbortSignal.any([controller.signal, req.signal, overLimit.signal]);
     let res: Response;
@@ -328,7 +332,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
         res = await doFetch(target, { method: req.method, headers, body, redirect: 'manual', signal, ...(body ? { duplex: 'half' } : {}) } as RequestInit);
       }
     } catch {
-      if (overLimit.signal.aborted) return tooLarge();
+      if (overLimit.signal.reason instanceof RangeError) return tooLarge();
       if (controller.signal.aborted) {
         return problemResponse('gateway-timeout', `the origin did not answer within ${timeoutMs} ms`, {}, { 'Retry-After': '1' });
       }

@@ -10,6 +10,7 @@ import { freePort } from '../../scripts/lib/redis-server.js';
 import { openApiJson } from '../../src/http/openapi.js';
 import { gzipSync } from 'node:zlib';
 import { connect } from 'node:net';
+import { startByteRecorder, type ByteRecorder } from '../support/byte-recorder.js';
 
 /**
  * The deployed Worker's size budget (gzip -9 of `wrangler deploy --dry-run`'s bundle, as Cloudflare counts it).
@@ -26,6 +27,8 @@ const MAX_BODY = 1024 * 1024;
 let build: WorkerBuild;
 let dev: DevWorker;
 let origin: Server;
+/** The raw bytes each connection carried to the origin: GATE_ORIGIN points at it. */
+let wire: ByteRecorder;
 let originUrl: string;
 let originSaw: import('node:http').IncomingHttpHeaders = {};
 /** The size of every upload the origin received complete. */
@@ -34,7 +37,7 @@ const uploads: number[] = [];
 beforeAll(async () => {
   origin = createServer((req, res) => {
     originSaw = req.headers;
-    if (req.url === '/upload') {
+    if (req.url!.startsWith('/upload')) {
       let n = 0;
       req.on('data', (d: Buffer) => (n += d.length));
       req.on('end', () => (uploads.push(n), res.end(`origin got ${n}`)));
@@ -44,7 +47,8 @@ beforeAll(async () => {
     res.end(`origin ${req.method} ${req.url}`);
   });
   await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
-  originUrl = `http://127.0.0.1:${(origin.address() as { port: number }).port}`;
+  wire = await startByteRecorder((origin.address() as { port: number }).port);
+  originUrl = wire.url;
   [build, dev] = await Promise.all([
     buildWorker(),
     // --trust-cf-connecting-ip: these tests play many clients by CF-Connecting-IP, as Cloudflare would
@@ -55,6 +59,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await dev?.stop();
+  await wire?.close();
   await new Promise<void>((r) => origin.close(() => r()));
 });
 
@@ -323,6 +328,48 @@ describe('Worker in workerd (memory store)', () => {
     // complete (truncated) upload. Only the first request's upload completed.
     await new Promise((r) => setTimeout(r, 200));
     expect(uploads).toEqual([MAX_BODY]);
+  });
+
+  it('gateway mode with GATE_MAX_BODY_BYTES: a declared length reaches the origin as Content-Length, and a client that goes away mid-body never leaves it a complete request (review 6, F6 and F11)', async () => {
+    /** The bytes the origin's socket got for the request whose line starts with `line`. */
+    const forwarded = (line: string) => wire.carrying(line).map((c) => c.bytes.slice(c.bytes.indexOf(line))).join('');
+    // The head, a part of the body 300 ms later, then the client closes (FIN) or resets (RST) 400 ms later.
+    const cases = [
+      ['cl', 'Content-Length: 10', 'abc'],
+      ['chunk', 'Transfer-Encoding: chunked', '5\r\nhello\r\n'],
+      ['mid', 'Transfer-Encoding: chunked', 'a\r\nhel'],
+    ] as const;
+    let n = 0;
+    for (const [name, framing, part] of cases) {
+      for (const reset of [false, true]) {
+        const path = `/upload-${name}-${reset ? 'rst' : 'fin'}`;
+        const socket = connect(Number(new URL(dev.url).port), '127.0.0.1');
+        socket.on('error', () => {});
+        await new Promise((r) => socket.once('connect', r));
+        socket.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\n${framing}\r\nCF-Connecting-IP: 203.0.113.${121 + n++}\r\n\r\n`);
+        await new Promise((r) => setTimeout(r, 300));
+        socket.write(part);
+        await new Promise((r) => setTimeout(r, 400));
+        if (reset) socket.resetAndDestroy();
+        else socket.end();
+        await new Promise((r) => setTimeout(r, 1000));
+        const bytes = forwarded(`POST ${path} `);
+        expect(bytes, path).toMatch(new RegExp(`^POST ${path} `));
+        const body = bytes.slice(bytes.indexOf('\r\n\r\n') + 4);
+        // Complete: the declared length arrived, or the last chunk did.
+        const length = /\r\ncontent-length: (\d+)\r\n/i.exec(bytes)?.[1];
+        const complete = length === undefined ? /(^|\r\n)0\r\n\r\n$/.test(body) : body.length >= Number(length);
+        expect(complete, `${path}: ${JSON.stringify(bytes)}`).toBe(false);
+      }
+    }
+    // A declared length is kept: the origin gets Content-Length, not a chunked body.
+    const kept = await rawAnswer('POST /upload-cl HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nCF-Connecting-IP: 203.0.113.120\r\nConnection: close\r\n\r\nhello');
+    expect(kept).toContain('origin got 5');
+    const sent = forwarded('POST /upload-cl ');
+    expect(sent).toMatch(/\r\ncontent-length: 5\r\n/i);
+    expect(sent).not.toMatch(/transfer-encoding/i);
+    expect(sent.endsWith('\r\n\r\nhello')).toBe(true);
+    expect(uploads.filter((u) => u !== MAX_BODY && u !== 5)).toEqual([]);
   });
 
   it('the curl line that npm run dev prints answers 200', async () => {
