@@ -1,5 +1,6 @@
 // Types of scripts/build-worker-deps.mjs (a plain .mjs, so that wrangler's build command runs it on any Node).
 export declare const KEEP: { Redis: string[]; Pipeline: string[] };
 export declare function keepMembers(code: string, name: string, keep: string[]): string;
+export declare function cutConfigWarnings(code: string): string;
 export declare function cutLatencyLogging(code: string): string;
 export declare function buildWorkerDeps(outDir: string): string;

@@ -14,7 +14,8 @@
 // class cut to its constructor (KEEP_ENTRY: no Redis.fromEnv, which the Worker never calls), and its
 // chunk with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch
 // for event streams (SUBSCRIBE's replies) and its latency logging cut out (cutEventStream,
-// cutLatencyLogging). Everything else is the package's
+// cutLatencyLogging), and its Redis constructor's warnings about the url and token, which
+// functions/app/env.ts refuses at startup (cutConfigWarnings). Everything else is the package's
 // code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
 // know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
@@ -106,6 +107,23 @@ export function cutLatencyLogging(code) {
   return code;
 }
 
+/**
+ * cloudflare.mjs's Redis constructor without its four warnings about the url and token (missing, or with
+ * whitespace or a line break): functions/app/env.ts refuses each of those at startup, naming the
+ * variable, so none can print in the Worker. Exactly these, or the build stops.
+ */
+export function cutConfigWarnings(code) {
+  const head = '  constructor(config, env) {\n    if (!config.url) {\n';
+  const tail = '"[Upstash Redis] The redis token contains whitespace or newline, which can cause errors!"\n      );\n    }\n';
+  const start = code.indexOf(head);
+  const end = code.indexOf(tail, start);
+  const cut = code.slice(start + head.length - '    if (!config.url) {\n'.length, end + tail.length);
+  if (start < 0 || end < 0 || code.indexOf(head, start + 1) >= 0 || cut.split('console.warn(').length !== 5 || !cut.includes("if (!config.token) {")) {
+    throw new Error('[build-worker-deps] @upstash/redis: not one set of url and token warnings of the shape this script knows');
+  }
+  return code.replace(cut, '');
+}
+
 /** Writes the cut package into `outDir` and returns the path of its cloudflare.mjs. */
 export function buildWorkerDeps(outDir) {
   // The import condition's file (cloudflare.mjs), as the bundler resolves it.
@@ -122,6 +140,7 @@ export function buildWorkerDeps(outDir) {
   const out = join(outDir, 'cloudflare.mjs');
   let cut = entry.replace(`"./${chunkName}"`, '"./chunk.mjs"');
   for (const [name, keep] of Object.entries(KEEP_ENTRY)) cut = keepMembers(cut, name, keep);
+  cut = cutConfigWarnings(cut);
   writeFileSync(out, cut);
   return out;
 }

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis } from 'ioredis';
 import { Redis as PackageRedis } from '@upstash/redis/cloudflare';
-import { buildWorkerDeps, cutLatencyLogging, keepMembers } from '../scripts/build-worker-deps.mjs';
+import { buildWorkerDeps, cutConfigWarnings, cutLatencyLogging, keepMembers } from '../scripts/build-worker-deps.mjs';
 import { createLimiter } from '../src/index.js';
 import { adaptScriptClient, closerOf, isCluster, isTcpClient } from '../src/stores/redis-client.js';
 import { createRedisStore } from '../src/stores/redis-store.js';
@@ -127,6 +127,16 @@ describe("the Worker's cut @upstash/redis", () => {
     // A class that extends another, as cloudflare.mjs's Redis does.
     const sub = 'var Redis2 = class _Redis extends Redis {\n  constructor() {\n    super();\n  }\n  static fromEnv() {\n    return 1;\n  }\n};\n';
     expect(keepMembers(sub, 'Redis2', ['constructor'])).toBe('var Redis2 = class _Redis extends Redis {\n  constructor() {\n    super();\n  }\n};\n');
+  });
+
+  it('cuts the constructor\'s four url and token warnings (env.ts refuses those values) and nothing else, or stops the build', () => {
+    const warn = (what: string) => `      console.warn(\n        "${what}"\n      );\n`;
+    const ctor = (extra = '') =>
+      `  constructor(config, env) {\n    if (!config.url) {\n${warn('u')}    } else if (config.url.startsWith(" ")) {\n${warn('uw')}    }\n    if (!config.token) {\n${warn('t')}    } else if (bad) {\n${extra}      console.warn(\n        "[Upstash Redis] The redis token contains whitespace or newline, which can cause errors!"\n      );\n    }\n    const client = 1;\n  }\n`;
+    expect(cutConfigWarnings(ctor())).toBe('  constructor(config, env) {\n    const client = 1;\n  }\n');
+    expect(() => cutConfigWarnings(ctor(warn('x')))).toThrow(/not one set of url and token warnings/);
+    expect(() => cutConfigWarnings(ctor() + ctor())).toThrow(/not one set/);
+    expect(() => cutConfigWarnings(ctor().replace('if (!config.token)', 'if (!config.tok)'))).toThrow(/not one set/);
   });
 
   it('cuts the two latency-logging wrappers and nothing else, or stops the build', () => {

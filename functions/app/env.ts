@@ -63,6 +63,13 @@ function required(env: EnvRecord, name: string, why: string): string {
   return v;
 }
 
+/** An Upstash variable: required, and no whitespace at either end nor a line break (a secret pasted with its newline). */
+function spaceless(env: EnvRecord, name: string): string {
+  const v = required(env, name, 'for LIMITER_STORE=upstash');
+  if (/^\s|\s$|[\r\n]/.test(v)) throw new ConfigError(name, 'has whitespace at an end or a line break (a secret pasted with its newline?)');
+  return v;
+}
+
 function checkUrl(name: string, value: string, schemes: string[]): string {
   let u: URL;
   try {
@@ -137,8 +144,8 @@ export function loadConfig(env: EnvRecord): AppConfig {
     case 'upstash':
       store = {
         kind,
-        url: checkUrl('UPSTASH_REDIS_REST_URL', required(env, 'UPSTASH_REDIS_REST_URL', 'for LIMITER_STORE=upstash'), ['https:', 'http:']),
-        token: required(env, 'UPSTASH_REDIS_REST_TOKEN', 'for LIMITER_STORE=upstash'),
+        url: checkUrl('UPSTASH_REDIS_REST_URL', spaceless(env, 'UPSTASH_REDIS_REST_URL'), ['https:', 'http:']),
+        token: spaceless(env, 'UPSTASH_REDIS_REST_TOKEN'),
         clientClock: clientClock(env),
       };
       break;
