@@ -726,8 +726,11 @@ async function checkStepsAtStoreReadings(collection: DriverLike): Promise<void> 
     expect({ name, reservedUntilUs: d?.reservedUntilUs }).toEqual({ name, reservedUntilUs: state?.reservedUntilUs });
     pending.push(d?.reservedUntilUs !== undefined);
   }
-  expect(verdicts).toEqual([true, true, false, true, true, false, true, true, true, true, true, true, true, false]);
-  expect(pending).toEqual([false, false, false, false, false, false, true, true, true, true, false, false, false, false]);
+  // The refunds come while the reservation is pending (due in about an hour): they give back only what
+  // it does not hold (review 5, O1), so the bucket is not full after them, the take of all is refused,
+  // and the horizon stays.
+  expect(verdicts).toEqual([true, true, false, true, true, false, true, true, true, true, true, true, false, false]);
+  expect(pending).toEqual([false, false, false, false, false, false, true, true, true, true, true, true, true, true]);
 }
 
 async function checkLegacyAtStoreReadings(collection: DriverLike): Promise<void> {

@@ -136,3 +136,13 @@ export function dueExpr(limits: readonly { after: Expr; cap: Expr; refill: Expr 
 export function atDueExpr(after: Expr, due: Expr, nowUs: Expr, refill: Expr, cost: Expr): object {
   return { $max: [after, { $min: [MAX_LIMIT_UNITS, { $add: [{ $multiply: [{ $subtract: [due, nowUs] }, refill] }, cost] }] }] };
 }
+
+/**
+ * core/gcra.ts step's floor of a refund on a limit whose debt now is `d`: while a reservation is pending
+ * (due at `h`, after now), the refill until then plus the capacity `cap`, at most `d`; else (or with no
+ * capacity known: no StepArgs.base) 0.
+ */
+export function refundFloorExpr(d: Expr, h: Expr, nowUs: Expr, refill: Expr, cap: Expr | undefined): Expr {
+  if (cap === undefined) return 0;
+  return { $cond: [{ $gt: [h, nowUs] }, { $min: [d, { $add: [{ $multiply: [{ $subtract: [h, nowUs] }, refill] }, cap] }] }, 0] };
+}

@@ -4,7 +4,7 @@
 import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
-import { atDueExpr, dueExpr, NOW_US, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
+import { atDueExpr, dueExpr, NOW_US, refundFloorExpr, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
 import { expiryExpr, fullExpr, inForceExpr, neverExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
@@ -125,8 +125,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // (MongoDB refuses a $set of no field.)
   if (Object.keys(debtsAndRepeat).length > 0) stages.push({ $set: debtsAndRepeat });
   const scratch = ['_sNow', '_sOk', '_sFull', ...idx.map(D), ...idx.map(A), ...(op ? ['_sOps', '_sRep', '_sNew'] : []), ...(settle ? ['_sCh', '_sUnk', ...idx.map(C)] : []), ...(plan?.scratch ?? [])];
-  // What a take charged each limit, in the units it charged in (its record's chargedUnits: 0 each when
-  // refused), or a settlement's charge's.
+  // What a take charged each limit, in its units (its record's chargedUnits: 0 each when refused), or a settlement's charge's.
   let charged: unknown;
   // A settlement whose every cost is 0 (actual = charged) changes nothing, as core's peek: recorded, not written.
   let zero = plan?.zero;
@@ -134,21 +133,22 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   const after: object[] = idx.map((i) => `$${D(i)}` as unknown as object);
   let ok: object | boolean;
   let tokens: string | undefined;
+  // A refund never below 0, nor below what a pending reservation holds (refundFloorExpr, core's step).
+  const floor = (i: number) => refundFloorExpr(`$${D(i)}`, plan ? '$_sRk' : RESERVED, '$_sNow', param(i).refill, plan ? `$_sT${i}.capacityUnits` : args.base?.capacityUnits[i]);
   if (settle) {
-    // A settlement (core/gcra.ts settledArgs), then adjust's rules: a refund (below 0) never below 0, a
+    // A settlement (core/gcra.ts settledArgs), then adjust's rules: a refund (below 0) down to `floor`, a
     // charge never above limitUnits (a debt already above it is kept).
     for (const i of idx) {
       const [d, c, sum] = [`$${D(i)}`, `$${C(i)}`, { $add: [`$${D(i)}`, `$${C(i)}`] }];
       const limitUnits = param(i).limit;
-      after[i] = { $cond: [{ $lt: [c, 0] }, { $max: [0, sum] }, { $cond: [{ $gt: [sum, limitUnits] }, { $max: [d, limitUnits] }, sum] }] };
+      after[i] = { $cond: [{ $lt: [c, 0] }, { $max: [floor(i), sum] }, { $cond: [{ $gt: [sum, limitUnits] }, { $max: [d, limitUnits] }, sum] }] };
     }
     zero = { $and: idx.map((i) => ({ $eq: [`$${C(i)}`, 0] })) };
     ok = { $not: [zero] };
     charged = '$_sCh.chargedUnits';
   } else if (args.adjust) {
-    // An adjustment, always applied (core/gcra.ts step, adjust): a refund never below 0 (with
-    // refundSinceUs, by what the limit has not refilled since then: refundUnitsAt); a charge never above
-    // limitUnits, and a debt already above it is kept.
+    // An adjustment, always applied (core/gcra.ts step): a refund down to `floor` (with refundSinceUs, by
+    // what has not refilled since: refundUnitsAt); a charge never above limitUnits (a debt above is kept).
     for (const i of idx) {
       const { costUnits } = limits[i]!;
       const { cost, limit: limitUnits, refill: refillUnitsPerUs, refund } = param(i);
@@ -160,7 +160,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
             : refundSinceUs === undefined
             ? neg(cost)
             : { $max: [0, { $subtract: [neg(cost), { $multiply: [{ $max: [0, { $subtract: ['$_sNow', refundSinceUs] }] }, refillUnitsPerUs] }] }] };
-        after[i] = { $max: [0, { $subtract: [d, back] }] };
+        after[i] = { $max: [floor(i), { $subtract: [d, back] }] };
       } else if (costUnits > 0) {
         after[i] = { $cond: [{ $gt: [{ $add: [d, cost] }, limitUnits] }, { $max: [d, limitUnits] }, { $add: [d, cost] }] };
       }

@@ -306,7 +306,10 @@ end
     for i = 1, n do
       local c, a = C[i], d[i]
       if kind == 'a' then
-        if c < 0 then a = math.max(0, a + c) elseif a + c > L[i] then a = math.max(a, L[i]) else a = a + c end
+        if c < 0 then
+          a = math.max(0, a + c)
+          if h and h > now then a = math.max(a, math.min(d[i], (h - now) * R[i] + K[i])) end
+        elseif a + c > L[i] then a = math.max(a, L[i]) else a = a + c end
       else
         if c < 0 then a = math.max(0, a + c) else a = a + c end
         if c > 0 and a > L[i] then allowed = 0 end

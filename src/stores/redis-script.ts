@@ -34,7 +34,7 @@ if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
 if A[5] ~= '' and not S and not string.find(A[5], ${policyShape('n')}) or S and #S > 15 and not (S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 5 end
 ${refuse('gcra')}`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v25
+export const GCRA_SCRIPT = `-- edge-limiter gcra v26
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -49,7 +49,8 @@ export const GCRA_SCRIPT = `-- edge-limiter gcra v25
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
   // ARGV[2]: the kind of step: "t" a take, all or nothing (see take); "g" a partial grant (one limit) of
   // as many whole tokens as fit under limitUnits, at most costUnits / tokenUnits; "a" an
-  // adjustment, always applied: per limit, a refund (costUnits below 0) never below no debt, a
+  // adjustment, always applied: per limit, a refund (costUnits below 0) never below no debt (while a
+  // reservation is pending, never below the refill until it is due plus the capacity: core's step), a
   // charge never above limitUnits (a debt already above it is kept); "s" a settlement of the charge
   // recorded at KEYS[3] (always with KEYS[2]): each costUnits is the actual cost, and the step is the
   // adjustment "a" by costUnits minus what the charge took of that limit (its record's last field); no
@@ -276,7 +277,9 @@ for i = 1, n do
       back = back - math.max(0, now - since) * r
       if not (back > 0) then back = 0 end
     end
-    a = math.max(0, d - back)
+    a = d - back
+    if h and h > now and B then a = math.max(a, math.min(d, (h - now) * r + B[2 * i + 1])) end
+    if a < 0 then a = 0 end
   else
     if c > 0 then peek = false end
     local limit = A[j - 1] + 0
@@ -294,6 +297,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'a9ce0510ff651346b1f12236dbcadfc998f1399c';
+export const GCRA_SCRIPT_SHA = 'b83738b9d64c975b308766c771ac18ee8c5d84b7';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

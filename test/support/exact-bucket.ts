@@ -14,6 +14,11 @@ const ceilDiv = (a: bigint, b: bigint) => (a <= 0n ? 0n : (a + b - 1n) / b);
 export class ExactBucket {
   units: bigint;
   last = 0n;
+  /**
+   * When the bucket's last reservation is due (µs; 0n: none). Until then a refund gives back only what
+   * the reservations do not hold: the bucket is no fuller than the refill until then short of empty.
+   */
+  heldUntil = 0n;
   constructor(
     readonly capacity: number,
     readonly p: bigint,
@@ -50,9 +55,20 @@ export class ExactBucket {
     const cap = BigInt(this.capacity) * this.token;
     let back = BigInt(n) * this.token;
     if (sinceUs !== undefined) back -= BigInt(Math.max(0, tUs - sinceUs)) * this.p;
-    if (back > 0n) this.units += back;
+    if (back > 0n) this.giveBack(tUs, back);
     if (this.units > cap) this.units = cap;
     return { remaining: this.whole() };
+  }
+  /** Adds `back` units, but no fuller than a pending reservation allows (heldUntil). */
+  protected giveBack(tUs: number, back: bigint): void {
+    const before = this.units;
+    this.units += back;
+    const t = BigInt(tUs);
+    if (this.heldUntil > t) {
+      const most = -(this.heldUntil - t) * this.p;
+      const limit = before > most ? before : most;
+      if (this.units > limit) this.units = limit;
+    }
   }
   /** A take of `cost` tokens that may wait up to maxWaitMs; times out in ms, rounded up. */
   take(tUs: number, cost: number, maxWaitMs: number) {
@@ -61,6 +77,10 @@ export class ExactBucket {
     const perMs = 1000n * this.p;
     if (this.units + BigInt(maxWaitMs) * perMs >= costU) {
       this.units -= costU;
+      if (this.units < 0n) {
+        const due = BigInt(tUs) + ceilDiv(-this.units, this.p);
+        if (due > this.heldUntil) this.heldUntil = due;
+      }
       return { allowed: true, remaining: this.whole(), waitMs: Number(ceilDiv(-this.units, perMs)), retryAfterMs: 0 };
     }
     return { allowed: false, remaining: this.whole(), waitMs: 0, retryAfterMs: Number(ceilDiv(costU - this.units, perMs)) };
@@ -209,7 +229,7 @@ class ModelLimit extends ExactBucket {
   adjustBy(tUs: number, cost: number): void {
     this.refund(tUs, 0);
     if (cost < 0) {
-      this.units -= BigInt(cost) * this.token;
+      this.giveBack(tUs, -BigInt(cost) * this.token);
       if (this.units > this.cap) this.units = this.cap;
     } else if (cost > 0) {
       const floor = -3_600_000n * this.perMs;
@@ -251,6 +271,8 @@ export class MultiBucket {
       // counts it then, as a take at that time (its debt at least the refill until then, plus the cost).
       const dueUs = this.limits.reduce((m, l, i) => (costs[i]! > 0 && l.units < 0n ? max(m, ceilDiv(-l.units, l.p)) : m), 0n);
       if (dueUs > 0n) this.limits.forEach((l, i) => costs[i]! > 0 && l.chargeUntil(dueUs, costs[i]!));
+      // The bucket's reservations are held until the last is due, on every limit (see giveBack).
+      if (dueUs > 0n) this.limits.forEach((l) => (l.heldUntil = max(l.heldUntil, BigInt(tUs) + dueUs)));
     }
     return this.decision(costs, allowed);
   }

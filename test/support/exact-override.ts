@@ -270,7 +270,7 @@ export class OverrideModel {
     const n = this.current();
     this.debts = this.debts.map((d, i) => {
       const c = BigInt(costs[i]!) * n[i]!.token;
-      if (c < 0n) return pos(d + c);
+      if (c < 0n) return this.keep(i, d, pos(d + c));
       const cap = this.cap(n[i]!, 3_600_000);
       return d + c > cap ? (d > cap ? d : cap) : d + c;
     });
@@ -304,8 +304,18 @@ export class OverrideModel {
     const left = (x: Numbers) => pos(BigInt(tokens) * x.token - (sinceUs === undefined ? 0n : pos(BigInt(t - sinceUs)) * x.rate));
     let back = left(n);
     if (this.inRecord && sinceUs !== undefined) back = min(back, convert(left(b), b.token, n.token, false));
-    this.debts[0] = pos(this.debts[0]! - back);
+    this.debts[0] = this.keep(0, this.debts[0]!, pos(this.debts[0]! - back));
     return this.answer(true);
+  }
+  /**
+   * Limit i's debt after a refund that left `after` of `d`: while a reservation is pending, no lower
+   * than the refill until it is due plus the capacity (at most d), what the reservations hold.
+   */
+  private keep(i: number, d: bigint, after: bigint): bigint {
+    if (!(this.reservedUntil > this.at)) return after;
+    const n = this.current()[i]!;
+    const held = min(d, (this.reservedUntil - this.at) * n.rate + n.cap);
+    return after > held ? after : held;
   }
   /** The record as live at t (OverrideResult.before), the model left as it is. */
   recordAt(t: number) {

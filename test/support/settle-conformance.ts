@@ -99,6 +99,30 @@ export function settleConformance(open: () => Promise<Store>, key: () => string)
       expect((await l.take('slow', k2, { cost: 1 })).allowed).toBe(false);
     });
 
+    it('a refund while another caller\'s reservation is pending gives back only what the reservation does not hold (review 5, O1)', async () => {
+      const l = await setup();
+      const k = key();
+      // slow: 2 at one per 30 s. X0 takes both; X1 reserves both, due 60 s from now.
+      expect(await l.take('slow', k, { cost: 2, idempotencyKey: 'x0' })).toMatchObject({ allowed: true });
+      const x1 = await l.take('slow', k, { cost: 2, maxWaitMs: 120_000, idempotencyKey: 'x1' });
+      expect(x1).toMatchObject({ allowed: true });
+      expect(x1.waitMs).toBeGreaterThan(59_000);
+      // X0 used nothing. Its 2 would let the next take come 60 s early, on top of X1's 2 at its slot.
+      await l.settle('slow', k, { charge: 'x0', cost: 0 });
+      const next = await l.take('slow', k, { cost: 1, maxWaitMs: 200_000 });
+      expect(next).toMatchObject({ allowed: true });
+      expect(next.waitMs).toBeGreaterThan(x1.waitMs + 29_000);
+      // What the reservation does not hold (a charge beyond it) is given back whole.
+      const k2 = key();
+      await l.take('slow', k2, { cost: 2 });
+      const y = await l.take('slow', k2, { cost: 2, maxWaitMs: 120_000 });
+      await l.adjust('slow', k2, 2);
+      await l.adjust('slow', k2, -2);
+      const after = await l.take('slow', k2, { cost: 1, maxWaitMs: 200_000 });
+      expect(after.waitMs).toBeGreaterThan(y.waitMs + 29_000);
+      expect(after.waitMs).toBeLessThan(y.waitMs + 31_000);
+    });
+
     it('per limit: each limit gets back at most what the charge took from it; a limit not named cost 0', async () => {
       const l = await setup();
       const k = key();
