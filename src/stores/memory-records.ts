@@ -25,19 +25,37 @@ export interface MemoryRecords {
   goesWithBucket(key: string): boolean;
 }
 
+/** What the records need of their store to give back the room of ended ones. */
+export interface RecordBuckets {
+  nowUs(): number;
+  /** Whether the key's bucket was full at untilUs (or there is none): then it is dropped, and true. */
+  bucketFull(key: string, untilUs: number): boolean;
+}
+
 /**
- * The records of a memory store with `maxOverrides` (MemoryStoreOptions.maxOverrides). `sweep` is called
- * when a record would be refused for room, before it is: it drops the counted records that have ended
- * (the store knows which are safe to drop with their buckets), and the room is counted again.
+ * The records of a memory store with `maxOverrides` (MemoryStoreOptions.maxOverrides). When a record
+ * would be refused for room, the counted ones that have ended and hold nothing a step still needs go
+ * first: a block past its end (no numbers), or numbers past their end on a bucket that was full by then
+ * (nothing to carry: the bucket goes too). Copies of a policy-wide change and markers are not counted;
+ * a bucket not full at its numbers' end keeps its record for the carry at its next step.
  */
-export function memoryRecords(maxOverrides: number, sweep?: () => void): MemoryRecords {
+export function memoryRecords(maxOverrides: number, buckets?: RecordBuckets): MemoryRecords {
   if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
   const map = new Map<string, OverrideRecord>();
   // Records not counted against maxOverrides: installed by a step, or a policy's own change.
   const uncounted = new WeakSet<OverrideRecord>();
   const installed = new WeakSet<OverrideRecord>();
   let uncountedCount = 0;
-  return {
+  function sweep(): void {
+    if (!buckets) return;
+    const now = buckets.nowUs();
+    for (const [k, r] of map) {
+      if (r.policyId !== undefined || (r.blockedUntilUs !== undefined && r.blockedUntilUs > now)) continue;
+      if (r.limits !== undefined && (r.untilUs === undefined || r.untilUs > now || !buckets.bucketFull(k, r.untilUs))) continue;
+      records.set(k, null, true);
+    }
+  }
+  const records: MemoryRecords = {
     map,
     set(key, next, byStep, policyOwn = false) {
       const cur = map.get(key);
@@ -46,7 +64,7 @@ export function memoryRecords(maxOverrides: number, sweep?: () => void): MemoryR
       // goes with the bucket and is not counted.
       const goes = next !== null && !policyOwn && next.policyId !== undefined && next.blockedUntilUs === undefined;
       const full = () => map.size - uncountedCount >= maxOverrides;
-      if (next !== null && !byStep && !policyOwn && !goes && !counted && full() && (sweep?.(), full())) {
+      if (next !== null && !byStep && !policyOwn && !goes && !counted && full() && (sweep(), full())) {
         throw new StoreError('memory', `maxOverrides (${maxOverrides}) reached: no room for another key's override record (raise it, or clear some)`, { permanent: 'full' });
       }
       if (cur !== undefined && uncounted.has(cur)) {
@@ -70,4 +88,5 @@ export function memoryRecords(maxOverrides: number, sweep?: () => void): MemoryR
       return r !== undefined && installed.has(r);
     },
   };
+  return records;
 }

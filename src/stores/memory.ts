@@ -127,29 +127,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const spaces = new Map<string, KeySpace>();
   const spaceOf: (KeySpace | undefined)[] = [];
   // Override records (./memory-records.ts): `records` is their Map, read directly by the steps.
-  const overrides = memoryRecords(options.maxOverrides ?? 100_000, () => sweepEnded(nowUs()));
+  // An ended record's room, at maxOverrides: its bucket full (or none) at `untilUs`, then dropped with it.
+  const bucketFull = (k: string, untilUs: number) => {
+    const at = slots.get(k);
+    return at === undefined || (isFull(at, untilUs) && (drop(k, at), true));
+  };
+  const overrides = memoryRecords(options.maxOverrides ?? 100_000, { nowUs, bucketFull });
   const records = overrides.map;
-
-  /**
-   * Drops the key's own records that have ended by now and hold nothing a step still needs: a block
-   * past its end (no numbers), or numbers past their end on a bucket that was full by then under them
-   * (nothing to carry: the bucket goes too). Copies of a policy-wide change and markers are not counted,
-   * and a bucket not full at its numbers' end keeps its record for the carry at its next step.
-   */
-  function sweepEnded(now: number): void {
-    for (const [k, r] of records) {
-      if (r.policyId !== undefined || (r.blockedUntilUs !== undefined && r.blockedUntilUs > now)) continue;
-      if (r.limits !== undefined) {
-        if (r.untilUs === undefined || r.untilUs > now) continue;
-        const at = slots.get(k);
-        if (at !== undefined) {
-          if (!isFull(at, r.untilUs)) continue;
-          drop(k, at);
-        }
-      }
-      overrides.set(k, null, true);
-    }
-  }
 
   /** Forgets expired ids from the oldest end, and the oldest ones beyond maxOps. */
   function pruneOps(now: number): void {
