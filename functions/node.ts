@@ -10,6 +10,7 @@ import { assertNoHashedTwins } from './app/token-twins.js';
 import { buildApp } from './app/app.js';
 import { createMetrics, type Metrics } from './app/metrics.js';
 import { serveNode } from './app/node-http.js';
+import { keyInConnection } from './app/gate-refusals.js';
 import { nodeSend } from './app/node-send.js';
 import { composeOnDecision, statsResponse } from './app/stats.js';
 import { createLivePage, SECURITY_HEADERS } from './app/live.js';
@@ -49,6 +50,7 @@ try {
   ({ app, stats, limiter } = buildApp(config, store, {
     send: nodeSend,
     openApiJson,
+    refuseGated: keyInConnection(config.gate),
     ...(metrics ? { onDecision: composeOnDecision(metrics.onDecision, live?.onDecision), onAudit: metrics.onAudit } : {}),
   }));
 } catch (err) {

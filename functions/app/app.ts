@@ -1,6 +1,6 @@
 // The deployable app shared by the Worker, Lambda and Node entries: the permit API, /healthz, and in
 // gateway mode every other path gated by GATE_POLICY and forwarded to GATE_ORIGIN.
-import type { Hono, MiddlewareHandler } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { HonoBase } from 'hono/hono-base';
 import type { AppConfig } from './env.js';
 import { inEnv } from './env.js';
@@ -91,6 +91,11 @@ export interface BuildOptions {
    * the Worker passes none, its platform serving the same file as a static asset (wrangler.toml [assets]).
    */
   openApiJson?: string;
+  /**
+   * A gated request's refusal beyond the forwarder's own, asked before the limiter charges: the Node and
+   * Lambda entries pass keyInConnection (gate-refusals.ts), which the Worker does not need.
+   */
+  refuseGated?: (c: Context) => Response | undefined;
 }
 
 /**
@@ -161,7 +166,7 @@ export function buildApp(config: AppConfig, store: Store, options: BuildOptions 
       const path = c.req.path;
       if (path === '/healthz' || path.startsWith('/v1/')) return next();
       // A request the gateway cannot forward is refused before the limiter charges for it.
-      const refusal = forward.refuse(c);
+      const refusal = forward.refuse(c) ?? options.refuseGated?.(c);
       if (refusal) return refusal;
       return gated(c, async () => {
         c.res = await forward(c);

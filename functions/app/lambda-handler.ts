@@ -11,6 +11,7 @@ import { ConfigError } from '../../src/errors.js';
 import { openApiJson } from '../../src/http/openapi.js';
 import { problemResponse } from '../../src/http/problem.js';
 import { buildApp } from './app.js';
+import { keyInConnection } from './gate-refusals.js';
 import { nodeSend } from './node-send.js';
 import { loadConfig, storeTimeoutMs, type AppConfig } from './env.js';
 import { assertNoHashedTwins } from './token-twins.js';
@@ -39,7 +40,7 @@ export function lambdaHandler(createStore: StoreFactory, kinds?: readonly AppCon
       throw new ConfigError('LIMITER_STORE', `is "${config.store.kind}", but this bundle holds only the ${kinds.join(', ')} store; deploy the ${config.store.kind} bundle`);
     }
     const { store } = await createStore(config.store, { timeoutMs: storeTimeoutMs(config) });
-    return buildApp(config, store, { send: nodeSend, openApiJson }).app;
+    return buildApp(config, store, { send: nodeSend, openApiJson, refuseGated: keyInConnection(config.gate) }).app;
   }
   return async function handler(event, context) {
     appPromise ??= init().catch((err) => {
