@@ -18,7 +18,7 @@ import type { ForwardSend } from '../../src/http/gateway.js';
 const agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
 
 // Statuses whose response has no body (a Response cannot be built with one).
-const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+const NULL_BODY = new Set([204, 205, 304]);
 
 function drained(out: ClientRequest): Promise<void> {
   return new Promise((resolve) => {
@@ -54,8 +54,13 @@ function toResponse(res: IncomingMessage, method: string): Response {
   const headers = new Headers();
   for (let i = 0; i < res.rawHeaders.length; i += 2) headers.append(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
   const status = res.statusCode ?? 502;
+  // A status no response may carry, which @hono/node-server's lazy Response would only refuse later,
+  // outside the forward (a 500): the origin's answer is no HTTP answer, so the forward fails (a 502).
+  if (status < 200 || status > 599) throw new RangeError(`the origin answered status ${status}`);
   if (method === 'HEAD' || NULL_BODY.has(status)) {
     res.resume();
+    // A 204 has no content and so no Content-Length (RFC 9110 §8.6); HEAD and 304 keep the origin's.
+    if (status === 204) headers.delete('content-length');
     return new Response(null, { status, statusText: res.statusMessage, headers });
   }
   return new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>, { status, statusText: res.statusMessage, headers });
@@ -94,6 +99,15 @@ export const nodeSend: ForwardSend = (url, init) =>
     // (An OutgoingMessage property since Node 18.10; @types/node declares it on ServerResponse only.)
     (out as ClientRequest & { strictContentLength: boolean }).strictContentLength = true;
     out.on('error', reject);
+    // A 101 (Switching Protocols) to a request that asked for no upgrade: Node emits neither a response
+    // nor an error, only 'upgrade' and 'close', and an abort then finds the request already destroyed.
+    // The gateway forwards no upgrade: the origin's socket is let go, and the forward fails (a 502).
+    out.on('upgrade', (_res: IncomingMessage, socket: { destroy(): void }) => {
+      socket.destroy();
+      reject(new Error('the origin switched protocols'));
+    });
+    // Whatever else ends the request before a response: the promise settles (no-op once it has).
+    out.on('close', () => reject(new Error('the connection to the origin closed before a response')));
     if (init.body) void pump(init.body, out);
     else out.end();
   });

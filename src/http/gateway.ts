@@ -319,8 +319,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     const body = !hasBody ? null : maxBodyBytes === undefined || length !== null ? req.body! : limited(req.body!, maxBodyBytes, (err) => overLimit.abort(err));
     const target = `${origin}${url.pathname}${url.search}`;
     const signal = AbortSignal.any([controller.signal, req.signal, overLimit.signal]);
-    let res: Response;
     try {
+      let res: Response;
       // With fetch the body goes as a stream in init; on Node that is not enough (fetch tees it anyway,
       // see the `fetch` option), which is why the Node and Lambda entries pass `send`.
       if (send) {
@@ -331,6 +331,15 @@ export function createForwarder(options: ForwardOptions): Forwarder {
         if (body && length !== null) headers.set('content-length', String(length));
         res = await doFetch(target, { method: req.method, headers, body, redirect: 'manual', signal, ...(body ? { duplex: 'half' } : {}) } as RequestInit);
       }
+      const out = endToEnd(res.headers);
+      if (!passEncoding && out.has('content-encoding')) {
+        // fetch has already decoded the body: the encoding and length no longer describe it.
+        out.delete('content-encoding');
+        out.delete('content-length');
+      }
+      // Otherwise the body goes out as the origin encoded it, with its Content-Encoding and Content-Length.
+      // Inside the try: a status no Response may carry (a 101, a 600) is the origin failing, a 502.
+      return new Response(res.body, { status: res.status, statusText: res.statusText, headers: out });
     } catch {
       if (overLimit.signal.reason instanceof RangeError) return tooLarge();
       if (controller.signal.aborted) {
@@ -341,14 +350,6 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       // Only the wait for the response head is bounded: a long download is not cut off.
       clearTimeout(timer);
     }
-    const out = endToEnd(res.headers);
-    if (!passEncoding && out.has('content-encoding')) {
-      // fetch has already decoded the body: the encoding and length no longer describe it.
-      out.delete('content-encoding');
-      out.delete('content-length');
-    }
-    // Otherwise the body goes out as the origin encoded it, with its Content-Encoding and Content-Length.
-    return new Response(res.body, { status: res.status, statusText: res.statusText, headers: out });
   }
   return Object.assign(forward, { refuse });
 }

@@ -111,6 +111,29 @@ describe('Node entry (npm start) in gateway mode', () => {
     expect(forwarded).toMatch(/\r\nx-api-key: kept\r\n/i);
     expect(forwarded).not.toMatch(/x-hop/i);
   });
+
+  it('an origin answering 101 gets the client a prompt 502 problem+json, not silence, and its connection is let go (review 6, F2)', async () => {
+    const t0 = performance.now();
+    const { text } = await exchange(server.port, 'GET /101 HTTP/1.1\r\nHost: gw.example\r\nX-Api-Key: k101\r\nConnection: close\r\n\r\n', TIMEOUT_MS + 3000);
+    expect(statusOf(text), JSON.stringify(text)).toBe(502);
+    expect(problemType(text)).toBe('bad-gateway');
+    // Well before GATE_TIMEOUT_MS: the forward failed at the 101, it did not wait for the timeout.
+    expect(performance.now() - t0).toBeLessThan(TIMEOUT_MS);
+    const upgraded = origin.connections.filter((c) => c.bytes.includes('GET /101 '));
+    expect(upgraded).toHaveLength(1);
+    expect(upgraded[0]!.closed).toBe(true);
+  });
+
+  it('an origin status outside 200-599 is a 502 problem+json, not a 500; a 204 goes out without the Content-Length it carried (review 6, F3)', async () => {
+    for (const path of ['/600', '/099']) {
+      const { text } = await exchange(server.port, `GET ${path} HTTP/1.1\r\nHost: gw.example\r\nX-Api-Key: k${path}\r\nConnection: close\r\n\r\n`);
+      expect(statusOf(text), path).toBe(502);
+      expect(problemType(text), path).toBe('bad-gateway');
+    }
+    const { text } = await exchange(server.port, 'GET /204 HTTP/1.1\r\nHost: gw.example\r\nX-Api-Key: k204\r\nConnection: close\r\n\r\n');
+    expect(statusOf(text)).toBe(204);
+    expect(text).not.toMatch(/content-length/i);
+  });
 });
 
 describe('Lambda entry in gateway mode', () => {
@@ -140,4 +163,17 @@ describe('Lambda entry in gateway mode', () => {
       expect(origin.requests(`GET ${path} `)[0]).toMatch(new RegExp(`\\r\\nx-api-key: kept-${kind}\\r\\n`, 'i'));
     });
   }
+
+  it('an origin answering 101 or a status outside 200-599: the invocation ends with 502 problem+json, the 101 well before GATE_TIMEOUT_MS (review 6, F2, F3)', async () => {
+    for (const path of ['/101', '/600', '/099']) {
+      const t0 = performance.now();
+      const res = await invoke(lambdaEvent('apigw-v2', { method: 'GET', path, headers: [['X-Api-Key', `lambda${path}`]], drop: ['authorization', 'connection'] }));
+      expect(res, path).not.toBe('pending');
+      if (res === 'pending') return;
+      expect(res.statusCode, path).toBe(502);
+      expect(JSON.parse(resultBytes(res).toString())).toMatchObject({ type: 'urn:edge-limiter:problem:bad-gateway' });
+      expect(performance.now() - t0, path).toBeLessThan(TIMEOUT_MS);
+    }
+    expect(origin.connections.filter((c) => c.bytes.includes('GET /101 ')).every((c) => c.closed)).toBe(true);
+  });
 });

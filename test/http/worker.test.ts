@@ -37,6 +37,9 @@ const uploads: number[] = [];
 beforeAll(async () => {
   origin = createServer((req, res) => {
     originSaw = req.headers;
+    // Answers no HTTP server would give, written raw: a status outside 200-599, a 101 nobody asked for.
+    const raw = { '/status-600': 'HTTP/1.1 600 Weird\r\nContent-Length: 2\r\n\r\nok', '/status-101': 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n' }[req.url!];
+    if (raw) return void req.socket.end(raw);
     if (req.url!.startsWith('/upload')) {
       let n = 0;
       req.on('data', (d: Buffer) => (n += d.length));
@@ -370,6 +373,15 @@ describe('Worker in workerd (memory store)', () => {
     expect(sent).not.toMatch(/transfer-encoding/i);
     expect(sent.endsWith('\r\n\r\nhello')).toBe(true);
     expect(uploads.filter((u) => u !== MAX_BODY && u !== 5)).toEqual([]);
+  });
+
+  it('gateway mode: an origin answering a status outside 200-599, or 101, is a 502 problem+json, not a 500 (review 6, F3)', async () => {
+    for (const [i, path] of ['/status-600', '/status-101'].entries()) {
+      const answer = await rawAnswer(`GET ${path} HTTP/1.1\r\nHost: localhost\r\nCF-Connecting-IP: 203.0.113.${140 + i}\r\nConnection: close\r\n\r\n`);
+      expect(answer.split('\r\n')[0], path).toMatch(/^HTTP\/1\.1 502 /);
+      expect(answer, path).toMatch(/^content-type: application\/problem\+json\r$/im);
+      expect(answer, path).toContain('urn:edge-limiter:problem:bad-gateway');
+    }
   });
 
   it('the curl line that npm run dev prints answers 200', async () => {
