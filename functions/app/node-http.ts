@@ -235,6 +235,10 @@ export function serveNode(options: { fetch: FetchCallback; port: number; hostnam
     // A request pipelined after one that ends the connection is never processed; its answer is never sent.
     if (pipeline.closing) return;
     track(pipeline, incoming, outgoing);
+    // A request asking for an upgrade (Upgrade, and Connection naming it): Node's parser stops reading
+    // the connection there and drops what was pipelined behind it. The gateway upgrades nothing: the
+    // request is served as it is and is the connection's last, its answer saying Connection: close.
+    if (incoming.headers.upgrade !== undefined && /(^|,)\s*upgrade\s*(,|$)/i.test(incoming.headers.connection ?? '')) outgoing.shouldKeepAlive = false;
     // Its own Connection: close, or HTTP/1.0 without keep-alive: it is the connection's last.
     if (!outgoing.shouldKeepAlive) pipeline.closing = true;
     const refuse = (type: ProblemType, detail: string) => {

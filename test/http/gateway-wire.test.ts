@@ -134,6 +134,32 @@ describe('Node entry (npm start) in gateway mode', () => {
     expect(statusOf(text)).toBe(204);
     expect(text).not.toMatch(/content-length/i);
   });
+
+  it('a request pipelined behind an Upgrade request is not dropped in silence: the Upgrade request is served without upgrading and its answer closes the connection (review 6, F4)', async () => {
+    const t0 = performance.now();
+    const { text, closedAfterMs } = await exchange(
+      server.port,
+      'GET /u1 HTTP/1.1\r\nHost: gw.example\r\nX-Api-Key: ku\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nGET /u2 HTTP/1.1\r\nHost: gw.example\r\nX-Api-Key: ku\r\n\r\n',
+      8000,
+    );
+    expect(statusOf(text)).toBe(200);
+    const answers = text.match(/^HTTP\/1\.1 \d{3} /gm) ?? [];
+    if (answers.length === 1) {
+      // /u2 was not read: the answer tells the client so (Connection: close), and the connection closes
+      // at once, not when keep-alive runs out.
+      expect(text).toMatch(/^connection: close\r$/im);
+      expect(closedAfterMs, 'the server closed the connection').toBeDefined();
+      expect(closedAfterMs!).toBeLessThan(2000);
+      expect(origin.requests('GET /u2 ')).toEqual([]);
+    } else {
+      expect(answers).toHaveLength(2);
+      expect(origin.requests('GET /u2 ')).toHaveLength(1);
+    }
+    expect(performance.now() - t0).toBeLessThan(8000);
+    // Forwarded once, without the upgrade.
+    const [u1] = origin.requests('GET /u1 ');
+    expect(u1).not.toMatch(/^upgrade:/im);
+  });
 });
 
 describe('Lambda entry in gateway mode', () => {
