@@ -14,7 +14,8 @@ export function keyInConnection(gate: AppConfig['gate']): ((c: Context) => Respo
   if (!gate || gate.key === 'ip') return undefined;
   const name = gate.key.header;
   return (c) => {
-    const listed = (c.req.header('connection') ?? '').split(',').map((t) => t.trim().toLowerCase());
+    // With `_` read as `-`, as the gateway reads the names Connection lists (gateway.ts endToEnd).
+    const listed = (c.req.header('connection') ?? '').split(',').map((t) => t.trim().toLowerCase().replace(/_/g, '-'));
     return listed.includes(name) ? problemResponse('invalid-request', `the Connection header names ${name}, the header the gateway limits by; it would not reach the origin`) : undefined;
   };
 }

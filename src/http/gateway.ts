@@ -170,9 +170,12 @@ export const CLIENT_CLAIMS: readonly string[] = [
   'x-client-cert',
 ];
 
+/** A field name as the gateway compares it: lower case, `_` read as `-`, no surrounding whitespace. */
+const dash = (name: string) => name.trim().toLowerCase().replace(/_/g, '-');
+
 /** Whether a header is a client's claim (see CLIENT_CLAIMS). */
 export function isClientClaim(name: string): boolean {
-  const n = name.toLowerCase().replace(/_/g, '-');
+  const n = dash(name);
   return CLIENT_CLAIMS.includes(n) || CLAIM_PREFIXES.some((p) => n.startsWith(p));
 }
 
@@ -188,17 +191,15 @@ function fromProxies(header: string | null, proxies: number): string | undefined
   return list[Math.max(0, list.length - proxies)]!.trim();
 }
 
-/** Copies headers without the hop-by-hop ones, including every field the Connection header names. */
+/**
+ * Copies headers without the hop-by-hop ones, including every field the Connection header names, and
+ * without `also`. A name is compared with `_` read as `-`, as claims are (isClientClaim): an origin
+ * stack that reads Transfer_Encoding as Transfer-Encoding would frame the body by the client's field.
+ */
 function endToEnd(source: Headers, also: readonly string[] = []): Headers {
   const out = new Headers(source);
-  const listed = (source.get('connection') ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
-  for (const h of [...HOP_BY_HOP, ...listed, ...also]) {
-    try {
-      out.delete(h);
-    } catch {
-      // a Connection token that is not a valid header name names nothing we could have copied
-    }
-  }
+  const drop = [...HOP_BY_HOP, ...(source.get('connection') ?? '').split(','), ...also].map(dash);
+  for (const name of source.keys()) if (drop.includes(dash(name))) out.delete(name);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // The gateway on the Node entry (`npm start`, raw sockets) and the Lambda entry (real event shapes),
 // judged by the bytes a raw TCP origin receives and by what the client gets back (review 6): a key
 // header the client names in Connection (F1), an origin answering 101 or a status outside 200-599
-// (F2, F3), and a request pipelined behind an Upgrade request (F4).
+// (F2, F3), a request pipelined behind an Upgrade request (F4), framing and hop-by-hop names written
+// with `_` (F5).
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNodeServer, type NodeServer } from '../support/node-server.js';
@@ -97,7 +98,8 @@ describe('Node entry (npm start) in gateway mode', () => {
   afterAll(() => server?.stop());
 
   it('a Connection header naming the key header (GATE_KEY=header:x-api-key) is refused 400 problem+json, nothing forwarded: the key would be limited here and dropped on the way (review 6, F1)', async () => {
-    for (const [i, connection] of ['x-api-key', 'keep-alive, X-API-Key', ' X-Api-Key ,close'].entries()) {
+    // X_Api_Key too: the gateway reads `_` as `-` in the names Connection lists.
+    for (const [i, connection] of ['x-api-key', 'keep-alive, X-API-Key', ' X-Api-Key ,close', 'X_Api_Key'].entries()) {
       const { text } = await exchange(server.port, `GET /private-${i} HTTP/1.1\r\nHost: gw.example\r\nConnection: ${connection}\r\nX-Api-Key: rotating-${i}\r\n\r\n`, 1000);
       expect(statusOf(text), connection).toBe(400);
       expect(problemType(text), connection).toBe('invalid-request');
@@ -110,6 +112,20 @@ describe('Node entry (npm start) in gateway mode', () => {
     const [forwarded] = origin.requests('GET /private-ok ');
     expect(forwarded).toMatch(/\r\nx-api-key: kept\r\n/i);
     expect(forwarded).not.toMatch(/x-hop/i);
+  });
+
+  it('framing and hop-by-hop names written with `_`, and a field Connection lists that way, do not reach the origin (review 6, F5)', async () => {
+    const { text } = await exchange(
+      server.port,
+      'POST /underscore HTTP/1.1\r\nHost: gw.example\r\nX-Api-Key: kus\r\nTransfer_Encoding: chunked\r\nContent_Length: 50\r\nKeep_Alive: timeout=5\r\nProxy_Authorization: Basic eA==\r\nProxy_Connection: keep-alive\r\nConnection: close, x_hop\r\nX-Hop: 1\r\nX_Kept: 1\r\nContent-Length: 5\r\n\r\nhello',
+    );
+    expect(statusOf(text)).toBe(200);
+    const [forwarded] = origin.requests('POST /underscore ');
+    const head = forwarded!.slice(0, forwarded!.indexOf('\r\n\r\n'));
+    expect(head).not.toMatch(/^(transfer|content|keep|proxy)_/im);
+    expect(head).not.toMatch(/^x-hop:/im);
+    expect(head).toMatch(/^x_kept: 1$/im);
+    expect(forwarded).toMatch(/\r\ncontent-length: 5\r\n[^]*\r\n\r\nhello$/i);
   });
 
   it('an origin answering 101 gets the client a prompt 502 problem+json, not silence, and its connection is let go (review 6, F2)', async () => {

@@ -384,6 +384,19 @@ describe('Worker in workerd (memory store)', () => {
     }
   });
 
+  it('gateway mode: framing and hop-by-hop names written with `_` do not reach the origin (review 6, F5)', async () => {
+    const answer = await rawAnswer(
+      'POST /upload-underscore HTTP/1.1\r\nHost: localhost\r\nTransfer_Encoding: chunked\r\nContent_Length: 50\r\nKeep_Alive: timeout=5\r\nProxy_Authorization: Basic eA==\r\nProxy_Connection: keep-alive\r\nX_Kept: 1\r\nContent-Length: 5\r\nCF-Connecting-IP: 203.0.113.150\r\nConnection: close\r\n\r\nhello',
+    );
+    expect(answer).toContain('origin got 5');
+    const [conn] = wire.carrying('POST /upload-underscore ');
+    const sent = conn!.bytes.slice(conn!.bytes.indexOf('POST /upload-underscore '));
+    const head = sent.slice(0, sent.indexOf('\r\n\r\n'));
+    expect(head).not.toMatch(/^(transfer|content|keep|proxy)_/im);
+    expect(head).toMatch(/^x_kept: 1$/im);
+    expect(head).toMatch(/^content-length: 5$/im);
+  });
+
   it('the curl line that npm run dev prints answers 200', async () => {
     // The default policy of wrangler.toml is replaced by LIMITER_POLICIES here, so point the line at `api`.
     const line = dev.curlLine().replace('"policy":"default"', '"policy":"api"');
