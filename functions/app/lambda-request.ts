@@ -109,14 +109,18 @@ function bodyOf(event: LambdaHttpEvent): Uint8Array<ArrayBuffer> | undefined | {
 /**
  * A Transfer-Encoding other than `chunked` alone is refused as the Node server refuses it (RFC 9112
  * §6.1): AWS has undone the chunking, but a coding such as gzip would reach the origin as raw bytes
- * with nothing to say so.
+ * with nothing to say so. `chunked` more than once, or beside a Content-Length, is a 400, as Node's
+ * parser answers it (RFC 9112 §6.3 lets a server refuse both fields; the gateway does).
  */
-function transferCodingRefusal(values: string[] | undefined): { refusal: Response } | undefined {
+function transferCodingRefusal(fields: Map<string, string[]>): { refusal: Response } | undefined {
+  const values = fields.get('transfer-encoding');
   if (!values) return undefined;
+  if (fields.has('content-length')) return invalid('the request has both Content-Length and Transfer-Encoding');
   const codings = values.join(',').split(',').map((c) => c.trim().toLowerCase());
   if (codings.length === 1 && codings[0] === 'chunked') return undefined;
   const named = JSON.stringify(values.join(', ').slice(0, 64));
   if (codings.at(-1) !== 'chunked') return invalid(`the body's length cannot be known: chunked is not the last of the transfer codings ${named}`);
+  if (codings.indexOf('chunked') < codings.length - 1) return invalid(`chunked is applied more than once in the transfer codings ${named}`);
   return { refusal: problemResponse('transfer-coding-not-implemented', `this server applies no transfer coding but chunked, once; got ${named}`) };
 }
 
@@ -136,7 +140,7 @@ export function toRequest(event: LambdaHttpEvent, kind: EventKind): { request: R
     if (!TOKEN.test(name)) return invalid('a header name is not a valid token');
     if (values.some((v) => CONTROL.test(v))) return invalid(`the ${name} header holds a control character`);
   }
-  const coding = transferCodingRefusal(fields.get('transfer-encoding'));
+  const coding = transferCodingRefusal(fields);
   if (coding) return coding;
 
   const hosts = fields.get('host');
