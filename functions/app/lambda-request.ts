@@ -159,7 +159,9 @@ export function toRequest(event: LambdaHttpEvent, kind: EventKind): { request: R
     return invalid('the Host header is not a valid host'); // a port over 65535, an IPv6 literal that is not one
   }
   // The setters percent-encode what would end the path or the query ("?" and "#" in a decoded path).
-  url.pathname = path;
+  // A "%" that starts no escape is one only a decoded path holds, and no valid target: it is encoded
+  // (review 6, F10). A "%XX" is left as it is: which AWS sources decode the path is not settled here.
+  url.pathname = path.replace(/%(?![0-9A-Fa-f]{2})/g, '%25');
   url.search = queryOf(event, kind);
 
   const body = bodyOf(event);

@@ -164,6 +164,17 @@ describe('Host', () => {
     }
   });
 
+  it('a "%" that starts no escape is forwarded as %25 (no invalid target at the origin); a "%XX" goes as it is (review 6, F10)', async () => {
+    for (const kind of KINDS) {
+      for (const [path, forwarded] of [['/100%/x', '/100%25/x'], ['/p/%zz%4', '/p/%25zz%254'], ['/p/%41%2e', '/p/%41%2e']]) {
+        const before = seen.length;
+        const event = lambdaEvent(kind, { method: 'GET', path: path!, headers: [['X-API-KEY', freshKey()]], drop: ['authorization', 'content-type'] });
+        expect((await handler(event, context)).statusCode, `${kind} ${path}`).toBe(200);
+        expect(lastSeen(before)?.path, `${kind} ${path}`).toBe(forwarded);
+      }
+    }
+  });
+
   it('two Host values (REST API, multi-value ALB, HTTP API’s joined list) or an empty Host: 400 before any route and the limiter', async () => {
     const cases: [Kind, [string, string][]][] = [
       ['apigw-v1', [['Host', 'a.example'], ['Host', 'b.example']]],
