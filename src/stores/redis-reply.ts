@@ -159,7 +159,17 @@ export function repeated(args: StepArgs, record: unknown, withTokens: boolean): 
     if (charged?.[0] !== 's') throw badReply(['op', record]);
     redo = settledArgs(redo, unitsOf(charged.slice(1)));
   }
-  const first = resultOf(redo, verdict, Number(now), value === '' ? null : value, withTokens ? tokens : undefined);
+  const again = (a: StepArgs) => resultOf(a, verdict, Number(now), value === '' ? null : value, withTokens ? tokens : undefined);
+  let first: StepResult;
+  try {
+    first = again(redo);
+  } catch {
+    // The step ran under its node's view of the policy-wide change then; this retry may carry a newer
+    // one (a change made since), under which the step reaches another verdict. The record does not say
+    // which view it had: redone with none (review 7: a bad reply, which the circuit breaker counted).
+    const { policy: _view, policySeenUs: _seen, ...before } = redo;
+    first = again(before);
+  }
   return repeatOf({ ...first, atUs: Number(now), fingerprint }, args);
 }
 

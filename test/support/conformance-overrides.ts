@@ -392,6 +392,22 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect((await take(store, 'tenFast', k2, 0)).r.limits).toEqual(three);
   });
 
+  it('overrides: a take retried with its operation id after a policy-wide change lowered the capacity below its cost answers its recorded decision (review 7, F6)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const k = suite.key();
+    const p = policies.ten;
+    const op = { id: 'retried-take', ttlMs: 60_000, fingerprint: 'take 6' };
+    const first = await store.step(storageKey('ten', k), { ...stepArgs(p, 6, 0), op });
+    expect(first).toMatchObject({ allowed: true });
+    // The incident: 2 for every key. The client retries its request (a lost answer), its node now with the change's view.
+    const change = { id: `${first.atUs!}.incident#ten`, limits: numbers({ capacity: 2, refillPerSecond: SLOW }) };
+    const again = await store.step(storageKey('ten', k), { ...stepArgs(p, 6, 0, change), op });
+    expect(again).toMatchObject({ allowed: true, repeated: true });
+    expect(again.debtUnits).toEqual(first.debtUnits);
+    // Nothing was charged twice: the key has the 4 left the first take left it, under the change's 2.
+    expect((await take(store, 'ten', k, 0)).r.limits).toBeUndefined();
+  });
+
   it('overrides: setters and takers at once; every take is decided by one set of numbers, and the tokens add up', async (ctx) => {
     const store = await storeFor(ctx);
     const k = suite.key();
