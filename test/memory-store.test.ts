@@ -272,6 +272,22 @@ describe('memory store: override records', () => {
     await limiter.block('p', 'f', { forMs: 60_000 });
   });
 
+  it('during a policy-wide change, a block that ended gives its room back too; the key keeps the change (review 7, F1)', async () => {
+    let ms = 0;
+    const limiter = createLimiter({ store: memoryStore({ maxOverrides: 2, nowMs: () => ms }), policies: { p: { capacity: 5, refillPerSecond: 1 } } });
+    await limiter.setPolicyLimits('p', { capacity: 2, refillPerSecond: 1 });
+    for (const k of ['a', 'b']) {
+      expect((await limiter.take('p', k)).limit).toBe(2);
+      await limiter.block('p', k, { forMs: 1000 });
+    }
+    await expect(limiter.block('p', 'c', { forMs: 60_000 })).rejects.toThrow(/maxOverrides \(2\)/);
+    ms += 2000;
+    await limiter.block('p', 'abuser', { forMs: 60_000 });
+    expect(await limiter.take('p', 'abuser')).toMatchObject({ allowed: false, reason: 'blocked' });
+    // a is still decided under the change (2 at 1/s; its token of 2 s ago refilled).
+    expect(await limiter.take('p', 'a')).toMatchObject({ allowed: true, limit: 2, remaining: 1 });
+  });
+
   it('a block on a key holding a copy of the policy-wide change counts against maxOverrides (only the change itself is free)', async () => {
     const limiter = createLimiter({ store: memoryStore({ maxOverrides: 1 }), policies: { p: { capacity: 5, refillPerSecond: 1 } } });
     await limiter.setPolicyLimits('p', { capacity: 2, refillPerSecond: 1 });

@@ -35,9 +35,9 @@ export interface RecordBuckets {
 /**
  * The records of a memory store with `maxOverrides` (MemoryStoreOptions.maxOverrides). When a record
  * would be refused for room, the counted ones that have ended and hold nothing a step still needs go
- * first: a block past its end (no numbers), or numbers past their end on a bucket that was full by then
- * (nothing to carry: the bucket goes too). Copies of a policy-wide change and markers are not counted;
- * a bucket not full at its numbers' end keeps its record for the carry at its next step.
+ * first: a block past its end (no numbers; on a copy of a policy-wide change the copy stays, not
+ * counted), or numbers past their end on a bucket that was full by then (nothing to carry: the bucket
+ * goes too). A bucket not full at its numbers' end keeps its record, counted, for the carry at its next step.
  */
 export function memoryRecords(maxOverrides: number, buckets?: RecordBuckets): MemoryRecords {
   if (!Number.isInteger(maxOverrides) || maxOverrides < 1) throw new ConfigError('maxOverrides', `must be a positive integer, got ${String(maxOverrides)}`);
@@ -50,7 +50,16 @@ export function memoryRecords(maxOverrides: number, buckets?: RecordBuckets): Me
     if (!buckets) return;
     const now = buckets.nowUs();
     for (const [k, r] of map) {
-      if (r.policyId !== undefined || (r.blockedUntilUs !== undefined && r.blockedUntilUs > now)) continue;
+      if (r.blockedUntilUs !== undefined && r.blockedUntilUs > now) continue;
+      if (r.policyId !== undefined) {
+        // A copy of a policy-wide change (or a marker) whose block ended: counted for the block alone,
+        // so it stays without it, as a step installs one (review 7: an incident's blocks filled the room).
+        if (r.blockedUntilUs !== undefined) {
+          const { blockedUntilUs: _ended, ...copy } = r;
+          records.set(k, copy, true);
+        }
+        continue;
+      }
       if (r.limits !== undefined && (r.untilUs === undefined || r.untilUs > now || !buckets.bucketFull(k, r.untilUs))) continue;
       records.set(k, null, true);
     }
