@@ -223,7 +223,8 @@ describe('block and unblock', () => {
     await limiter.setLimits('two', 'm', { limits: { day: { capacity: 3, refill: '3/day' } } });
     await limiter.block('two', 'm', { forMs: 60_000 });
     const d = await limiter.take('two', 'm');
-    expect(d).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 60_000 });
+    // The most constraining limit's capacity, as an answer that is not blocked gives (review 7, F5).
+    expect(d).toMatchObject({ allowed: false, reason: 'blocked', retryAfterMs: 60_000, limit: 3 });
     expect(d.limits?.map((l) => [l.name, l.limit, l.remaining])).toEqual([['second', 5, 0], ['day', 3, 0]]);
     const h = rateLimitHeaders(limiter.policy('two')!, d);
     expect(h['RateLimit-Policy']).toBe('"two.second";q=5;w=1, "two.day";q=3;w=86400');

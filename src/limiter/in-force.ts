@@ -29,7 +29,8 @@ export const windowSecondsOf = (capacity: number, refillPerSecond: number): numb
  */
 export function blockedDecision(policy: ResolvedPolicy, retryAfterMs: number): BucketDecision {
   const ms = Math.max(1, retryAfterMs);
-  const d: BucketDecision = { allowed: false, limit: policy.capacity, remaining: 0, retryAfterMs: ms, resetAfterMs: ms, waitMs: 0, reason: 'blocked' };
+  // With several limits, the smallest is the most constraining (the legacy headers' X-RateLimit-Limit).
+  const d: BucketDecision = { allowed: false, limit: Math.min(...policy.limits.map((l) => l.capacity)), remaining: 0, retryAfterMs: ms, resetAfterMs: ms, waitMs: 0, reason: 'blocked' };
   if (policy.limits.length > 1) d.limits = policy.limits.map((l) => ({ name: l.name, limit: l.capacity, remaining: 0, retryAfterMs: ms, resetAfterMs: ms, waitMs: 0 }));
   return d;
 }
