@@ -59,19 +59,11 @@ export function createInForce(): InForce {
   return {
     policyOf: (policy, limits) => (limits === undefined ? policy : keptOf(policy, limits).policy),
     decide(policy, cost, result, peek = false) {
-      if (result.limits === undefined) {
-        if (result.blockedUntilUs !== undefined) return blockedDecision(policy, blockLeftMs(result));
-        return peek ? toPeekDecision(policy, result) : toDecision(policy, cost, result);
-      }
-      const k = keptOf(policy, result.limits);
-      if (result.blockedUntilUs !== undefined) {
-        // Described by the numbers in force, as an answer that is not blocked is (review 5, L1).
-        const blocked = blockedDecision(k.policy, blockLeftMs(result));
-        blocked.limitsInForce = k.numbers;
-        return blocked;
-      }
-      const decision = peek ? toPeekDecision(k.policy, result) : toDecision(k.policy, cost, result);
-      decision.limitsInForce = k.numbers;
+      // Under the numbers in force, a blocked answer too (review 5, L1).
+      const k = result.limits === undefined ? undefined : keptOf(policy, result.limits);
+      const p = k?.policy ?? policy;
+      const decision = result.blockedUntilUs !== undefined ? blockedDecision(p, blockLeftMs(result)) : peek ? toPeekDecision(p, result) : toDecision(p, cost, result);
+      if (k) decision.limitsInForce = k.numbers;
       return decision;
     },
   };
