@@ -82,7 +82,7 @@ export class StoreError extends LimiterError {
   readonly store: string;
   readonly permanent?: 'unsupported' | 'full';
   constructor(store: string, message: string, options?: { cause?: unknown; permanent?: 'unsupported' | 'full' }) {
-    super('store_error', `[${store}] ${message}`, options && { cause: options.cause });
+    super('store_error', `[${store}] ${message}`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'StoreError';
     this.store = store;
     if (options?.permanent) this.permanent = options.permanent;
