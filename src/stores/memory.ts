@@ -28,8 +28,9 @@ export interface MemoryStoreOptions {
   /**
    * Most override records (Store.override: a key's limits changed at runtime, or a block) kept at once.
    * A live record is never dropped to make room, nor with its bucket: setting one more is a StoreError
-   * naming this option (records that have ended, with nothing left to carry, are dropped first). (Records a step installs for a policy-wide change are not counted: they go with their
-   * bucket, and the next step installs them again.) @default 100_000
+   * naming this option (records that have ended, with nothing left to carry, are dropped first).
+   * (Records a step installs for a policy-wide change are not counted: they go with their bucket, and
+   * the next step installs them again.) @default 100_000
    */
   maxOverrides?: number;
   /**
