@@ -315,18 +315,28 @@ describe('keepUntilUs: how long a store keeps a key (its expiry, its alarm)', ()
     expect(keepUntilUs(undefined, base, { blockedUntilUs: T0 + 9 })).toBe(T0 + 9);
   });
 
-  it('under numbers that end before the bucket is full: full both under them and under their refill to the end then the base refill', () => {
-    // 10 tokens spent at 0.1/s; after 10 s (the end) 9 remain spent, carried to the base's 1/s: 9 s more.
-    // But from its end the key may be in a policy-wide change as slow as its numbers (debtsAt): kept
-    // until full under them, 100 s.
+  it('under a key\'s own numbers that end before the bucket is full: kept until its next step; ending after it is full, until their end', () => {
+    // 10 tokens spent at 0.1/s; after 10 s (the end) 9 remain spent. From its end the key goes to a
+    // policy-wide change made by then (debtsAt), which may be made after this write and be as slow as
+    // anything: kept until the key's next step, which knows it.
     const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
-    expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 10_000_000 })).toBe(T0 + 100_000_000);
-    // Numbers faster than the base: full under the base after the end. 10 spent of a base at 1/s under
-    // numbers at 10/s ending at 0.5 s: 5 left, 5 s more under the base.
+    expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 10_000_000 })).toBe(Infinity);
+    // Numbers faster than the base, 10 spent at 10/s ending at 0.5 s: 5 left at the end, the same.
     const fast = numbers({ capacity: 10, refillPerSecond: 10 })[0]!;
-    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], untilUs: T0 + 500_000 })).toBe(T0 + 5_500_000);
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], untilUs: T0 + 500_000 })).toBe(Infinity);
+    // Full exactly at the end (10 at 10/s ending at 1 s): the end itself.
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], untilUs: T0 + 1_000_000 })).toBe(T0 + 1_000_000);
     // Ending after the bucket is full under them: the end itself.
     expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 200_000_000 })).toBe(T0 + 200_000_000);
+  });
+
+  it('under a copy of a policy-wide change that ends before the bucket is full: full both under it and under its refill to the end then the base refill', () => {
+    // 10 spent at 0.1/s, the copy ending at 10 s: 9 left, carried to the base's 1/s (9 s more); but
+    // no sooner than under the copy's own numbers, 100 s.
+    const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
+    expect(keepUntilUs(state, base, { limits: slow, policyId: 'w', untilUs: T0 + 10_000_000 })).toBe(T0 + 100_000_000);
+    const fast = numbers({ capacity: 10, refillPerSecond: 10 })[0]!;
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], policyId: 'w', untilUs: T0 + 500_000 })).toBe(T0 + 5_500_000);
   });
 
   it('a key\'s copy of a policy-wide change does not hold the key (the next step installs it again); the change itself, pinned, does', () => {

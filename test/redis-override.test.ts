@@ -126,6 +126,10 @@ function expiryOf(state: BucketState | undefined, record: OverrideRecord | undef
   if (pinned && isMarker(record)) return null;
   const own = numbersLive(record, nowUs) && (pinned || record.policyId === undefined);
   if (own && record.untilUs === undefined) return null;
+  // A key's own numbers with an end, a limit still spent at it: until the key's next step.
+  const u0 = record.untilUs;
+  const in0 = numbersAt(record, nowUs, base);
+  if (own && record.policyId === undefined && u0 !== undefined && state?.debtUnits.some((a, i) => a - (u0 - nowUs) * in0[i]!.refillUnitsPerUs > 0)) return null;
   const at = numbersAt(record, nowUs, base);
   let ms = 0;
   state?.debtUnits.forEach((a, i) => {

@@ -369,9 +369,8 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
  * record is the policy-wide change itself, or the marker of its revert (written by Store.override with
  * a policyId), held as a key's own numbers are.
  * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
- * at least; `state` undefined: a full bucket. Numbers with an end keep it until full under them, and under
- * the split at their end to the base and to `change` (the policy-wide change the writing step sees, where
- * in force: the key goes to it at their end, however slow it is).
+ * at least; `state` undefined: a full bucket. Own numbers that end with the bucket still spent keep the
+ * key until its next step (Infinity); a copy's, until full under the split at their end (see below).
  */
 export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0, change?: OverrideRecord): number {
   let until = 0;
@@ -388,10 +387,11 @@ export function keepUntilUs(state: BucketState | undefined, base: readonly Overr
     const d = state.debtUnits[i] ?? 0;
     const f = from[i]!;
     let full = state.atUs + ceilDiv(d, f.refillUnitsPerUs);
-    // Numbers with an end (the bucket in them): full under them, and under the split at their end to the
-    // base and to the change the writing step sees (debtsAt); and no sooner than under the numbers
-    // themselves, as the key may go to a policy-wide change as slow as they are at their end.
+    // Numbers with an end (the bucket in them), still spent at their end: a key's own keep it until its
+    // next step, as the key goes then to a policy-wide change made by their end, however slow, which no
+    // step may have seen yet; a copy, until full under the split there to the base and to `change`.
     if (end !== undefined && full > end && numbersLive(record, state.atUs)) {
+      if (record!.policyId === undefined) return Infinity;
       for (const to of [base[i]!, after[i]!]) full = Math.max(full, end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, to, end, state.reservedUntilUs), to.refillUnitsPerUs));
     }
     if (full > until) until = full;

@@ -114,7 +114,8 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
 
 /**
  * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
- * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end (or,
+ * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end, or with an
+ * end and a limit still spent at it (until the key's next step; or,
  * `pinned`, the policy-wide change itself: core keepUntilUs); otherwise when every limit is full under
  * the record's numbers and the expiry split (to the base, and to `policy`: the policy-wide change the step
  * sees, which numbers that end hand the key to), and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
@@ -128,17 +129,21 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
   const change = numbersAt(policy && { limits: policy.limits }, 0, base);
   // (A change that has ended by NOW hands the key to nothing: 0.)
   const live = (e: object) => (policy?.untilUs === undefined ? e : { $cond: [{ $lt: [NOW, policy.untilUs] }, e, 0] });
+  // Full under the numbers in force (the record's, or the base's).
+  const unders = base.map((_, i) => ({ $add: [NOW, { $ceil: { $divide: [w(i), `$_sT${i}.refillUnitsPerUs`] } }] }));
   const full = base.map((b, i) => {
     const t = `$_sT${i}`;
-    // Full under the numbers in force (the record's, or the base's); with the record's numbers ending, no
-    // sooner than under the carry there to the base, and to the change the step sees (`change`).
-    const under = { $add: [NOW, { $ceil: { $divide: [w(i), `${t}.refillUnitsPerUs`] } }] };
+    // With the record's numbers ending, no sooner than under the carry there to the base, and to the
+    // change the step sees (`change`).
+    const under = unders[i]!;
     const atEnd = (to: OverrideLimit) => ({ $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(to) }, '$_sN.untilUs', reserved), to.refillUnitsPerUs] } }] });
     return { $cond: [{ $and: [isSet('$_sNL'), isSet('$_sN.untilUs')] }, { $max: [under, atEnd(b), ...(change === base ? [] : [live(atEnd(change[i]!))])] }, under] };
   });
   const hold = holdMs > 0 && !pinned ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
   const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };
-  const never = { $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] };
+  // A key's own numbers with an end, the bucket still spent at it: kept until the key's next step.
+  const spentAtEnd = { $and: [isSet('$_sNL'), unset('$_sN.policyId'), isSet('$_sN.untilUs'), { $or: unders.map((u) => ({ $gt: [u, '$_sN.untilUs'] })) }] };
+  const never = { $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] }, spentAtEnd] };
   return {
     $cond: [
       // (Pinned, the marker of the change's revert is kept as the change was.)
@@ -255,12 +260,6 @@ export function inForceExpr(n: number): object {
   return { $cond: [isSet('$_sNL'), Array.from({ length: n }, (_, i) => `$_sT${i}`), '$$REMOVE'] };
 }
 
-/**
- * Whether the stored record has a key's own numbers with no end (a document left unwritten but for an
- * operation id's record then keeps having no expiry; the record after a take refused by a block is not
- * written). A copy of a policy-wide change does not hold the document (expiryExpr).
- */
-export const neverExpr = { $and: [{ $isArray: ['$_sO.limits'] }, { $eq: [{ $ifNull: ['$_sO.untilUs', null] }, null] }, { $eq: [{ $ifNull: ['$_sO.policyId', null] }, null] }] };
 
 /** Whether every limit's debt `_sD<i>` is 0 (the bucket is full). */
 export function fullExpr(n: number): object {
@@ -347,9 +346,9 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
         reservedUntilUs: write({ $cond: [{ $gt: ['$_sRv', 0] }, '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'),
         ov: write({ $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'),
         // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes;
-        // numbers with no end keep none, and a record with a change's id (the change itself or its
+        // one kept until its next step keeps none, numbers with no end none, and a record with a change's id (the change itself or its
         // marker, pinned, or a key's copy or marker, which goes with its bucket) keeps the expiry it has.
-        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$_sRv', '$opsUntil', pinned, args.policyHoldMs ?? 0, change), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }),
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$_sRv', '$opsUntil', pinned, args.policyHoldMs ?? 0, change), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $cond: [isSet('$_sO'), '$$REMOVE', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }] }),
         last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
       },
     },

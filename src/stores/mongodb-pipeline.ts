@@ -5,7 +5,7 @@ import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
 import { atDueExpr, dueExpr, NOW_US, refundFloorExpr, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
-import { expiryExpr, fullExpr, inForceExpr, neverExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
+import { expiryExpr, fullExpr, inForceExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
  * Most operation records one bucket document holds. An operation id is remembered for its ttlMs or for
@@ -301,11 +301,11 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   } else {
     // Written: when the bucket is full under the expiry split, and no sooner than the record's ends
     // (never while it has numbers with no end), a key's copy or marker no sooner than policyHoldMs from
-    // now. Not written but for an op record: no sooner than it.
+    // now. Not written but for an op record: no sooner than it, and still never if it had no expiry.
     const written = expiryExpr(plan.base, (i) => ({ $cond: ['$_sStep', `$${A(i)}`, `$${D(i)}`] }), '$_sRv', op ? '$_sNew.until' : '$opsUntil', false, args.policyHoldMs ?? 0, args.policy);
     const wrote = { $or: ['$_sStep', '$_sW'] };
     expiresAt = op
-      ? { $cond: [keep, '$expiresAt', { $cond: [wrote, written, { $cond: [neverExpr, '$$REMOVE', { $max: [orNull('$expiresAt'), '$_sNew.until'] }] }] }] }
+      ? { $cond: [keep, '$expiresAt', { $cond: [wrote, written, { $cond: [{ $eq: [orNull('$expiresAt'), null] }, '$$REMOVE', { $max: ['$expiresAt', '$_sNew.until'] }] }] }] }
       : { $cond: [wrote, written, '$expiresAt'] };
   }
   stages.push(

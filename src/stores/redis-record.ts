@@ -160,8 +160,9 @@ end
   // Writes the bucket w (debts at now, in the numbers in force at now: the record r's where live, else
   // the base bt, bc, br; nil: full) and the record r (nil: none) as the key's value, and returns it
   // (false: no key). The expiry keeps the key while the record lives and until the bucket is full
-  // under the record's numbers and under the expiry split: none while a key's own record has numbers without an end; else at least
-  // 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
+  // under the record's numbers and under the expiry split: none while a key's own record has numbers
+  // without an end, or has them with an end and the bucket still spent at it (core keepUntilUs); else at
+  // least 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
   // of a policy-wide change, or a marker, is kept at least \`hold\` ms (StepArgs.policyHoldMs; nil: 0),
   // even with its bucket full, while another node may still step with an older view (core's
   // keepUntilUs). \`pin\`: the record is the policy-wide change itself, or the marker of its revert
@@ -191,6 +192,7 @@ end
         local x = a / (rate * 1000)
         local e = a - ((r and r.u or now) - now) * rate
         if live(r, now) and r.u and e > 0 then
+          if not r.id then x = 1 / 0 end
           for _, to in ipairs({false, pc}) do
             local tt, tc, tr = numbers_at(to, now, i, bt, bc, br)
             x = math.max(x, (r.u - now) / 1000 + carry(e, t, c, rate, tt, tc, tr, r.u, h) / (tr * 1000))
@@ -220,6 +222,10 @@ end
     if r.bl and (r.bl - now) / 1000 > ms then ms = (r.bl - now) / 1000 end
   end
   ms = math.max(1000, ceil(ms))
+  if ms == 1 / 0 then
+    redis.call('SET', key, value)
+    return value
+  end
   if ms < 1e18 then ms = format('%d', ms) else ms = format('%.0f', ms) end
   redis.call('SET', key, value, 'PX', ms)
   return value

@@ -221,6 +221,34 @@ export function overrideConformance(suite: OverrideSuite): void {
     }
   });
 
+  it('overrides: a key’s own numbers that end with its bucket still spent keep the key until its next step, so that a policy-wide change made after its last step, before their end, takes it at their end (N1)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const p = policies.tenFast;
+    const k = suite.key();
+    // The key's own 10 a second end 300 ms after they are set; 10 taken under them by a node with no view
+    // of any change: at their end about 7 are still spent, which the policy's 1,000 a second refill in 7 ms.
+    const until = (await set(store, 'tenFast', k, numbers({ capacity: 10, refillPerSecond: 10 }), 300)).after!.untilUs!;
+    const first = await take(store, 'tenFast', k, 10);
+    expect(first.d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    // The store keeps the key until its next step: none of the known numbers tells how long it is spent.
+    if (suite.expiryMs) expect(await suite.expiryMs(storageKey('tenFast', k))).toBeNull();
+    // A policy-wide change to 10 per 6000 s made after that take (its version a later store reading),
+    // before their end; then nothing steps the key until past the end and a store's shortest expiry.
+    const { change, decide } = await slowChange(store, suite.key());
+    expect(Number(change.id.split('.')[0])).toBeGreaterThan(first.r.atUs!);
+    expect(Number(change.id.split('.')[0])).toBeLessThan(until);
+    await sleep(1300);
+    const later = await decide(k, 10);
+    expect(later.r.atUs!).toBeGreaterThan(until + 900_000);
+    // In the change since their end: at most 3 came back before it at 10 a second, none since (let go,
+    // the key would have come back full: 10 admitted).
+    expect(later.r.limits).toEqual(numbers({ capacity: 10, refillPerSecond: SLOW }));
+    expect(later.d).toMatchObject({ allowed: false, limit: 10 });
+    expect(later.d.remaining).toBeLessThanOrEqual(3);
+    // That step saw the change: the key goes when full under it (the change's hold, or its full time).
+    if (suite.expiryMs) expect(await suite.expiryMs(storageKey('tenFast', k))).not.toBeNull();
+  });
+
   /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
   async function slowChange(store: Store, k: string) {
     const p = policies.tenFast;
