@@ -190,6 +190,13 @@ describe('policy validation names the field and the value', () => {
     expect(() => createLimiter({ store: memoryStore(), policies: { 'a:b': { capacity: 1, refillPerSecond: 1 } } })).toThrow(/name must match/);
     expect(() => createLimiter({ store: memoryStore(), policies: { 'a"b': { capacity: 1, refillPerSecond: 1 } } })).toThrow(ConfigError);
     expect(() => createLimiter({ store: memoryStore(), policies: {} })).toThrow(/at least one policy/);
+    // No URL path can name "." or "..": a client resolves them away (/v1/limits/./k is /v1/limits/k).
+    for (const name of ['.', '..']) {
+      expect(() => createLimiter({ store: memoryStore(), policies: { [name]: { capacity: 1, refillPerSecond: 1 } } })).toThrow(`policies[${JSON.stringify(name)}] name must match /^[A-Za-z0-9_.-]{1,64}$/, not "." or ".."`);
+    }
+    // Dots elsewhere, and every character the pattern names, still pass; \w is no wider than it says.
+    for (const name of ['...', '.a', 'a.', 'v1.search', 'A-z_09']) expect(() => createLimiter({ store: memoryStore(), policies: { [name]: { capacity: 1, refillPerSecond: 1 } } })).not.toThrow();
+    for (const name of ['é', 'a b', 'ａ', 'x'.repeat(65), '']) expect(() => createLimiter({ store: memoryStore(), policies: { [name]: { capacity: 1, refillPerSecond: 1 } } })).toThrow(/name must match/);
   });
   it('accepts the boundaries', () => {
     expect(() =>

@@ -7,7 +7,7 @@ export { MAX_CAPACITY_UNITS, MAX_LIMIT_UNITS, MAX_RATE_ROUNDING, MAX_REFILL_PER_
 
 export const MAX_CAPACITY = 1e9;
 /** Policy names become part of store keys and of quoted header values, so they are kept plain. */
-export const POLICY_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+export const POLICY_NAME_PATTERN = /^(?!\.\.?$)[\w.-]{1,64}$/;
 
 /**
  * What a decision is when the store fails: refuse, admit, or decide from a local bucket on this node
@@ -203,7 +203,7 @@ export function validateFailMode(field: string, value: unknown): FailMode {
 /** Validates one policy; throws ConfigError naming `policies.<name>.<field>` and the value. */
 export function resolvePolicy(name: string, config: unknown, defaults: PolicyDefaults): ResolvedPolicy {
   if (!POLICY_NAME_PATTERN.test(name)) {
-    throw new ConfigError(`policies[${JSON.stringify(name.slice(0, 80))}]`, 'name must match /^[A-Za-z0-9_.-]{1,64}$/');
+    throw new ConfigError(`policies[${JSON.stringify(name.slice(0, 80))}]`, 'name must match /^[A-Za-z0-9_.-]{1,64}$/, not "." or ".."');
   }
   if (name === '__proto__') {
     // Assigning it on a plain object sets the object's prototype instead, so the policy would vanish
