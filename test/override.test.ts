@@ -184,13 +184,16 @@ describe('blocks', () => {
     const own = stepWithRecord(undefined, T0, adjustArgs(p, 2), { limits: third, blockedUntilUs: until });
     expect(own).toMatchObject({ allowed: true, debtUnits: [2 * third[0]!.tokenUnits], limits: third, blockedUntilUs: until });
     expect(own.writeRecord).toBeUndefined();
-    // A policy-wide change is installed by the adjustment (a take would have written nothing), the block kept.
+    // A policy-wide change is installed by the adjustment, the block kept; and by a take the block
+    // refuses, which takes nothing (the 1 spent, carried).
     const change = { id: 'c1', limits: third };
     const installed = stepWithRecord({ debtUnits: [1_000_000], atUs: T0 }, T0, { ...adjustArgs(p, 1), policy: change }, { blockedUntilUs: until });
     expect(installed).toMatchObject({ debtUnits: [2 * third[0]!.tokenUnits], limits: third, blockedUntilUs: until });
     expect(installed.writeRecord).toEqual({ limits: third, policyId: 'c1', blockedUntilUs: until });
     const refused = stepWithRecord({ debtUnits: [1_000_000], atUs: T0 }, T0, { ...stepArgs(p, 1, 0), policy: change }, { blockedUntilUs: until });
-    expect(refused).toEqual({ allowed: false, debtUnits: [third[0]!.tokenUnits], atUs: T0, blockedUntilUs: until, limits: third });
+    expect(refused).toEqual({ allowed: false, debtUnits: [third[0]!.tokenUnits], atUs: T0, blockedUntilUs: until, limits: third, write: { debtUnits: [third[0]!.tokenUnits], atUs: T0 }, writeRecord: { limits: third, policyId: 'c1', blockedUntilUs: until } });
+    // With the change already installed, a refused take writes nothing.
+    expect(stepWithRecord(refused.write!, T0 + 1, { ...stepArgs(p, 1, 0), policy: change }, refused.writeRecord!)).toEqual({ allowed: false, debtUnits: [third[0]!.tokenUnits - 1], atUs: T0 + 1, blockedUntilUs: until, limits: third });
   });
 
   it('unblock keeps the numbers; a block keeps the numbers', () => {
@@ -256,9 +259,10 @@ describe('steps under a record', () => {
     expect(first).toMatchObject({ allowed: false, debtUnits: [4_000_000], limits: wide, writeRecord: { limits: wide, policyId: 'c1' }, write: { debtUnits: [4_000_000], atUs: T0 } });
     const own = numbers({ capacity: 50, refillPerSecond: 1 });
     expect(stepWithRecord(undefined, T0, stepArgs(p, 1, 0, change), { limits: own })).toMatchObject({ allowed: true, limits: own });
-    // A blocked key is refused with nothing written; once the block is over the change is installed.
+    // A blocked key is refused, nothing taken, and the change installed beside its block all the same
+    // (it reaches the key now, not once the block is over); after the block it is installed too.
     const blocked = stepWithRecord(undefined, T0, stepArgs(p, 1, 0, change), { blockedUntilUs: T0 + 5 });
-    expect(blocked).toEqual({ allowed: false, debtUnits: [0], atUs: T0, blockedUntilUs: T0 + 5, limits: wide });
+    expect(blocked).toEqual({ allowed: false, debtUnits: [0], atUs: T0, blockedUntilUs: T0 + 5, limits: wide, writeRecord: { limits: wide, policyId: 'c1', blockedUntilUs: T0 + 5 } });
     expect(stepWithRecord(undefined, T0 + 5, stepArgs(p, 1, 0, change), { blockedUntilUs: T0 + 5 }).writeRecord).toEqual({ limits: wide, policyId: 'c1' });
     expect(applyOverride(undefined, { limits: wide, policyId: 'c1' }, T0, { base: baseNumbers(p), blockForMs: 1 }).after).toEqual({ limits: wide, policyId: 'c1', blockedUntilUs: T0 + 1000 });
     // A step with no view keeps the copy (a node that has read nothing is the oldest view) and decides under it.

@@ -254,13 +254,10 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);
-  if (blocked && !args.adjust) {
-    const refused: StepResult & OverrideWrites = { allowed: false, debtUnits: debts, atUs: nowUs, blockedUntilUs: next!.blockedUntilUs! };
-    if (inForce) refused.limits = inForce;
-    return refused;
-  }
-  const caps = to.map((n) => n.capacityUnits);
-  const r: StepResult & OverrideWrites = step(state === undefined ? undefined : now, nowUs, to === base ? args : argsUnder(args, base, to, nowUs), caps);
+  // A take refused by a block takes nothing, but writes a changed record as any step does (a policy-wide
+  // change installed reaches the key now, not after the block, when its bucket has refilled under the old).
+  const r: StepResult & OverrideWrites =
+    blocked && !args.adjust ? { allowed: false, debtUnits: debts, atUs: nowUs } : step(state === undefined ? undefined : now, nowUs, to === base ? args : argsUnder(args, base, to, nowUs), to.map((n) => n.capacityUnits));
   if (inForce) r.limits = inForce;
   if (blocked) r.blockedUntilUs = next!.blockedUntilUs!;
   if (next !== record) {

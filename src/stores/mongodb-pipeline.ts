@@ -246,15 +246,15 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     ...(atDue ? [{ $set: { ...Object.fromEntries(charging.map((i) => [A(i), atDueExpr(`$${A(i)}`, '$_sDu', '$_sNow', param(i).refill, plan ? { $subtract: [`$${A(i)}`, `$${D(i)}`] } : param(i).cost)])), ...(plan ? {} : { _sRv: { $max: [kept, '$_sDu'] } }) } }] : []),
     ...(plan ? [{ $set: { _sStep: { $and: ['$_sOk', { $not: [zero!] }] } } }] : []),
   );
-  // With a plan: nothing is written on a repeat (`keep`), nor by a take under a live block but an
-  // operation id's record (as a refusal's); the bucket is rewritten at now in the numbers now in force, and the record
-  // with it, when the record changed (`_sW`), whatever the step did (core/override.ts stepWithRecord).
+  // With a plan: nothing is written on a repeat (`keep`); the bucket is rewritten at now in the numbers
+  // now in force, and the record with it, when the record changed (`_sW`), whatever the step did, a take
+  // refused by a live block too (core/override.ts stepWithRecord).
   const keep = '$_sRep';
   if (plan) {
     // _sRv: the reservation horizon written with the bucket (0: none, or the bucket is full): the step's
     // (the later of the stored one and its own due) when it writes, else the stored one, carried.
     const rv = { $cond: ['$_sStep', { $cond: ['$_sFull', 0, { $max: [kept, atDue ? '$_sDu' : due] }] }, { $cond: [fullExpr(idx.length), 0, kept] }] };
-    stages.push({ $set: { _sW: { $and: ['$_sChg', ...blocked, ...(op ? [{ $not: ['$_sRep'] }] : [])] }, _sRv: rv } });
+    stages.push({ $set: { _sW: { $and: ['$_sChg', ...(op ? [{ $not: ['$_sRep'] }] : [])] }, _sRv: rv } });
     scratch.push('_sStep', '_sW', '_sRv');
   } else if (due !== 0) scratch.push('_sRv');
   if (atDue) scratch.push('_sDu');

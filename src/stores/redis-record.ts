@@ -233,7 +233,7 @@ end
 ` +
   // core/override.ts stepWithRecord on the key holding v, at now: a step of kind ('t' a take, 'g' a
   // grant of tokenUnits x, 'a' an adjustment refunding since x: applied during a block too, which
-  // refuses the others) of the n limits at A[j ..], with the
+  // refuses the others, writing a changed record all the same) of the n limits at A[j ..], with the
   // base B ({maxWaitMs, t1, c1, ...}; nil: not sent), the policy-wide change P ({l, u, id}; nil),
   // without one StepArgs.policySeenUs S (nil: not sent), and StepArgs.policyHoldMs H (rsave's hold; nil:
   // 0). Returns the verdict, the tokens of a grant, and the key's value after. A step that needs the
@@ -259,6 +259,7 @@ end
   end
   local d = rcarry(s, k, n, rec, nxt, nxt, now, bt, bc, br, h)
   if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
+    if nxt ~= rec then v = rsave(key, v, k > 1 and d, n, now, nxt, bt, bc, br, false, H, horizon(h, now), P) end
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end
     return 0, nil, v
   end

@@ -249,6 +249,30 @@ export function overrideConformance(suite: OverrideSuite): void {
     if (suite.expiryMs) expect(await suite.expiryMs(storageKey('tenFast', k))).not.toBeNull();
   });
 
+  it('overrides: a policy-wide change made while a key is blocked reaches it at its next step, one the block refuses too: the bucket is carried to the change then, not refilled under the policy’s numbers until the block ends', async (ctx) => {
+    const store = await storeFor(ctx);
+    const p = policies.fiveTen;
+    const k = suite.key();
+    // 5 spent under the policy's 10 a second (full again in 500 ms), then a block of 300 ms.
+    expect((await take(store, 'fiveTen', k, 5)).d).toMatchObject({ allowed: true, remaining: 0 });
+    await block(store, 'fiveTen', k, 300);
+    // A change to 5 per 600 s, made now (its version a store reading), and a peek under it: refused by
+    // the block, it carries the bucket (about 4.5 still spent) to the change.
+    const made = (await store.step(storageKey('fiveTen', suite.key()), stepArgs(p, 0, 0))).atUs!;
+    const slow = numbers({ capacity: 5, refillPerSecond: SLOW });
+    const change = { id: `${made}.incident`, limits: slow };
+    const peek = await store.step(storageKey('fiveTen', k), stepArgs(p, 0, 0, change));
+    expect(peek).toMatchObject({ allowed: false, limits: slow });
+    expect(peek.blockedUntilUs).toBeGreaterThan(peek.atUs!);
+    // Past the block (and past the 500 ms in which the policy's numbers would have refilled all 5).
+    await sleep(600);
+    const r = await store.step(storageKey('fiveTen', k), stepArgs(p, 1, 0, change));
+    expect(r.blockedUntilUs).toBeUndefined();
+    expect(r.limits).toEqual(slow);
+    // Still spent: nothing comes back at 5 per 600 s (the block's peek not written: all 5 back).
+    expect(toDecision(policyUnder(p, slow), 1, r)).toMatchObject({ allowed: false, limit: 5, remaining: 0 });
+  });
+
   /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
   async function slowChange(store: Store, k: string) {
     const p = policies.tenFast;

@@ -17,12 +17,15 @@ import { gapUsArb, rateArb } from './exact-bucket.js';
 // - numbers that end at untilUs: the debt decays under them to untilUs, is carried there to what the
 //   key is in after them (the policy-wide change the step sees, if it was made by then, else the base),
 //   and decays under those after;
-// - a live block refuses every take (a peek, a reservation, a lease grant) and changes nothing; an
+// - a live block refuses every take (a peek, a reservation, a lease grant), which takes nothing but
+//   writes a changed record as any step does (a policy-wide change installed, an end passed); an
 //   adjustment (a charge, a refund, a settlement) is applied as without it, and says the key is blocked;
 // - under other numbers a cost of n tokens is n of their tokens, a wait's cap their capacity plus the
 //   wait at their rate, and a late refund gives back the lesser of what is left of it at either rate.
 
 const MAX = 2n ** 52n;
+/** A record's fields as text (bigints as digits), to tell whether a step changed it. */
+const recordText = (r: object) => JSON.stringify(r, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
 const gcd = (a: bigint, b: bigint): bigint => (b === 0n ? a : gcd(b, a % b));
 const ceilDiv = (a: bigint, b: bigint) => (a <= 0n ? 0n : (a + b - 1n) / b);
 const pos = (a: bigint) => (a > 0n ? a : 0n);
@@ -216,12 +219,12 @@ export class OverrideModel {
   }
 
   take(t: number, costs: number[], maxWaitMs: number, change?: PolicyChange, seenUs?: number): ModelStep {
-    // A refusal by a block writes nothing: the model goes back to before this step (the end carried
-    // under this step's view is carried again under the next one's).
-    const undo = this.saved();
+    // A refusal by a block writes nothing but a changed record (a view installed, an end passed):
+    // with the record as it was, the model goes back to before this step.
+    const [undo, before] = [this.saved(), recordText(this.record)];
     this.advance(t, change);
     this.seePolicy(change, seenUs);
-    if (this.blocked(this.at)) return this.refuse(undo);
+    if (this.blocked(this.at)) return this.refuse(undo, before);
     const n = this.current();
     const after = this.debts.map((d, i) => d + BigInt(costs[i]!) * n[i]!.token);
     const peek = costs.every((c) => c === 0);
@@ -257,10 +260,10 @@ export class OverrideModel {
     const s = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record }, at: this.at, reservedUntil: this.reservedUntil };
     return () => Object.assign(this, s);
   }
-  /** A refusal by a block: reported in the numbers the step would have run under, and then nothing kept. */
-  private refuse(undo: () => void): ModelStep {
+  /** A refusal by a block: reported in the numbers the step would have run under; kept only when the record changed from `before` (its recordText). */
+  private refuse(undo: () => void, before: string): ModelStep {
     const a = this.answer(false);
-    undo();
+    if (recordText(this.record) === before) undo();
     return a;
   }
   adjust(t: number, costs: number[], change?: PolicyChange, seenUs?: number): ModelStep {
@@ -278,12 +281,12 @@ export class OverrideModel {
   }
   /** A lease grant on a policy of one limit: the whole tokens that fit, at most `tokens`. */
   grant(t: number, tokens: number, change?: PolicyChange, seenUs?: number): ModelStep {
-    // A refusal by a block writes nothing: the model goes back to before this step (the end carried
-    // under this step's view is carried again under the next one's).
-    const undo = this.saved();
+    // A refusal by a block writes nothing but a changed record (a view installed, an end passed):
+    // with the record as it was, the model goes back to before this step.
+    const [undo, before] = [this.saved(), recordText(this.record)];
     this.advance(t, change);
     this.seePolicy(change, seenUs);
-    if (this.blocked(this.at)) return this.refuse(undo);
+    if (this.blocked(this.at)) return this.refuse(undo, before);
     const n = this.current()[0]!;
     const fit = (n.cap - this.debts[0]!) / n.token;
     const k = fit < 0n ? 0n : fit < BigInt(tokens) ? fit : BigInt(tokens);
