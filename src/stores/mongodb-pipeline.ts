@@ -62,7 +62,7 @@ const C = (i: number) => `_sC${i}`;
  * Without `plan`, a document that holds an override record (`ov`) is left byte-identical, as a denial
  * is, and the projection returns `ov`, so the caller sends the step again with the plan: a key with no
  * record pays one test for records, no more. With `plan` (mongodb-override.ts recordPlan) it is
- * core/override.ts `stepWithRecord`: a live block refuses a take and writes nothing (an adjustment or a
+ * core/override.ts `stepWithRecord`: a live block refuses a take, which takes nothing (an adjustment or a
  * settlement is applied, and reports the block); a policy-wide change is
  * installed, replaced or cleared; the step runs under the record's live numbers; the bucket is carried
  * and written with the record when the record changed; the expiry follows the record (mongodb-override.ts
