@@ -179,10 +179,11 @@ export class RateLimiterObject {
     if (body.op === 'ping') return Response.json({ ok: true });
     if (typeof body.key !== 'string' || body.key.length === 0 || body.key.length > MAX_KEY_BYTES) return new Response('key must be a non-empty string', { status: 400 });
     if (body.op === 'reset') {
-      // The bucket goes; a record beside it stays.
-      const stored = await this.storage.get<StoredBucket>(body.key);
-      if (stored?.override === undefined) await this.storage.delete(body.key);
-      else await this.storage.put(body.key, { fullAtMs: stored.fullAtMs, override: stored.override });
+      // The bucket goes; a record beside it stays, as long as it holds the key with no bucket
+      // (keepUntilUs: a spent bucket had kept a key's own numbers with an end until its next step).
+      const o = (await this.storage.get<StoredBucket>(body.key))?.override;
+      if (o === undefined) await this.storage.delete(body.key);
+      else await this.storage.put(body.key, entryOf(undefined, o, [])!);
       return Response.json({ ok: true });
     }
     if (body.op === 'override') return this.override(body.key, body.args);
