@@ -234,11 +234,14 @@ describe('mongodb store: a marker on a key goes with its bucket', () => {
     await store.step('k', stepArgs(policy, 2, 0, undefined, t + 1));
     expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + 5000) });
     // A copy with a live block: the marker keeps the block, and the document stays until its end at least
-    // (a take is refused by the block and writes nothing; an adjustment is applied).
+    // (a take refused by the block takes nothing, and writes the marker all the same; an adjustment is
+    // applied).
     await store.step('j', stepArgs(policy, 1, 0, v1));
     await store.override!('j', { base, blockForMs: 60_000 });
-    await store.step('j', stepArgs(policy, 1, 0, undefined, t + 1));
     expect(doc('j')!.ov).toEqual({ limits: five, policyId: v1.id, blockedUntilUs: now * 1000 + 60_000_000 });
+    const debt = doc('j')!.debt;
+    expect(await store.step('j', stepArgs(policy, 1, 0, undefined, t + 1))).toMatchObject({ allowed: false, blockedUntilUs: now * 1000 + 60_000_000 });
+    expect(doc('j')).toMatchObject({ ov: { policyId: `${t + 1}.`, blockedUntilUs: now * 1000 + 60_000_000 }, expiresAt: new Date(now + 60_000), debt });
     await store.step('j', adjustArgs(policy, 1, undefined, t + 1));
     expect(doc('j')).toMatchObject({ ov: { policyId: `${t + 1}.`, blockedUntilUs: now * 1000 + 60_000_000 }, expiresAt: new Date(now + 60_000) });
   });
