@@ -174,11 +174,16 @@ describe('RateLimiterObject override records (fake storage, fake clock)', () => 
       // The policy-wide change itself (numbers with its id, set by override) is kept as numbers with no end
       // are; a key's copy of it, installed by a step, goes with the full bucket (the next step installs it again).
       await call({ op: 'override', key: 'p*', args: { base, limits: five, policyId: 'w#p' } });
+      // So is a change with an end, past it (review 9, F1: its version tells a node that read an older
+      // change that this one was made and has ended).
+      await call({ op: 'override', key: 'q*', args: { base, limits: five, policyId: 'w#q', forMs: 1000 } });
+      expect(data.get('q*')).toMatchObject({ fullAtMs: Number.MAX_SAFE_INTEGER });
       expect(await (await call({ op: 'step', key: 'c', args: { ...args(1), policy: { id: 'w#p', limits: five } } })).json()).toEqual({ allowed: true, debtUnits: [500_000], atUs: now * 1000, limits: five });
       expect(data.get('c')).toMatchObject({ fullAtMs: now + 500, override: { limits: five, policyId: 'w#p' } });
       now += 90 * 24 * 3600 * 1000;
       await obj.alarm();
       expect(data.get('p*')).toMatchObject({ override: { limits: five, policyId: expect.stringMatching(/^\d+\.w#p$/) } });
+      expect(data.get('q*')).toMatchObject({ override: { policyId: expect.stringMatching(/^\d+\.w#q$/) } });
       expect(data.has('c')).toBe(false);
       // Bad arguments are refused, and change nothing.
       for (const bad of [{ base: [] }, { base, limits: [{ tokenUnits: 0, capacityUnits: 1, refillUnitsPerUs: 1 }] }, { base, forMs: -1, limits: five }, { base, blockForMs: 1.5 }]) {

@@ -123,7 +123,8 @@ function applyWrites(s: { state?: BucketState; record?: OverrideRecord }, r: { w
  */
 function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean, holdMs = 0, change?: readonly OverrideLimit[]): number | null {
   if (!record) return Math.max(1000, ...(state?.debtUnits ?? []).map((d, i) => (d > 0 ? Math.ceil(d / (base[i]!.refillUnitsPerUs * 1000)) : 0)));
-  if (pinned && isMarker(record)) return null;
+  // The policy-wide change itself, or its revert's marker: kept for good, past its end too.
+  if (pinned) return null;
   const own = numbersLive(record, nowUs) && (pinned || record.policyId === undefined);
   if (own && record.untilUs === undefined) return null;
   // A key's own numbers with an end, a limit still spent at it: until the key's next step.

@@ -364,15 +364,16 @@ function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: num
  * numbers with no end are live. A key's copy of a policy-wide change (`policyId`) does not hold the key:
  * with its bucket full it may go, as the next step installs it again (a marker too); `pinned`: the
  * record is the policy-wide change itself, or the marker of its revert (written by Store.override with
- * a policyId), held as a key's own numbers are.
+ * a policyId), held for good, past its end too: a node that read an older change learns from it that
+ * this one was made and has ended.
  * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
  * at least; `state` undefined: a full bucket. Own numbers that end with the bucket still spent keep the
  * key until its next step (Infinity); a copy's, until full under the split at their end (see below).
  */
 export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0, change?: OverrideRecord): number {
   let until = 0;
-  if (record?.limits !== undefined && (pinned || record.policyId === undefined)) until = record.untilUs ?? Infinity;
-  else if (pinned && isMarker(record)) until = Infinity;
+  if (pinned) return Infinity;
+  if (record?.limits !== undefined && record.policyId === undefined) until = record.untilUs ?? Infinity;
   // A key's copy or marker is held at least until holdUntilUs (StepArgs.policyHoldMs after the step that wrote it).
   else if (record?.policyId !== undefined) until = holdUntilUs;
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;

@@ -115,8 +115,8 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
 /**
  * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
  * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end, or with an
- * end and a limit still spent at it (until the key's next step; or,
- * `pinned`, the policy-wide change itself: core keepUntilUs); otherwise when every limit is full under
+ * end and a limit still spent at it (until the key's next step), and always when `pinned` (the
+ * policy-wide change itself or its revert's marker, past its end too: core keepUntilUs); otherwise when every limit is full under
  * the record's numbers and the expiry split (to the base, and to `policy`: the policy-wide change the step
  * sees, which numbers that end hand the key to), and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
  * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change or marker
@@ -125,7 +125,9 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
  * `reserved`: the reservation horizon written with the bucket (0: none), which the carry at untilUs
  * counts as core keepUntilUs does.
  */
-export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0, policy?: { readonly limits: readonly OverrideLimit[]; readonly untilUs?: number }): object {
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0, policy?: { readonly limits: readonly OverrideLimit[]; readonly untilUs?: number }): Expr {
+  // The policy-wide change itself, or its revert's marker, is kept for good, past its end too (core keepUntilUs).
+  if (pinned) return '$$REMOVE';
   const change = numbersAt(policy && { limits: policy.limits }, 0, base);
   // (A change that has ended by NOW hands the key to nothing: 0.)
   const live = (e: object) => (policy?.untilUs === undefined ? e : { $cond: [{ $lt: [NOW, policy.untilUs] }, e, 0] });
@@ -139,15 +141,14 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
     const atEnd = (to: OverrideLimit) => ({ $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(to) }, '$_sN.untilUs', reserved), to.refillUnitsPerUs] } }] });
     return { $cond: [{ $and: [isSet('$_sNL'), isSet('$_sN.untilUs')] }, { $max: [under, atEnd(b), ...(change === base ? [] : [live(atEnd(change[i]!))])] }, under] };
   });
-  const hold = holdMs > 0 && !pinned ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
+  const hold = holdMs > 0 ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
   const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };
   // A key's own numbers with an end, the bucket still spent at it: kept until the key's next step.
   const spentAtEnd = { $and: [isSet('$_sNL'), unset('$_sN.policyId'), isSet('$_sN.untilUs'), { $or: unders.map((u) => ({ $gt: [u, '$_sN.untilUs'] })) }] };
-  const never = { $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs'), ...(pinned ? [] : [unset('$_sN.policyId')])] }, spentAtEnd] };
+  const never = { $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs'), unset('$_sN.policyId')] }, spentAtEnd] };
   return {
     $cond: [
-      // (Pinned, the marker of the change's revert is kept as the change was.)
-      pinned ? { $or: [never, markerExpr('$_sN')] } : never,
+      never,
       '$$REMOVE',
       { $max: [{ $toDate: { $ceil: { $divide: [us, 1000] } } }, orNull(also)] },
     ],

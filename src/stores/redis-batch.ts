@@ -8,7 +8,7 @@ import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v24
+export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v25
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -201,4 +201,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '289e5400c258b66f9ae46d6b5c2f9db49e4bf460';
+export const GCRA_BATCH_SCRIPT_SHA = 'b7ba68f6d351a4d6ff549fe6c3bb7b008532efad';

@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 8' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v15
+export const OVERRIDE_SCRIPT = `-- edge-limiter override v16
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -108,4 +108,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h) end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '2539fc0e18b0950266f16e162495c02abdf75972';
+export const OVERRIDE_SCRIPT_SHA = '5fb103fb6c9ca28f3e9fe112ede5f2f6e5b5f4e2';

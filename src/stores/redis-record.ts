@@ -166,7 +166,7 @@ end
   // of a policy-wide change, or a marker, is kept at least \`hold\` ms (StepArgs.policyHoldMs; nil: 0),
   // even with its bucket full, while another node may still step with an older view (core's
   // keepUntilUs). \`pin\`: the record is the policy-wide change itself, or the marker of its revert
-  // (setPolicyLimits and clearPolicyLimits on the policy's key), kept as a key's own is. \`h\`: the
+  // (setPolicyLimits and clearPolicyLimits on the policy's key), kept for good, past its end too. \`h\`: the
   // bucket's reservation horizon to keep (see horizon; nil: none). \`pc\`: the policy-wide change the
   // step sees ({l}; nil: none), which numbers that end hand the key to: kept until full under it too.
   `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold, h, pc)
@@ -213,7 +213,7 @@ end
   if r then
     value = value .. '|' .. rtext(r)
     local own = live(r, now) and (pin or not r.id)
-    if (own and not r.u) or (pin and r.id and not r.l) then
+    if (own and not r.u) or (pin and r.id) then
       redis.call('SET', key, value)
       return value
     end

@@ -34,7 +34,7 @@ if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
 if A[5] ~= '' and not S and not string.find(A[5], ${policyShape('n')}) or S and #S > 15 and not (S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 5 end
 ${refuse('gcra')}`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v28
+export const GCRA_SCRIPT = `-- edge-limiter gcra v29
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -297,6 +297,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '6392b34d855022d10cc2460bc0312c782832504b';
+export const GCRA_SCRIPT_SHA = 'c0c45057884dddabc8b985ec6a8382dac6d2887b';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

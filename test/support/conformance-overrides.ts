@@ -7,7 +7,7 @@
 // A store without override() skips them, saying so.
 import { expect, it, type TestContext } from 'vitest';
 import { adjustArgs, grantArgs, refundArgs, settleArgs, SETTLE_OP, stepArgs, toDecision, toPeekDecision, type Costs, type StepArgs } from '../../src/core/gcra.js';
-import { baseNumbers, policyUnder } from '../../src/core/override.js';
+import { baseNumbers, changeVersion, policyUnder } from '../../src/core/override.js';
 import { resolvePolicy, type PolicyConfig, type ResolvedPolicy } from '../../src/core/policy.js';
 import type { OverrideArgs, OverrideLimit, Store } from '../../src/store.js';
 
@@ -271,6 +271,24 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect(r.limits).toEqual(slow);
     // Still spent: nothing comes back at 5 per 600 s (the block's peek not written: all 5 back).
     expect(toDecision(policyUnder(p, slow), 1, r)).toMatchObject({ allowed: false, limit: 5, remaining: 0 });
+  });
+
+  it('overrides: the policy-wide change itself, with an end, is kept past it: its version tells a node that read an older change that it was replaced and has ended (review 9, F1)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const base = baseNumbers(policies.tenFast);
+    // The policy's own key, as the limiter names it (policy names hold no '*').
+    const key = `${suite.prefix}wide-${suite.key()}*`;
+    const older = await store.override(key, { base, limits: numbers({ capacity: 10, refillPerSecond: 10 }), policyId: 'older#' });
+    const newer = await store.override(key, { base, limits: numbers({ capacity: 2, refillPerSecond: SLOW }), policyId: 'newer#', forMs: 300 });
+    expect(changeVersion(newer.after!.policyId)).toBeGreaterThan(changeVersion(older.after!.policyId));
+    if (suite.expiryMs) expect(await suite.expiryMs(key)).toBeNull();
+    // Past its end and a store's shortest expiry: a reading (Store.override with nothing to change)
+    // still finds the newer version, ended, so a node holding the older change lets it go.
+    await sleep(1300);
+    const read = await store.override(key, { base });
+    expect(changeVersion(read.after?.policyId)).toBe(changeVersion(newer.after!.policyId));
+    // (Its numbers, if still there, have ended.)
+    expect(read.after?.limits === undefined || (read.after.untilUs !== undefined && read.after.untilUs <= read.atUs)).toBe(true);
   });
 
   /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
