@@ -13,7 +13,7 @@ import { resolvePolicy } from '../src/core/policy.js';
 import { memoryStore } from '../src/stores/memory.js';
 import type { Store } from '../src/store.js';
 import { createLimiter } from '../src/index.js';
-import { applyOverride, baseNumbers, carryDebt, isMarker, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
+import { applyOverride, baseNumbers, carryDebt, numbersAt, numbersLive, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord } from '../src/core/override.js';
 import { redisStore, type RedisScriptClient } from '../src/stores/redis.js';
 import { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA, GCRA_SCRIPT } from '../src/stores/redis-script.js';
 import { OVERRIDE_SCRIPT, OVERRIDE_SCRIPT_SHA } from '../src/stores/redis-override.js';

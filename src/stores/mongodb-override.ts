@@ -126,8 +126,9 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
  * counts as core keepUntilUs does.
  */
 export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0, policy?: { readonly limits: readonly OverrideLimit[]; readonly untilUs?: number }): Expr {
-  // The policy-wide change itself, or its revert's marker, is kept for good, past its end too (core keepUntilUs).
-  if (pinned) return '$$REMOVE';
+  // The policy-wide change itself, or its revert's marker, is kept for good, past its end too (core
+  // keepUntilUs); a document left with nothing (a change of 0 ms) goes.
+  if (pinned) return { $cond: [isSet('$_sN'), '$$REMOVE', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] };
   const change = numbersAt(policy && { limits: policy.limits }, 0, base);
   // (A change that has ended by NOW hands the key to nothing: 0.)
   const live = (e: object) => (policy?.untilUs === undefined ? e : { $cond: [{ $lt: [NOW, policy.untilUs] }, e, 0] });
