@@ -147,8 +147,7 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
     } else if (op.kind === 'reset') {
       await store.reset('k');
       state = undefined;
-      // (A reset forgets the key's operation ids too, as deleting its document always did.)
-      records.clear();
+      // (A reset keeps the key's operation ids, as every store does: review 9, F2.)
     } else {
       let args: StepArgs;
       if (op.kind === 'take') args = stepArgs(policy, costs, 0, change, seenUs, op.holdMs);

@@ -359,14 +359,15 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
 }
 
 /**
- * Store.reset of a document that holds a record: the bucket forgotten (debts, `last`, operation ids)
- * and the record kept, the document then expiring with it (never while it has a key's own numbers with
- * no end; a copy of a policy-wide change goes with the bucket, now).
+ * Store.reset of a document that holds a record or operation ids' records: the bucket forgotten
+ * (debts, `last`) and the rest kept, the document then expiring with them (never while it has a key's
+ * own numbers with no end; a copy of a policy-wide change goes with the bucket, now).
  */
 export function resetPipeline(): object[] {
   const us = { $max: [NOW_US, orNull('$ov.untilUs'), orNull('$ov.blockedUntilUs')] };
   return [
-    { $unset: ['debt', 'atUs', 'reservedUntilUs', 'last', 'ops', 'opsUntil', 'opCall'] },
-    { $set: { expiresAt: { $cond: [{ $and: [{ $isArray: ['$ov.limits'] }, unset('$ov.untilUs'), unset('$ov.policyId')] }, '$$REMOVE', { $toDate: { $ceil: { $divide: [us, 1000] } } }] } } },
+    { $unset: ['debt', 'atUs', 'reservedUntilUs', 'last'] },
+    // (The operation ids' records stay, and the document with them until opsUntil.)
+    { $set: { expiresAt: { $cond: [{ $and: [{ $isArray: ['$ov.limits'] }, unset('$ov.untilUs'), unset('$ov.policyId')] }, '$$REMOVE', { $max: [{ $toDate: { $ceil: { $divide: [us, 1000] } } }, orNull('$opsUntil')] }] } } },
   ];
 }

@@ -71,8 +71,8 @@ export interface MongoCollectionLike {
   findOneAndUpdate(filter: { _id: string }, update: object[], options: object): Promise<unknown>;
   /** The driver's aggregate accepts `signal` (Abortable) and `maxTimeMS`. */
   aggregate(pipeline: object[], options?: object): { toArray(): Promise<unknown[]> };
-  /** `ov` only ever `{ $exists: false }`: reset deletes a document that holds no override record. */
-  deleteOne(filter: { _id: string; ov?: { $exists: false } }): Promise<unknown>;
+  /** `ov` and `ops` only ever `{ $exists: false }`: reset deletes a document that holds no override record and no operation id's record. */
+  deleteOne(filter: { _id: string; ov?: { $exists: false }; ops?: { $exists: false } }): Promise<unknown>;
   createIndex(spec: Record<string, 1 | -1>, options: object): Promise<unknown>;
   /** The driver's Collection has `.db`; ping runs against it when present, and closeClient closes its `client`. */
   readonly db?: { command(cmd: object): Promise<unknown>; readonly client?: { close(): Promise<unknown> } };
@@ -292,9 +292,10 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
     async reset(key) {
       const filter = idFilter(key);
       try {
-        // A document with no record goes; one with a record keeps it and forgets the bucket (and its
-        // operation ids, as a deleted document would), its expiry then the record's.
-        const r = (await collection.deleteOne({ ...filter, ov: { $exists: false } })) as { deletedCount?: unknown } | null;
+        // A document with no record and no operation id's record goes; another forgets the bucket and
+        // keeps the record and the operation ids (a retry is still a repeat, a charge can still be
+        // settled, as on every store), its expiry then theirs (review 9, F2).
+        const r = (await collection.deleteOne({ ...filter, ov: { $exists: false }, ops: { $exists: false } })) as { deletedCount?: unknown } | null;
         if (r?.deletedCount !== 1) await collection.findOneAndUpdate(filter, resetPipeline(), { upsert: false, projection: { _id: 1 }, maxTimeMS });
       } catch (err) {
         throw new StoreError('mongodb', `reset failed: ${message(err)}`, { cause: err });

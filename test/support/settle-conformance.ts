@@ -71,6 +71,22 @@ export function settleConformance(open: () => Promise<Store>, key: () => string)
       expect(await remaining(l, 'slow', k)).toBe(0);
     });
 
+    it('reset forgets the bucket, not the operation ids: a retried take is a repeat, and a charge made before can still be settled (review 9, F2)', async () => {
+      const l = await setup();
+      const k = key();
+      expect(await l.take('slow', k, { cost: 1, idempotencyKey: 'before-reset' })).toMatchObject({ allowed: true, remaining: 1 });
+      expect((await l.take('slow', k, { cost: 1, idempotencyKey: 'charge-before-reset' })).allowed).toBe(true);
+      await l.reset('slow', k);
+      // The retry answers the first decision and takes nothing.
+      expect(await l.take('slow', k, { cost: 1, idempotencyKey: 'before-reset' })).toMatchObject({ allowed: true, repeated: true, remaining: 1 });
+      expect(await remaining(l, 'slow', k)).toBe(2);
+      // The charge is known: settled at 0 on the full bucket, it gives back nothing past full.
+      expect(await l.settle('slow', k, { charge: 'charge-before-reset', cost: 0 })).toMatchObject({ remaining: 2 });
+      expect((await l.take('slow', k, { cost: 1 })).allowed).toBe(true);
+      expect(await l.settle('slow', k, { charge: 'charge-before-reset', cost: 0 })).toMatchObject({ repeated: true });
+      expect(await remaining(l, 'slow', k)).toBe(1);
+    });
+
     it('a charge nobody took, or taken on another key, is an UnknownChargeError and changes nothing', async () => {
       const l = await setup();
       const k = key();
