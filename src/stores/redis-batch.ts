@@ -201,4 +201,4 @@ return out
 `;
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'b7ba68f6d351a4d6ff549fe6c3bb7b008532efad';
+export const GCRA_BATCH_SCRIPT_SHA = '41987121be6e635d6d7e939a194134b3dda16f12';

@@ -108,4 +108,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h) end
 `;
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '5fb103fb6c9ca28f3e9fe112ede5f2f6e5b5f4e2';
+export const OVERRIDE_SCRIPT_SHA = 'e7eb911c1e9b08c585f07bbf57307bf37a3b6bdc';

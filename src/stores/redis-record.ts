@@ -192,10 +192,12 @@ end
         local x = a / (rate * 1000)
         local e = a - ((r and r.u or now) - now) * rate
         if live(r, now) and r.u and e > 0 then
-          if not r.id then x = 1 / 0 end
-          for _, to in ipairs({false, pc}) do
-            local tt, tc, tr = numbers_at(to, now, i, bt, bc, br)
-            x = math.max(x, (r.u - now) / 1000 + carry(e, t, c, rate, tt, tc, tr, r.u, h) / (tr * 1000))
+          if not r.id then x = 1 / 0
+          else
+            for _, to in ipairs({false, pc}) do
+              local tt, tc, tr = numbers_at(to, now, i, bt, bc, br)
+              x = math.max(x, (r.u - now) / 1000 + carry(e, t, c, rate, tt, tc, tr, r.u, h) / (tr * 1000))
+            end
           end
         end
         if x > ms then ms = x end
@@ -213,11 +215,8 @@ end
   if r then
     value = value .. '|' .. rtext(r)
     local own = live(r, now) and (pin or not r.id)
-    if (own and not r.u) or (pin and r.id) then
-      redis.call('SET', key, value)
-      return value
-    end
-    if own and (r.u - now) / 1000 > ms then ms = (r.u - now) / 1000 end
+    if (own and not r.u) or (pin and r.id) then ms = 1 / 0 end
+    if own and r.u and (r.u - now) / 1000 > ms then ms = (r.u - now) / 1000 end
     if r.id and not pin and hold and hold > ms then ms = hold end
     if r.bl and (r.bl - now) / 1000 > ms then ms = (r.bl - now) / 1000 end
   end

@@ -297,6 +297,6 @@ return reply(1)
 `;
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'c0c45057884dddabc8b985ec6a8382dac6d2887b';
+export const GCRA_SCRIPT_SHA = '4baeb4f13a9f2a9e4b5667a3ec519121f4b20af0';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';
