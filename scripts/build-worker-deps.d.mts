@@ -4,3 +4,5 @@ export declare function keepMembers(code: string, name: string, keep: string[]):
 export declare function cutConfigWarnings(code: string): string;
 export declare function cutLatencyLogging(code: string): string;
 export declare function buildWorkerDeps(outDir: string): string;
+export declare const LUA_SOURCE: RegExp;
+export declare function buildWorkerSource(outDir: string): void;

@@ -1,6 +1,7 @@
 // The Worker's @upstash/redis, without the command methods it never calls: wrangler.toml runs this before
 // every bundle ([build]) and points `@upstash/redis/cloudflare` at its output ([alias]). It also writes
-// the Worker's static assets (the OpenAPI document; buildWorkerAssets below).
+// the Worker's static assets (the OpenAPI document; buildWorkerAssets below), and the source the Worker is
+// bundled from, its Lua without indentation (buildWorkerSource below).
 //
 // Why: the package's Redis and Pipeline classes hold one instance field per Redis command (about 190
 // each), so no bundler can drop a command the Worker never sends, and the package has no narrower entry
@@ -20,8 +21,8 @@
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
 // know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
 // test/upstash-worker-deps.test.ts checks that the cut client answers every probe as the package's does.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The members each class keeps: its state and plumbing, and the four commands the Worker sends. */
@@ -157,7 +158,55 @@ export function buildWorkerAssets(outDir) {
   writeFileSync(join(outDir, '_headers'), '/v1/openapi.json\n  Cache-Control: public, max-age=300\n');
 }
 
+/** The modules whose template text is Lua: the Redis scripts' sources. */
+export const LUA_SOURCE = /^redis-.*\.ts$/;
+
+/**
+ * Writes the source the Worker is bundled from into `outDir` (wrangler.toml's main): functions/ and src/
+ * as they are, but for the Redis scripts' modules (src/stores, LUA_SOURCE), whose lines lose their
+ * indentation. Outside template literals indentation means nothing to TypeScript, and inside them these
+ * modules hold only Lua, which needs none: each script is sent flushed (src/stores/redis-lua.ts flush),
+ * so it is the same text, with the same SHA1, as the one Node runs. The indentation was 385 bytes of the
+ * Worker's 60 KiB gzip budget: gzip stores a run of spaces after each of some thousand lines.
+ */
+export function buildWorkerSource(outDir) {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+  // Several builds may run at once (wrangler dev and a dry run in parallel tests): each file is written
+  // whole (a temporary file renamed over it) and only when it differs, nothing is ever removed first, and
+  // every build writes the same bytes.
+  const wanted = new Set();
+  const copy = (rel) => {
+    const from = join(root, rel);
+    if (statSync(from).isDirectory()) {
+      for (const name of readdirSync(from)) copy(join(rel, name));
+      return;
+    }
+    const to = join(outDir, rel);
+    wanted.add(to);
+    let text = readFileSync(from, 'utf8');
+    if (rel.startsWith(join('src', 'stores')) && LUA_SOURCE.test(basename(rel))) text = text.replace(/\n +/g, '\n');
+    if (existsSync(to) && readFileSync(to, 'utf8') === text) return;
+    mkdirSync(dirname(to), { recursive: true });
+    const tmp = `${to}.${process.pid}.tmp`;
+    writeFileSync(tmp, text);
+    renameSync(tmp, to);
+  };
+  for (const dir of ['functions', 'src']) copy(dir);
+  // A file gone from the source goes from the copy.
+  const prune = (dir) => {
+    if (!existsSync(dir)) return;
+    for (const name of readdirSync(dir)) {
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) prune(p);
+      else if (!wanted.has(p) && !p.endsWith('.tmp')) rmSync(p, { force: true });
+    }
+  };
+  for (const dir of ['functions', 'src']) prune(join(outDir, dir));
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  buildWorkerDeps(join(dirname(fileURLToPath(import.meta.url)), '../build/worker/upstash-redis'));
-  buildWorkerAssets(join(dirname(fileURLToPath(import.meta.url)), '../build/worker/assets'));
+  const build = join(dirname(fileURLToPath(import.meta.url)), '../build/worker');
+  buildWorkerDeps(join(build, 'upstash-redis'));
+  buildWorkerAssets(join(build, 'assets'));
+  buildWorkerSource(join(build, 'app'));
 }

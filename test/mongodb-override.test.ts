@@ -11,7 +11,7 @@ import { memoryStore } from '../src/stores/memory.js';
 import { createLimiter } from '../src/index.js';
 import { POLICY_HOLD_MS } from '../src/limiter/policy-wide.js';
 import type { Store } from '../src/store.js';
-import { applyOverride, blockLive, changeVersion, debtsAt, numbersAt, numbersLive, numbersOf, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
+import { applyOverride, blockLive, changeVersion, debtsAt, numbersAt, numbersLive, numbersOf, keepUntilUs, stepBaseNumbers, stepWithRecord, type OverrideArgs, type OverrideLimit, type OverrideRecord, type PolicyOverride } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import { MingoCollection } from './support/mingo-collection.js';
 import { rateArb } from './support/exact-bucket.js';
@@ -196,7 +196,10 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
       if (got.allowed && !args.limits.every((l) => l.costUnits === 0)) lastAtUs = got.atUs;
       // A step that writes a key's copy or marker holds it policyHoldMs at least, a full bucket too.
       if ((want.write !== undefined || want.writeRecord !== undefined) && record?.policyId !== undefined) {
-        expect({ ...at, expiresAt: (doc()!.expiresAt as Date).getTime() >= now + (op.holdMs ?? 0) }).toEqual({ ...at, expiresAt: true });
+        // (None for numbers with an end and a bucket still spent at it: kept until the key's next step.)
+        const never = args.base !== undefined && keepUntilUs(state, stepBaseNumbers(args.limits, args.base), record) === Infinity;
+        const expiresAt = doc()!.expiresAt as Date | undefined;
+        expect({ ...at, expiresAt: never ? expiresAt === undefined : expiresAt!.getTime() >= now + (op.holdMs ?? 0) }).toEqual({ ...at, expiresAt: true });
       }
       // A refusal (by the bucket or a block) that changes no record writes nothing (but an id's record).
       if (!want.allowed && want.write === undefined && want.writeRecord === undefined && (!args.op || want.repeated || want.conflict)) expect(sameDoc(doc()), `${op.kind} wrote`).toBe(before);
@@ -210,12 +213,12 @@ async function checkAgainstCore(specs: LimitSpec[], sets: OverrideLimit[][], end
       // It lives while anything in it matters: never while the record has a key's own numbers with no
       // end; else at its expiresAt the record has ended (or is a copy of a policy-wide change, which the
       // next step installs again) and the bucket is full, in the base numbers (expiry split).
-      // With an end and a limit still spent at it (in the record's numbers, as the bucket was written
-      // under them): until the key's next step.
+      // With an end (a key's own, or a copy's) and a limit still spent at it (in the record's numbers, as
+      // the bucket was written under them): until the key's next step.
       const u = record?.untilUs;
       const st = state;
       const spentAtEnd = st !== undefined && u !== undefined && numbersLive(record, st.atUs) && st.debtUnits.some((x, i) => x > (u - st.atUs) * numbersAt(record, st.atUs, base)[i]!.refillUnitsPerUs);
-      const forever = record?.policyId === undefined && ((numbersLive(record, nowUs) && u === undefined) || spentAtEnd);
+      const forever = (record?.policyId === undefined && numbersLive(record, nowUs) && u === undefined) || spentAtEnd;
       // (And no sooner than the live operation records expire.)
       if (!forever && d.expiresAt) for (const { expiresAtUs } of records.values()) if (expiresAtUs > nowUs && state) expect((d.expiresAt as Date).getTime()).toBeGreaterThanOrEqual(Math.ceil(expiresAtUs / 1000));
       expect({ ...at, expires: d.expiresAt !== undefined }).toEqual({ ...at, expires: !forever });

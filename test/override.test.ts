@@ -334,13 +334,16 @@ describe('keepUntilUs: how long a store keeps a key (its expiry, its alarm)', ()
     expect(keepUntilUs(state, base, { limits: slow, untilUs: T0 + 200_000_000 })).toBe(T0 + 200_000_000);
   });
 
-  it('under a copy of a policy-wide change that ends before the bucket is full: full both under it and under its refill to the end then the base refill', () => {
-    // 10 spent at 0.1/s, the copy ending at 10 s: 9 left, carried to the base's 1/s (9 s more); but
-    // no sooner than under the copy's own numbers, 100 s.
+  it('under a copy of a policy-wide change that ends before the bucket is full: kept until its next step, as under a key\'s own (late-copy); ending after it is full, until full', () => {
+    // 10 spent at 0.1/s, the copy ending at 10 s: 9 left. From its end the key is in the change in force
+    // then, which may have replaced this one before its end and be as slow as anything.
     const state = { debtUnits: [10 * slow[0]!.tokenUnits], atUs: T0 };
-    expect(keepUntilUs(state, base, { limits: slow, policyId: 'w', untilUs: T0 + 10_000_000 })).toBe(T0 + 100_000_000);
+    expect(keepUntilUs(state, base, { limits: slow, policyId: 'w', untilUs: T0 + 10_000_000 })).toBe(Infinity);
     const fast = numbers({ capacity: 10, refillPerSecond: 10 })[0]!;
-    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], policyId: 'w', untilUs: T0 + 500_000 })).toBe(T0 + 5_500_000);
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], policyId: 'w', untilUs: T0 + 500_000 })).toBe(Infinity);
+    // Full exactly at its end, or before: the copy does not hold the key (full at 1 s).
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], policyId: 'w', untilUs: T0 + 1_000_000 })).toBe(T0 + 1_000_000);
+    expect(keepUntilUs({ debtUnits: [10 * fast.tokenUnits], atUs: T0 }, base, { limits: [fast], policyId: 'w', untilUs: T0 + 3_000_000 })).toBe(T0 + 1_000_000);
   });
 
   it('a key\'s copy of a policy-wide change does not hold the key (the next step installs it again); the change itself, pinned, does', () => {

@@ -121,31 +121,20 @@ function applyWrites(s: { state?: BucketState; record?: OverrideRecord }, r: { w
  * a key's own are (the change, or the marker of its revert). A key's copy of a policy-wide change or a
  * marker, not pinned, is kept at least holdMs (the step's StepArgs.policyHoldMs).
  */
-function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean, holdMs = 0, change?: readonly OverrideLimit[]): number | null {
+function expiryOf(state: BucketState | undefined, record: OverrideRecord | undefined, base: OverrideLimit[], nowUs: number, pinned: boolean, holdMs = 0): number | null {
   if (!record) return Math.max(1000, ...(state?.debtUnits ?? []).map((d, i) => (d > 0 ? Math.ceil(d / (base[i]!.refillUnitsPerUs * 1000)) : 0)));
   // The policy-wide change itself, or its revert's marker: kept for good, past its end too.
   if (pinned) return null;
   const own = numbersLive(record, nowUs) && (pinned || record.policyId === undefined);
   if (own && record.untilUs === undefined) return null;
-  // A key's own numbers with an end, a limit still spent at it: until the key's next step.
+  // Numbers with an end (a key's own, or a copy of a policy-wide change), a limit still spent at it:
+  // until the key's next step.
   const u0 = record.untilUs;
-  const in0 = numbersAt(record, nowUs, base);
-  if (own && record.policyId === undefined && u0 !== undefined && state?.debtUnits.some((a, i) => a - (u0 - nowUs) * in0[i]!.refillUnitsPerUs > 0)) return null;
   const at = numbersAt(record, nowUs, base);
+  if (numbersLive(record, nowUs) && u0 !== undefined && state?.debtUnits.some((a, i) => a - (u0 - nowUs) * at[i]!.refillUnitsPerUs > 0)) return null;
   let ms = 0;
   state?.debtUnits.forEach((a, i) => {
-    if (!(a > 0)) return;
-    const t = at[i]!;
-    let x = a / (t.refillUnitsPerUs * 1000);
-    const u = record.untilUs;
-    if (numbersLive(record, nowUs) && u !== undefined && a - (u - nowUs) * t.refillUnitsPerUs > 0) {
-      // No sooner than under the numbers themselves (from their end the key may be in a change as slow),
-      // nor than under the split at their end to the base or to the change the step sees.
-      for (const to of change === undefined ? [base[i]!] : [base[i]!, change[i]!]) {
-        x = Math.max(x, (u - nowUs) / 1000 + carryDebt(a - (u - nowUs) * t.refillUnitsPerUs, t, to) / (to.refillUnitsPerUs * 1000));
-      }
-    }
-    ms = Math.max(ms, x);
+    if (a > 0) ms = Math.max(ms, a / (at[i]!.refillUnitsPerUs * 1000));
   });
   if (record.policyId !== undefined && !pinned) ms = Math.max(ms, holdMs);
   if (own) ms = Math.max(ms, (record.untilUs! - nowUs) / 1000);
@@ -153,11 +142,11 @@ function expiryOf(state: BucketState | undefined, record: OverrideRecord | undef
   return Math.max(1000, Math.ceil(ms));
 }
 
-async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean, pinned = false, holdMs = 0, change?: readonly OverrideLimit[]) {
+async function checkStored(key: string, s: { state?: BucketState; record?: OverrideRecord }, base: OverrideLimit[], nowUs: number, what: object, written: boolean, pinned = false, holdMs = 0) {
   const [stored, pttl] = await Promise.all([io.get(key), io.pttl(key)]);
   expect({ ...what, stored }).toEqual({ ...what, stored: valueText(s.state, s.record) });
   if (!written || stored === null) return;
-  const px = expiryOf(s.state, s.record, base, nowUs, pinned, holdMs, change);
+  const px = expiryOf(s.state, s.record, base, nowUs, pinned, holdMs);
   if (px === null) expect({ ...what, pttl }).toEqual({ ...what, pttl: -1 });
   else {
     expect(pttl).toBeLessThanOrEqual(px);
@@ -209,7 +198,7 @@ describe('override records in the scripts against core/override.ts (fake clock, 
                 const got = await store.step(key, args);
                 expect({ ...what, got }).toEqual({ ...what, got: answer(want) });
                 s = applyWrites(s, want);
-                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined, false, op.holdMs, numbersAt(args.policy, nowUs, base));
+                await checkStored(key, s, base, nowUs, what, want.write !== undefined || want.writeRecord !== undefined, false, op.holdMs);
               } else if (op.type === 'override') {
                 const args: OverrideArgs = { base, ...(op.limits !== undefined && { limits: op.limits }), ...(op.forMs !== undefined && { forMs: op.forMs }), ...(op.blockForMs !== undefined && { blockForMs: op.blockForMs }), ...(op.policyId !== undefined && { policyId: op.policyId }) };
                 const want = applyOverride(s.state, s.record, nowUs, args);

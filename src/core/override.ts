@@ -21,6 +21,7 @@ import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
 
 export type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './override-types.js';
+export { policyUnder } from './policy-under.js';
 
 /** A limit's numbers as an override holds them. */
 export function numbersOf(limit: Pick<ResolvedLimit, 'tokenUnits' | 'capacityUnits' | 'refillUnitsPerUs'>): OverrideLimit {
@@ -102,12 +103,33 @@ export function debtsAt(state: BucketState | undefined, nowUs: number, base: rea
   return out;
 }
 
-/** A bucket's debts at nowUs carried to `to`; numbers ended since go at their end to `viewed` (made by then) or the base. */
-function carried(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, viewed: OverrideRecord | undefined, to: readonly OverrideLimit[]): number[] {
+/**
+ * A bucket's debts at nowUs carried to `to`; numbers ended since go at their end to `viewed` (made by
+ * then) or the base. A move to the numbers of `viewed` (another change's copy, a marker, numbers that
+ * ended) is also counted from when they came in force, `sinceUs` (a change's version, a revert's, one's
+ * end: StepArgs.policySeenUs), with nothing refilled between the bucket's numbers and then (what was in
+ * force there is unknown to a step), and each limit keeps the greater debt: a change reaches a key no
+ * later than it was made where that leaves fewer tokens (reservations due before the key's next step
+ * count under it), and numbers that ended before the change now seen were made never refill under
+ * numbers this step does not know of.
+ */
+function carried(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, viewed: OverrideRecord | undefined, to: readonly OverrideLimit[], sinceUs?: number): number[] {
   const ended = endedSince(state, nowUs, record);
   const v = numbersAt(viewed, nowUs, base);
   const after = ended && v !== base && changeVersion(viewed!.policyId) <= record!.untilUs! ? v : base;
-  return carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
+  const debts = carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
+  if (state === undefined || sinceUs === undefined || !(ended || viewed?.policyId !== record?.policyId)) return debts;
+  const t0 = ended ? record!.untilUs! : state.atUs;
+  const w = Math.min(nowUs, Math.max(t0, viewed?.policyId === undefined ? sinceUs : changeVersion(viewed.policyId)));
+  const from = numbersAt(record, state.atUs, base);
+  const h = state.reservedUntilUs;
+  return debts.map((d, i) => {
+    const [f, x, t] = [from[i]!, v[i]!, to[i]!];
+    const a = decayed(state.debtUnits[i] ?? 0, state.atUs, ended ? t0 : w, f.refillUnitsPerUs);
+    let k = decayed(sameNumbers(f, x) ? a : carryDebt(a, f, x, w, h), w, nowUs, x.refillUnitsPerUs);
+    if (!sameNumbers(x, t)) k = carryDebt(k, x, t, nowUs, h);
+    return k > d ? k : d;
+  });
 }
 
 /** Debts carried limit by limit from the numbers `from` to `to` (both in force at nowUs), the bucket's reservations pending until reservedUntilUs. */
@@ -250,7 +272,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const base = stepBaseNumbers(args.limits, args.base);
   const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
   const to = numbersAt(next, nowUs, base);
-  const debts = carried(state, nowUs, base, record, next, to);
+  const debts = carried(state, nowUs, base, record, next, to, args.policySeenUs ?? 0);
   const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);
@@ -312,65 +334,26 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   if (read || recordKey(record) === recordKey(after)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
-    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base));
+    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? (view.policySeenUs ?? 0) : undefined);
     out.write = debts.some((d) => d > 0) ? stateAt(debts, nowUs, state) : null;
   }
   return out;
 }
 
 /**
- * The policy as it decides under the numbers `limits` (StepResult.limits): each limit's capacity and
- * refill from them, its name and everything else the policy's. toDecision(policyUnder(policy, r.limits),
- * cost, r) is the decision of a step that ran under a record.
- */
-export function policyUnder(policy: ResolvedPolicy, limits: readonly OverrideLimit[]): ResolvedPolicy {
-  const resolved = policy.limits.map((l, i) => limitUnder(l, limits[i] ?? l));
-  return Object.freeze({ ...policy, ...resolved[0]!, name: policy.name, limits: resolved });
-}
-
-/** One limit under other numbers: capacity and refill from them, and the figures derived (for reports). */
-function limitUnder(l: ResolvedLimit, n: OverrideLimit): ResolvedLimit {
-  if (n.tokenUnits === l.tokenUnits && n.capacityUnits === l.capacityUnits && n.refillUnitsPerUs === l.refillUnitsPerUs) return l;
-  const capacity = Math.floor(n.capacityUnits / n.tokenUnits);
-  const refillPerSecond = (n.refillUnitsPerUs * 1e6) / n.tokenUnits;
-  const intervalMs = 1000 / refillPerSecond;
-  const burstMs = capacity * intervalMs;
-  return Object.freeze({
-    ...l,
-    capacity,
-    refillPerSecond,
-    ...rateOf(n),
-    tokenUnits: n.tokenUnits,
-    refillUnitsPerUs: n.refillUnitsPerUs,
-    unitsPerMs: n.refillUnitsPerUs * 1000,
-    capacityUnits: n.capacityUnits,
-    intervalMs,
-    burstMs,
-    windowSeconds: Math.max(1, Math.ceil(burstMs / 1000 - 1e-9)),
-  });
-}
-
-/** The rate of numbers `n` as a ratio of integers in lowest terms: refillUnitsPerUs * 1e6 / tokenUnits tokens per second. */
-function rateOf(n: OverrideLimit): { rateNumerator: number; rateDenominator: number } {
-  let [a, b] = [BigInt(n.refillUnitsPerUs) * 1_000_000n, BigInt(n.tokenUnits)];
-  const [p, q] = [a, b];
-  while (b !== 0n) [a, b] = [b, a % b];
-  return { rateNumerator: Number(p / a), rateDenominator: Number(q / a) };
-}
-
-/**
  * The store clock's reading, in whole µs, from which a key's bucket and record hold nothing: every limit
- * full (under the expiry split), the record's numbers and block ended. Infinity while a key's own
- * numbers with no end are live. A key's copy of a policy-wide change (`policyId`) does not hold the key:
- * with its bucket full it may go, as the next step installs it again (a marker too); `pinned`: the
- * record is the policy-wide change itself, or the marker of its revert (written by Store.override with
- * a policyId), held for good, past its end too: a node that read an older change learns from it that
- * this one was made and has ended.
+ * full, the record's numbers and block ended. Infinity while a key's own numbers with no end are live,
+ * and for numbers with an end (a key's own, or a copy of a policy-wide change) with the bucket still
+ * spent at their end: from their end the key is in whatever change is in force then, however slow,
+ * which no step may have seen yet, so it is kept until its next step. Otherwise a key's copy of a
+ * policy-wide change (`policyId`) does not hold the key: with its bucket full it may go, as the next
+ * step installs it again (a marker too); `pinned`: the record is the policy-wide change itself, or the
+ * marker of its revert (written by Store.override with a policyId), held for good, past its end too: a
+ * node that read an older change learns from it that this one was made and has ended.
  * What a store's expiry of the key (Redis PX, MongoDB's TTL field, the Durable Object's alarm) must be
- * at least; `state` undefined: a full bucket. Own numbers that end with the bucket still spent keep the
- * key until its next step (Infinity); a copy's, until full under the split at their end (see below).
+ * at least; `state` undefined: a full bucket.
  */
-export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0, change?: OverrideRecord): number {
+export function keepUntilUs(state: BucketState | undefined, base: readonly OverrideLimit[], record: OverrideRecord | undefined, pinned = false, holdUntilUs = 0): number {
   let until = 0;
   if (pinned) return Infinity;
   if (record?.limits !== undefined && record.policyId === undefined) until = record.untilUs ?? Infinity;
@@ -379,19 +362,10 @@ export function keepUntilUs(state: BucketState | undefined, base: readonly Overr
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
   if (state === undefined) return until;
   const from = numbersAt(record, state.atUs, base);
-  const after = numbersAt(change, state.atUs, base);
   const end = record?.untilUs;
   for (let i = 0; i < base.length; i++) {
-    const d = state.debtUnits[i] ?? 0;
-    const f = from[i]!;
-    let full = state.atUs + ceilDiv(d, f.refillUnitsPerUs);
-    // Numbers with an end (the bucket in them), still spent at their end: a key's own keep it until its
-    // next step, as the key goes then to a policy-wide change made by their end, however slow, which no
-    // step may have seen yet; a copy, until full under the split there to the base and to `change`.
-    if (end !== undefined && full > end && numbersLive(record, state.atUs)) {
-      if (record!.policyId === undefined) return Infinity;
-      for (const to of [base[i]!, after[i]!]) full = Math.max(full, end + ceilDiv(carryDebt(decayed(d, state.atUs, end, f.refillUnitsPerUs), f, to, end, state.reservedUntilUs), to.refillUnitsPerUs));
-    }
+    const full = state.atUs + ceilDiv(state.debtUnits[i] ?? 0, from[i]!.refillUnitsPerUs);
+    if (end !== undefined && full > end && numbersLive(record, state.atUs)) return Infinity;
     if (full > until) until = full;
   }
   return until;

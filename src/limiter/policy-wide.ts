@@ -72,14 +72,18 @@ export interface PolicyWideOptions {
 
 /**
  * StepArgs.policySeenUs of this node's steps on the entry's policy: with no change in force, the version
- * of the record last read (a revert's marker, an ended change; 0: none, or decisions went on with no
- * reading answered: the oldest view). Undefined before the first reading: no view. A version, not the
- * reading's time, so that neither a skewed client clock nor a store clock that steps back can outrank
- * a later change. See core/override.ts recordForStep.
+ * of the record last read (a revert's marker; a change read ended: its end, from which the policy's own
+ * numbers are in force; 0: none, or decisions went on with no reading answered: the oldest view).
+ * Undefined before the first reading: no view. A version, not the reading's time, so that neither a
+ * skewed client clock nor a store clock that steps back can outrank a later change (one made after a
+ * reading found the change ended has a version above its end). See core/override.ts recordForStep.
  */
 export function seenOf(entry: PolicyEntry): number | undefined {
   const s = entry.wide;
-  return entry.change === undefined && s.seen >= 0 ? changeVersion(s.record?.policyId) : undefined;
+  if (entry.change !== undefined || s.seen < 0) return undefined;
+  const r = s.record;
+  const v = changeVersion(r?.policyId);
+  return r?.limits !== undefined && r.untilUs !== undefined && r.untilUs <= s.atUs && r.untilUs > v ? r.untilUs : v;
 }
 
 /** Policy-wide changes made through any limiter, per in-process store object. */

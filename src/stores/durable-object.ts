@@ -128,9 +128,9 @@ function readState(stored: (Omit<StoredBucket, 'debtUnits'> & { debtUnits?: read
 }
 
 /** An entry to store (undefined: delete it) for a bucket and a record beside it; `base` reckons when it holds nothing. */
-function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false, holdUntilUs = 0, change?: OverrideRecord): StoredBucket | undefined {
+function entryOf(bucket: BucketState | undefined, record: OverrideRecord | undefined, base: readonly OverrideLimit[], pinned = false, holdUntilUs = 0): StoredBucket | undefined {
   if (bucket === undefined && record === undefined) return undefined;
-  const untilUs = keepUntilUs(bucket, base, record, pinned, holdUntilUs, change);
+  const untilUs = keepUntilUs(bucket, base, record, pinned, holdUntilUs);
   // Numbers with no end keep the entry: the alarm re-arms every 30 days and finds it still live.
   const fullAtMs = untilUs === Infinity ? Number.MAX_SAFE_INTEGER : Math.ceil(untilUs / 1000);
   const reserved = bucket?.reservedUntilUs === undefined ? {} : { reservedUntilUs: bucket.reservedUntilUs };
@@ -232,8 +232,7 @@ export class RateLimiterObject {
         // Without StepArgs.base a record holds only a block (stepWithRecord refuses numbers without it), and
         // only the refill counts for when the entry holds nothing.
         const base = args.base ? stepBaseNumbers(args.limits, args.base) : args.limits.map((l) => ({ tokenUnits: 1, capacityUnits: 1, refillUnitsPerUs: l.refillUnitsPerUs }));
-        // With the change this step sees: a key's own numbers that end go to it then (keepUntilUs).
-        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base, false, (nowMs + (args.policyHoldMs ?? 0)) * 1000, args.policy);
+        const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? record : r.writeRecord ?? undefined, base, false, (nowMs + (args.policyHoldMs ?? 0)) * 1000);
         if (entry === undefined) await this.storage.delete(body.key);
         else {
           await this.storage.put(body.key, entry);
@@ -279,7 +278,7 @@ export class RateLimiterObject {
     const stored = await this.storage.get<StoredBucket>(key);
     const r = applyOverride(readState(stored), stored?.override, nowMs * 1000, args);
     if (r.write !== undefined || r.writeRecord !== undefined) {
-      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits !== undefined && args.policyId !== undefined, (nowMs + (args.policyHoldMs ?? 0)) * 1000, args.policy);
+      const entry = entryOf(r.write === undefined ? readState(stored) : r.write ?? undefined, r.writeRecord === undefined ? stored?.override : r.writeRecord ?? undefined, args.base, args.limits !== undefined && args.policyId !== undefined, (nowMs + (args.policyHoldMs ?? 0)) * 1000);
       if (entry === undefined) await this.storage.delete(key);
       else {
         await this.storage.put(key, entry);

@@ -53,7 +53,7 @@ export interface RecordPlan {
  * `to`: where numbers that ended since the bucket's reading go at their end (core's carried): whether to
  * the change a step under the node's view installs (else the base), and its numbers; absent: the base.
  */
-function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }): { stages: object[]; scratch: string[] } {
+function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }, view?: { viewed: string; seenUs: number }): { stages: object[]; scratch: string[] } {
   const idx = base.map((_, i) => i);
   const R = (i: number) => `_sR${i}`;
   const F = (i: number) => `_sF${i}`;
@@ -109,43 +109,60 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
     { $set: Object.fromEntries(idx.map((i) => [`_sD${i}`, { $cond: ['$_sSame', `$_sE${i}`, carryExpr(`$_sE${i}`, { $cond: ['$_sTo', `$${V(i)}`, `$${F(i)}`] }, `$${T(i)}`, NOW, RESERVED)] }])) },
   ];
   const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sTo', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T), ...(to ? idx.map(V) : [])];
+  if (view) {
+    // core's carried with a view: a move to the numbers of the record a step under it leaves (`viewed`:
+    // another copy, a marker, numbers that ended) counted from when they came in force too (its version,
+    // else policySeenUs: `_sMw`), nothing refilled from the end of numbers that ended to then; each limit
+    // keeps the greater debt.
+    const x = view.viewed;
+    stages.push(
+      {
+        $set: {
+          _sMv: { $and: ['$_sSt', { $or: ['$_sSplit', { $ne: [orNull(`${x}.policyId`), orNull('$_sO.policyId')] }] }] },
+          _sMx: { $cond: [numbersLiveExpr(x), `${x}.limits`, null] },
+          _sMt: { $cond: ['$_sSplit', '$_sU', '$atUs'] },
+        },
+      },
+      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', { $cond: [isSet(`${x}.policyId`), versionExpr(`${x}.policyId`), view.seenUs] }] }] } } },
+      {
+        $set: Object.fromEntries(
+          idx.map((i) => {
+            const b = { $literal: limitDoc(base[i]!) };
+            const f = { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, `$${R(i)}`, b] };
+            const v = { $cond: [has('$_sMx', i), elem('$_sMx', i), b] };
+            // (Named apart from carryExpr's own $let variables.)
+            const a = decayedExpr(storedDebt(i), '$atUs', { $cond: ['$_sSplit', '$_sMt', '$_sMw'] }, '$$mf.refillUnitsPerUs');
+            const k = carryExpr(decayedExpr(carryExpr(a, '$$mf', '$$mv', '$_sMw', RESERVED), '$_sMw', NOW, '$$mv.refillUnitsPerUs'), '$$mv', `$${T(i)}`, NOW, RESERVED);
+            return [`_sD${i}`, { $cond: ['$_sMv', { $let: { vars: { mf: f, mv: v }, in: { $max: [`$_sD${i}`, k] } } }, `$_sD${i}`] }];
+          }),
+        ),
+      },
+    );
+    scratch.push('_sMv', '_sMx', '_sMt', '_sMw');
+  }
   return { stages, scratch };
 }
 
 /**
  * The expiry of a document written at NOW with each limit's debt `w(i)` in the numbers `_sT<i>` beside
- * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end, or with an
- * end and a limit still spent at it (until the key's next step), and always when `pinned` (the
- * policy-wide change itself or its revert's marker, past its end too: core keepUntilUs); otherwise when every limit is full under
- * the record's numbers and the expiry split (to the base, and to `policy`: the policy-wide change the step
- * sees, which numbers that end hand the key to), and no sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up),
- * and `also` (a Date or null: the operation records). A key's copy of a policy-wide change or marker
- * goes with its full bucket (the next step installs it again), but not before `holdMs` from now
- * (StepArgs.policyHoldMs: core keepUntilUs' holdUntilUs), as long as another node may hold an older view.
- * `reserved`: the reservation horizon written with the bucket (0: none), which the carry at untilUs
- * counts as core keepUntilUs does.
+ * the record `_sN`: never (`$$REMOVE`) while the record has a key's own numbers with no end, or numbers
+ * with an end (its own, or a copy of a policy-wide change) and a limit still spent at it (until the
+ * key's next step), and always when `pinned` (the policy-wide change itself or its revert's marker, past
+ * its end too: core keepUntilUs); otherwise when every limit is full under the numbers in force, and no
+ * sooner than the record's untilUs and blockedUntilUs (a Date, ms rounded up), and `also` (a Date or
+ * null: the operation records). A key's copy of a policy-wide change or marker goes with its full bucket
+ * (the next step installs it again), but not before `holdMs` from now (StepArgs.policyHoldMs: core
+ * keepUntilUs' holdUntilUs), as long as another node may hold an older view.
  */
-export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, reserved: Expr, also: Expr, pinned = false, holdMs = 0, policy?: { readonly limits: readonly OverrideLimit[]; readonly untilUs?: number }): Expr {
+export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Expr, also: Expr, pinned = false, holdMs = 0): Expr {
   // The policy-wide change itself, or its revert's marker, is kept for good, past its end too (core
   // keepUntilUs); a document left with nothing (a change of 0 ms) goes.
   if (pinned) return { $cond: [isSet('$_sN'), '$$REMOVE', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] };
-  const change = numbersAt(policy && { limits: policy.limits }, 0, base);
-  // (A change that has ended by NOW hands the key to nothing: 0.)
-  const live = (e: object) => (policy?.untilUs === undefined ? e : { $cond: [{ $lt: [NOW, policy.untilUs] }, e, 0] });
   // Full under the numbers in force (the record's, or the base's).
   const unders = base.map((_, i) => ({ $add: [NOW, { $ceil: { $divide: [w(i), `$_sT${i}.refillUnitsPerUs`] } }] }));
-  const full = base.map((b, i) => {
-    const t = `$_sT${i}`;
-    // With the record's numbers ending, no sooner than under the carry there to the base, and to the
-    // change the step sees (`change`).
-    const under = unders[i]!;
-    const atEnd = (to: OverrideLimit) => ({ $add: ['$_sN.untilUs', { $ceil: { $divide: [carryExpr(decayedExpr(w(i), NOW, '$_sN.untilUs', `${t}.refillUnitsPerUs`), t, { $literal: limitDoc(to) }, '$_sN.untilUs', reserved), to.refillUnitsPerUs] } }] });
-    return { $cond: [{ $and: [isSet('$_sNL'), isSet('$_sN.untilUs')] }, { $max: [under, atEnd(b), ...(change === base ? [] : [live(atEnd(change[i]!))])] }, under] };
-  });
   const hold = holdMs > 0 ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
-  const us = { $max: [...full, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };
-  // A key's own numbers with an end, the bucket still spent at it: kept until the key's next step.
-  const spentAtEnd = { $and: [isSet('$_sNL'), unset('$_sN.policyId'), isSet('$_sN.untilUs'), { $or: unders.map((u) => ({ $gt: [u, '$_sN.untilUs'] })) }] };
+  const us = { $max: [...unders, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };
+  const spentAtEnd = { $and: [isSet('$_sNL'), isSet('$_sN.untilUs'), { $or: unders.map((u) => ({ $gt: [u, '$_sN.untilUs'] })) }] };
   const never = { $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs'), unset('$_sN.policyId')] }, spentAtEnd] };
   return {
     $cond: [
@@ -210,7 +227,7 @@ function stepRecord(args: Pick<StepArgs, 'policy' | 'policySeenUs'>, from = '$_s
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` });
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, { viewed: '$_sN', seenUs: args.policySeenUs ?? 0 });
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
@@ -319,7 +336,8 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   // leaves it, and numbers that ended carried at their end as it carries them (core applyOverride).
   const view = args.policyId === undefined && (args.policy !== undefined || args.policySeenUs !== undefined) ? args : undefined;
   const change = view?.policy;
-  const record = view ? [{ $set: { _sN0: next } }, ...stepRecord(view, '$_sN0')] : [{ $set: { _sN: next } }];
+  // (`_sVw`: the stored record as a step under the view leaves it, what core's carried moves the bucket to.)
+  const record = view ? [...stepRecord(view), { $set: { _sVw: '$_sN', _sN0: next } }, ...stepRecord(view, '$_sN0')] : [{ $set: { _sN: next } }];
   const to = change && {
     // The change is installed at the end of numbers that ended: in force now, made by their end, and not older than the key's copy.
     split: {
@@ -331,8 +349,8 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
     },
     numbers: (i: number) => ({ $literal: limitDoc(change.limits[i] ?? args.base[i]!) }),
   };
-  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to);
-  if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX');
+  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && { viewed: '$_sVw', seenUs: view.policySeenUs ?? 0 });
+  if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX', '_sVw');
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
   const stored = { $and: ['$_sSt', { $not: [fullExpr(n)] }] };
@@ -350,7 +368,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
         // A new document (nothing to change on a key with none) gets an expiry of now, so that it goes;
         // one kept until its next step keeps none, numbers with no end none, and a record with a change's id (the change itself or its
         // marker, pinned, or a key's copy or marker, which goes with its bucket) keeps the expiry it has.
-        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$_sRv', '$opsUntil', pinned, args.policyHoldMs ?? 0, change), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $cond: [isSet('$_sO'), '$$REMOVE', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }] }),
+        expiresAt: write(expiryExpr(base, (i) => `$_sD${i}`, '$opsUntil', pinned, args.policyHoldMs ?? 0), { $cond: [{ $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs')] }, markerExpr('$_sN')] }, { $cond: [unset('$_sN.policyId'), '$$REMOVE', keep('$expiresAt')] }, { $ifNull: ['$expiresAt', { $cond: [isSet('$_sO'), '$$REMOVE', { $toDate: { $ceil: { $divide: [NOW, 1000] } } }] }] }] }),
         last: write({ id: { $literal: callId }, atUs: NOW, before: { $ifNull: ['$_sO', '$$REMOVE'] } }, '$last'),
       },
     },

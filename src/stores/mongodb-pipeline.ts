@@ -302,7 +302,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     // Written: when the bucket is full under the expiry split, and no sooner than the record's ends
     // (never while it has numbers with no end), a key's copy or marker no sooner than policyHoldMs from
     // now. Not written but for an op record: no sooner than it, and still never if it had no expiry.
-    const written = expiryExpr(plan.base, (i) => ({ $cond: ['$_sStep', `$${A(i)}`, `$${D(i)}`] }), '$_sRv', op ? '$_sNew.until' : '$opsUntil', false, args.policyHoldMs ?? 0, args.policy);
+    const written = expiryExpr(plan.base, (i) => ({ $cond: ['$_sStep', `$${A(i)}`, `$${D(i)}`] }), op ? '$_sNew.until' : '$opsUntil', false, args.policyHoldMs ?? 0);
     const wrote = { $or: ['$_sStep', '$_sW'] };
     expiresAt = op
       ? { $cond: [keep, '$expiresAt', { $cond: [wrote, written, { $cond: [{ $eq: [orNull('$expiresAt'), null] }, '$$REMOVE', { $max: ['$expiresAt', '$_sNew.until'] }] }] }] }

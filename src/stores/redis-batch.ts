@@ -1,14 +1,14 @@
 // The Redis side of many takes in one call (the batch script), run atomically by EVALSHA; the value
 // format and the limits' ARGV triples are ./redis-script.ts's.
 import { MAX_LIMITS } from '../core/policy.js';
-import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
+import { FAST_LIMITS, fastTake, flush, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
 import { RECORD } from './redis-record.js';
 import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = `-- edge-limiter gcra batch v25
+export const GCRA_BATCH_SCRIPT = flush(`-- edge-limiter gcra batch v26
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -198,7 +198,7 @@ for i = 1, #KEYS do
   b = b + 3 * n + 1
 end
 return out
-`;
+`);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '41987121be6e635d6d7e939a194134b3dda16f12';
+export const GCRA_BATCH_SCRIPT_SHA = '9e9a641c1f5907b079f71799ff3430aea63cddc4';

@@ -227,6 +227,13 @@ end`;
 export const FAST_LIMITS = 3;
 export const upTo = (n: number, f: (i: number) => string, sep: string) => Array.from({ length: n }, (_, i) => f(i + 1)).join(sep);
 export const indent = (lua: string, by: string) => lua.replaceAll('\n', `\n${by}`);
+/**
+ * A script as sent: its lines without their indentation (Lua needs none; it is there for the reader of
+ * the source). The Worker bundles these modules with the indentation already gone from their template
+ * text (scripts/build-worker-deps.mjs buildWorkerSource), so that the script, and its SHA1, is the same
+ * everywhere.
+ */
+export const flush = (lua: string) => lua.replace(/\n +/g, '\n');
 /** d1, ..., dn, at: the usual value's digit strings, as fastTake expects them. */
 const fieldNames = (n: number) => `${upTo(n, (i) => `d${i}`, ', ')}, at`;
 /** Declares d1 .. dn and at, and matches the stored value v against the usual one of n limits (a literal pattern). */

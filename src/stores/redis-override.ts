@@ -3,13 +3,13 @@
 // bucket to the new numbers (core/override.ts applyOverride, line for line), or forgets the bucket and
 // keeps the record. The stored value is ./redis-value.ts's; the client redoes the change with core and
 // checks that the script wrote the same value.
-import { SHARED } from './redis-lua.js';
+import { flush, SHARED } from './redis-lua.js';
 import { RECORD } from './redis-record.js';
 
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 8' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = `-- edge-limiter override v16
+export const OVERRIDE_SCRIPT = flush(`-- edge-limiter override v17
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -100,12 +100,12 @@ end
   `if read or (rec and rtext(rec)) == (after and rtext(after)) then return {now, v or 0, v or 0} end
 local s, k, _, h = fields(b, n)
 local w = nil
-if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h) end
+if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) and (S or 0)) end
 ` +
   // Numbers or "-" with an id (pin) are the policy-wide change itself or the marker of its revert
   // (setPolicyLimits, clearPolicyLimits, on the policy's key): kept with no expiry.
-  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin, H, horizon(h, now), P) or 0}
-`;
+  `return {now, v or 0, rsave(key, v, w, n, now, after, bt, bc, br, pin, H, horizon(h, now)) or 0}
+`);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'e7eb911c1e9b08c585f07bbf57307bf37a3b6bdc';
+export const OVERRIDE_SCRIPT_SHA = 'c64a9abea8c3a10329c49a5a6e83091a590ea86f';

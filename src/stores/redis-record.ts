@@ -4,7 +4,7 @@
 /**
  * Lua (after redis-lua.ts SHARED): reading a record, and core/override.ts in Lua. `rstep` is
  * stepWithRecord and `rsave` writes a bucket and its record with their expiry. The functions follow
- * core's, name for name where they can: numbers_at is numbersAt (per limit), debts_at debtsAt, conv
+ * core's, name for name where they can: numbers_at is numbersAt (per limit), rcarry carried, conv
  * convertUnits (carryDebt is conv rounding up); integers below 2^53 in doubles, and the same operations in the same
  * order, so the script and the client (which redoes the step with core) reach the same numbers.
  */
@@ -79,31 +79,6 @@ end
   return bt[i], bc[i], br[i], false
 end
 ` +
-  // The bucket's debts at now (fields s, k; reservations due at h), with the expiry split (core's
-  // endedSince): in the numbers in force at now, or after a split in those of x (a record in force from
-  // r's end; nil: the base).
-  `local function debts_at(s, k, n, r, now, bt, bc, br, h, e)
-  local d = {}
-  local at = 0
-  if k > 1 then at = s[k] + 0 end
-  local split = k > 1 and live(r, at) and r.u and now >= r.u
-  for i = 1, n do
-    d[i] = 0
-    if k > 1 then
-      local v = 0
-      if i < k then v = s[i] + 0 end
-      local ft, fc, fr = numbers_at(r, at, i, bt, bc, br)
-      local tt, tc, tr = numbers_at(e, now, i, bt, bc, br)
-      if split and not (ft == tt and fc == tc and fr == tr) then
-        d[i] = dec(carry(dec(v, at, r.u, fr), ft, fc, fr, tt, tc, tr, r.u, h), r.u, now, tr)
-      else
-        d[i] = dec(v, at, now, fr)
-      end
-    end
-  end
-  return d
-end
-` +
   // core's liveRecord: the record without what ended by now (the same table when nothing did; nil when
   // nothing is left). A marker (an id and no numbers, core's isMarker) is something left, and a copy of a
   // policy-wide change whose numbers ended is the marker of that change from then on (its id kept).
@@ -134,16 +109,34 @@ end
   return live_record(r, now)
 end
 ` +
-  // core's carried: the debts at now carried to the numbers of nx; numbers (a key's own, or an older
-  // copy) that ended since the bucket's reading go at their end to the change x a step under the view
-  // installs, when it was made by then (its version at most their end), else to the base.
-  `local function rcarry(s, k, n, r, x, nx, now, bt, bc, br, h)
-  local e = k > 1 and live(r, s[k] + 0) and r.u and now >= r.u and live(x, now) and version(x.id) <= r.u and x or nil
-  local d = debts_at(s, k, n, r, now, bt, bc, br, h, e)
+  // core's carried (with debtsAt): the debts at now (fields s, k; reservations due at h) carried to the
+  // numbers of nx. Numbers (a key's own, or an older copy) that ended since the bucket's reading go at
+  // their end to the change x a step under the view installs, when it was made by then (its version at
+  // most their end), else to the base. With a view (S: StepArgs.policySeenUs, 0 for none), a move to
+  // x's numbers is counted from when they came in force too (x's version, else S: w), nothing refilled
+  // from the end of numbers that ended to then; each limit the greater debt. g(i, y, T, W): limit i's debt decayed under
+  // the bucket's numbers to T, carried at W to y's, decayed under them to now, carried to nx's.
+  `local function rcarry(s, k, n, r, x, nx, now, bt, bc, br, h, S)
+  local at = k > 1 and s[k] + 0
+  local ended = at and live(r, at) and r.u and now >= r.u
+  local e = ended and live(x, now) and version(x.id) <= r.u and x or nil
+  local w = S and at and (ended or (x and x.id) ~= (r and r.id)) and math.min(now, math.max(ended and r.u or at, x and x.id and version(x.id) or S))
+  local d, v, ft, fc, fr, tt, tc, tr = {}
+  local function g(i, y, T, W)
+    local yt, yc, yr = numbers_at(y, now, i, bt, bc, br)
+    return carry(dec(carry(dec(v, at, T, fr), ft, fc, fr, yt, yc, yr, W, h), W, now, yr), yt, yc, yr, tt, tc, tr, now, h)
+  end
   for i = 1, n do
-    local ft, fc, fr = numbers_at(e or r, now, i, bt, bc, br)
-    local tt, tc, tr = numbers_at(nx, now, i, bt, bc, br)
-    d[i] = carry(d[i], ft, fc, fr, tt, tc, tr, now, h)
+    v = 0
+    if at and i < k then v = s[i] + 0 end
+    ft, fc, fr = numbers_at(r, at or now, i, bt, bc, br)
+    tt, tc, tr = numbers_at(nx, now, i, bt, bc, br)
+    if ended then d[i] = g(i, e, r.u, r.u)
+    else
+      local a, b, c = numbers_at(r, now, i, bt, bc, br)
+      d[i] = carry(dec(v, at or now, now, fr), a, b, c, tt, tc, tr, now, h)
+    end
+    if w then d[i] = math.max(d[i], g(i, x, ended and r.u or w, w)) end
   end
   return d
 end
@@ -160,16 +153,15 @@ end
   // Writes the bucket w (debts at now, in the numbers in force at now: the record r's where live, else
   // the base bt, bc, br; nil: full) and the record r (nil: none) as the key's value, and returns it
   // (false: no key). The expiry keeps the key while the record lives and until the bucket is full
-  // under the record's numbers and under the expiry split: none while a key's own record has numbers
-  // without an end, or has them with an end and the bucket still spent at it (core keepUntilUs); else at
+  // under the record's numbers: none while a key's own record has numbers without an end, or while
+  // numbers with an end (its own, or a copy's) leave the bucket still spent at it (core keepUntilUs); else at
   // least 1 s, the bucket's full time, and a record's untilUs (a key's own) and blockedUntilUs. A key's copy
   // of a policy-wide change, or a marker, is kept at least \`hold\` ms (StepArgs.policyHoldMs; nil: 0),
   // even with its bucket full, while another node may still step with an older view (core's
   // keepUntilUs). \`pin\`: the record is the policy-wide change itself, or the marker of its revert
   // (setPolicyLimits and clearPolicyLimits on the policy's key), kept for good, past its end too. \`h\`: the
-  // bucket's reservation horizon to keep (see horizon; nil: none). \`pc\`: the policy-wide change the
-  // step sees ({l}; nil: none), which numbers that end hand the key to: kept until full under it too.
-  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold, h, pc)
+  // bucket's reservation horizon to keep (see horizon; nil: none).
+  `local function rsave(key, v, w, n, now, r, bt, bc, br, pin, hold, h)
   local keep = false
   if w then
     for i = 1, n do
@@ -188,18 +180,9 @@ end
       f[i] = w[i]
       local a = w[i]
       if a > 0 then
-        local t, c, rate = numbers_at(r, now, i, bt, bc, br)
+        local _, _, rate = numbers_at(r, now, i, bt, bc, br)
         local x = a / (rate * 1000)
-        local e = a - ((r and r.u or now) - now) * rate
-        if live(r, now) and r.u and e > 0 then
-          if not r.id then x = 1 / 0
-          else
-            for _, to in ipairs({false, pc}) do
-              local tt, tc, tr = numbers_at(to, now, i, bt, bc, br)
-              x = math.max(x, (r.u - now) / 1000 + carry(e, t, c, rate, tt, tc, tr, r.u, h) / (tr * 1000))
-            end
-          end
-        end
+        if live(r, now) and r.u and a > (r.u - now) * rate then x = 1 / 0 end
         if x > ms then ms = x end
       end
     end
@@ -256,9 +239,9 @@ end
   else
     nxt = rview(live_record(rec, now), P, S, now)
   end
-  local d = rcarry(s, k, n, rec, nxt, nxt, now, bt, bc, br, h)
+  local d = rcarry(s, k, n, rec, nxt, nxt, now, bt, bc, br, h, S or 0)
   if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
-    if nxt ~= rec then v = rsave(key, v, k > 1 and d, n, now, nxt, bt, bc, br, false, H, horizon(h, now), P) end
+    if nxt ~= rec then v = rsave(key, v, k > 1 and d, n, now, nxt, bt, bc, br, false, H, horizon(h, now)) end
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end
     return 0, nil, v
   end
@@ -340,6 +323,6 @@ end
   if not w and not changed then return allowed, tokens, v end
   local r = rec
   if changed then r = nxt end
-  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H, horizon(h, now, wait), P)
+  return allowed, tokens, rsave(key, v, w, n, now, r, bt, bc, br, false, H, horizon(h, now, wait))
 end
 `;

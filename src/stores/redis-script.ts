@@ -19,7 +19,7 @@
 // refillUnitsPerUs (the units one µs refills).
 
 import { MAX_LIMITS } from '../core/policy.js';
-import { FAST_LIMITS, fastTake, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
+import { FAST_LIMITS, fastTake, flush, indent, refuse, SHARED, unsafe, upTo, usualValue } from './redis-lua.js';
 import { RECORD } from './redis-record.js';
 import { baseShape, policyShape, recordTake, singleBase } from './redis-record-take.js';
 
@@ -34,7 +34,7 @@ if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
 if A[5] ~= '' and not S and not string.find(A[5], ${policyShape('n')}) or S and #S > 15 and not (S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 5 end
 ${refuse('gcra')}`;
 
-export const GCRA_SCRIPT = `-- edge-limiter gcra v29
+export const GCRA_SCRIPT = flush(`-- edge-limiter gcra v30
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -294,9 +294,9 @@ for i = 1, n do
 end
 if not peek then save(key, v, f, n, now, px, keep, horizon(h, now)) end
 return reply(1)
-`;
+`);
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '4baeb4f13a9f2a9e4b5667a3ec519121f4b20af0';
+export const GCRA_SCRIPT_SHA = 'dc05bd5d88f8557536d91289b58458a4e6fd9972';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

@@ -91,7 +91,9 @@ describe('Worker in workerd (memory store)', () => {
     expect([...packages].sort()).toEqual(['hono']);
     expect(build.modules.filter((m) => /upstash/.test(m)).sort()).toEqual(['build/worker/upstash-redis/chunk.mjs', 'build/worker/upstash-redis/cloudflare.mjs']);
     expect(build.source).toContain('@upstash/redis@');
-    expect(build.modules).toContain('src/stores/redis-store.ts');
+    // Bundled from the build command's copy of src/ (wrangler.toml's main: its Lua without indentation).
+    expect(build.modules).toContain('build/worker/app/src/stores/redis-store.ts');
+    expect(build.modules.filter((m) => /^(src|functions)\//.test(m))).toEqual([]);
     expect(build.modules.filter((m) => /mongodb|ioredis|node-stores/.test(m))).toEqual([]);
     expect(build.source).toContain('evalsha');
     // Nor a TCP client's adapter (they send EVALSHA by name): the Worker's Redis is @upstash/redis only.

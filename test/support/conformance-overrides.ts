@@ -291,6 +291,75 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect(read.after?.limits === undefined || (read.after.untilUs !== undefined && read.after.untilUs <= read.atUs)).toBe(true);
   });
 
+  it('overrides: a key’s copy of a policy-wide change that ends, its bucket still spent at the end, keeps the key until its next step, so that a change made before that end takes it then (late-copy)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const p = policies.tenFast;
+    const k = suite.key();
+    // A change to 10 a second for 300 ms, and 10 taken under it: about 7 still spent at its end.
+    const madeA = (await store.step(storageKey('tenFast', suite.key()), stepArgs(p, 0, 0))).atUs!;
+    const a = { id: `${madeA}.a`, limits: numbers({ capacity: 10, refillPerSecond: 10 }), untilUs: madeA + 300_000 };
+    const first = await store.step(storageKey('tenFast', k), stepArgs(p, 10, 0, a));
+    expect(toDecision(policyUnder(p, first.limits!), 10, first)).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    // Kept until its next step: from the change's end the key is in whatever change is in force then.
+    if (suite.expiryMs) expect(await suite.expiryMs(storageKey('tenFast', k))).toBeNull();
+    // Replaced before its end by 10 per 6000 s; nothing steps the key until past the end and a store's
+    // shortest expiry (the policy's own numbers refill all 10 in 10 ms).
+    const madeB = (await store.step(storageKey('tenFast', suite.key()), stepArgs(p, 0, 0))).atUs!;
+    expect(madeB).toBeLessThan(a.untilUs);
+    const slow = numbers({ capacity: 10, refillPerSecond: SLOW });
+    const b = { id: `${madeB}.b`, limits: slow };
+    await sleep(1300);
+    const later = await store.step(storageKey('tenFast', k), stepArgs(p, 10, 0, b));
+    expect(later.atUs!).toBeGreaterThan(a.untilUs + 900_000);
+    expect(later.limits).toEqual(slow);
+    // Let go, the key would have come back full (10 admitted); at most 3 came back under the first change.
+    const d = toDecision(policyUnder(p, slow), 10, later);
+    expect(d).toMatchObject({ allowed: false, limit: 10 });
+    expect(d.remaining).toBeLessThanOrEqual(3);
+  });
+
+  it('overrides: a policy-wide change counts from when it was made where that leaves fewer tokens: reservations granted before it and due before the key’s next step count under it (F5)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const p = policies.fiveTen;
+    const k = suite.key();
+    // 5 taken and 5 reserved under the policy's 10 a second (the last due about 500 ms on).
+    expect((await take(store, 'fiveTen', k, 5)).d).toMatchObject({ allowed: true, remaining: 0 });
+    for (let i = 0; i < 5; i++) expect((await take(store, 'fiveTen', k, 1, 1000)).d.allowed).toBe(true);
+    // A change to 5 per 600 s, made now (its version a store reading); nothing steps the key until past
+    // the reservations' slots, when the policy's numbers have refilled all 5.
+    const made = (await store.step(storageKey('fiveTen', suite.key()), stepArgs(p, 0, 0))).atUs!;
+    const slow = numbers({ capacity: 5, refillPerSecond: SLOW });
+    const change = { id: `${made}.incident`, limits: slow };
+    await sleep(900);
+    const later = await store.step(storageKey('fiveTen', k), stepArgs(p, 1, 0, change));
+    expect(later.limits).toEqual(slow);
+    // The 5 reserved came after the change, under it: nothing more at 5 per 600 s (the change counted
+    // from this step: all 5 back).
+    expect(toDecision(policyUnder(p, slow), 1, later)).toMatchObject({ allowed: false, limit: 5, remaining: 0 });
+  });
+
+  it('overrides: a key’s own numbers that end under a change replaced before its next step refill nothing between their end and the change it sees (what was in force there is unknown to the step)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const p = policies.tenFast;
+    const k = suite.key();
+    // The key's own 10 a second for 300 ms, and 10 taken under them: about 7 still spent at their end.
+    const until = (await set(store, 'tenFast', k, numbers({ capacity: 10, refillPerSecond: 10 }), 300)).after!.untilUs!;
+    expect((await take(store, 'tenFast', k, 10)).d).toMatchObject({ allowed: true, limit: 10, remaining: 0 });
+    // A change to 10 per 6000 s before their end, replaced after it by another (the same numbers), with
+    // no step on the key between: a step sees only the second, made after the end.
+    await slowChange(store, suite.key());
+    await sleep(Math.max(0, (until - (await store.step(storageKey('tenFast', suite.key()), stepArgs(p, 0, 0))).atUs!) / 1000) + 400);
+    const { slow, change, decide } = await slowChange(store, suite.key());
+    expect(changeVersion(change.id)).toBeGreaterThan(until);
+    await sleep(200);
+    const later = await decide(k, 10);
+    expect(later.r.limits).toEqual(slow);
+    // The policy's own numbers from the end would have refilled all 10 (10 admitted); at most 3 came
+    // back before it.
+    expect(later.d).toMatchObject({ allowed: false, limit: 10 });
+    expect(later.d.remaining).toBeLessThanOrEqual(3);
+  });
+
   /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
   async function slowChange(store: Store, k: string) {
     const p = policies.tenFast;

@@ -107,9 +107,22 @@ export class OverrideModel {
   at = 0n;
   /** When the last reservation granted is due (0n: none). */
   reservedUntil = 0n;
+  /** The store clock's reading at the model's 0 (versions of changes are store-clock readings). */
+  epochUs = 0n;
+  /**
+   * The debts as a store last wrote them, and when (a store writes a step that takes, gives back or
+   * grants something, or that changes the record; a peek, a refusal and a read write nothing): a move
+   * to other numbers counts them from the later of that and when those came in force.
+   */
+  written: { at: bigint; debts: bigint[] };
   constructor(base: Spec[]) {
     this.base = base.map(numbers);
     this.debts = base.map(() => 0n);
+    this.written = { at: 0n, debts: this.debts };
+  }
+  /** A store writes the bucket now (see written), when `wrote` (a step that took or gave back something) or the record changed from `before`. */
+  private writes(wrote: boolean, before: string) {
+    if (wrote || recordText(this.record) !== before) this.written = { at: this.at, debts: this.debts.slice() };
   }
   private live(t: bigint): boolean {
     return this.record.limits !== undefined && (this.record.untilUs === undefined || t < this.record.untilUs);
@@ -188,9 +201,35 @@ export class OverrideModel {
    * the change's, or at or above seenUs), which decides. A copy cleared with seenUs leaves the marker
    * "<seenUs>.".
    */
-  private seePolicy(change: PolicyChange | undefined, seenUs?: number): void {
+  private seePolicy(s0: Saved, change: PolicyChange | undefined, seenUs?: number): void {
     const next = this.viewed(this.record, change, seenUs);
     if (next !== this.record) this.become(next, this.at);
+    this.atLeastFromView(s0, this.at, this.record, seenUs);
+  }
+  /**
+   * After a step's or an override's carry from the state `s0` (saved before it) at t: a move to the
+   * numbers of `viewed` (the record a step under the caller's view leaves: another copy, a marker, or
+   * numbers that ended) counted from when they came in force too (a change's version, a marker's, else
+   * seenUs), nothing refilled between the bucket's numbers (or their end) and then; each limit keeps the
+   * greater debt of the two reckonings.
+   */
+  private atLeastFromView(s0: Saved, t: bigint, viewed: ModelRecord, seenUs?: number) {
+    const r0 = s0.record;
+    const ended = s0.inRecord && r0.untilUs !== undefined && t >= r0.untilUs;
+    if (!ended && viewed.policyId === r0.policyId) return;
+    const { at, debts } = this.written;
+    const t0 = ended ? r0.untilUs! : at;
+    const version = BigInt(viewed.policyId !== undefined ? versionOf(viewed.policyId) : (seenUs ?? 0)) - this.epochUs;
+    const w = version < t0 ? t0 : version > t ? t : version;
+    const f = s0.inRecord ? r0.limits! : this.base;
+    const x = viewed.limits !== undefined && (viewed.untilUs === undefined || t < viewed.untilUs) ? viewed.limits : this.base;
+    const to = this.current();
+    this.debts = this.debts.map((d, i) => {
+      const a = pos(debts[i]! - ((ended ? t0 : w) - at) * f[i]!.rate);
+      let k = pos((same(f[i]!, x[i]!) ? a : carry(a, f[i]!, x[i]!, w, s0.reservedUntil)) - (t - w) * x[i]!.rate);
+      if (!same(x[i]!, to[i]!)) k = carry(k, x[i]!, to[i]!, t, s0.reservedUntil);
+      return k > d ? k : d;
+    });
   }
   /** The record `r` (nothing ended in it) under the caller's view, as seePolicy leaves it: `r` itself when the view changes nothing. */
   private viewed(r: ModelRecord, change: PolicyChange | undefined, seenUs?: number): ModelRecord {
@@ -221,9 +260,10 @@ export class OverrideModel {
   take(t: number, costs: number[], maxWaitMs: number, change?: PolicyChange, seenUs?: number): ModelStep {
     // A refusal by a block writes nothing but a changed record (a view installed, an end passed):
     // with the record as it was, the model goes back to before this step.
-    const [undo, before] = [this.saved(), recordText(this.record)];
+    const [s0, before] = [this.state(), recordText(this.record)];
+    const undo = () => Object.assign(this, s0);
     this.advance(t, change);
-    this.seePolicy(change, seenUs);
+    this.seePolicy(s0, change, seenUs);
     if (this.blocked(this.at)) return this.refuse(undo, before);
     const n = this.current();
     const after = this.debts.map((d, i) => d + BigInt(costs[i]!) * n[i]!.token);
@@ -253,23 +293,30 @@ export class OverrideModel {
         });
       }
     }
+    this.writes(allowed && !peek, before);
     return this.answer(allowed);
+  }
+  /** The model's state now. */
+  private state(): Saved {
+    return { debts: this.debts, inRecord: this.inRecord, record: { ...this.record }, at: this.at, reservedUntil: this.reservedUntil };
   }
   /** A function that puts the model back as it is now. */
   private saved(): () => void {
-    const s = { debts: this.debts, inRecord: this.inRecord, record: { ...this.record }, at: this.at, reservedUntil: this.reservedUntil };
+    const s = this.state();
     return () => Object.assign(this, s);
   }
   /** A refusal by a block: reported in the numbers the step would have run under; kept only when the record changed from `before` (its recordText). */
   private refuse(undo: () => void, before: string): ModelStep {
     const a = this.answer(false);
     if (recordText(this.record) === before) undo();
+    else this.writes(true, before);
     return a;
   }
   adjust(t: number, costs: number[], change?: PolicyChange, seenUs?: number): ModelStep {
+    const [s0, before] = [this.state(), recordText(this.record)];
     this.advance(t, change);
     // Applied during a block too: work done is paid for, and what a lease did not use goes back.
-    this.seePolicy(change, seenUs);
+    this.seePolicy(s0, change, seenUs);
     const n = this.current();
     this.debts = this.debts.map((d, i) => {
       const c = BigInt(costs[i]!) * n[i]!.token;
@@ -277,21 +324,25 @@ export class OverrideModel {
       const cap = this.cap(n[i]!, 3_600_000);
       return d + c > cap ? (d > cap ? d : cap) : d + c;
     });
+    this.writes(costs.some((c) => c !== 0), before);
     return this.answer(true);
   }
   /** A lease grant on a policy of one limit: the whole tokens that fit, at most `tokens`. */
   grant(t: number, tokens: number, change?: PolicyChange, seenUs?: number): ModelStep {
     // A refusal by a block writes nothing but a changed record (a view installed, an end passed):
     // with the record as it was, the model goes back to before this step.
-    const [undo, before] = [this.saved(), recordText(this.record)];
+    const [s0, before] = [this.state(), recordText(this.record)];
+    const undo = () => Object.assign(this, s0);
     this.advance(t, change);
-    this.seePolicy(change, seenUs);
+    this.seePolicy(s0, change, seenUs);
     if (this.blocked(this.at)) return this.refuse(undo, before);
     const n = this.current()[0]!;
     const fit = (n.cap - this.debts[0]!) / n.token;
     const k = fit < 0n ? 0n : fit < BigInt(tokens) ? fit : BigInt(tokens);
+    this.writes(k > 0n, before);
     if (k === 0n) return this.answer(false, { tokens: 0 });
     this.debts[0] = this.debts[0]! + k * n.token;
+    this.writes(true, before);
     return this.answer(true, { tokens: Number(k) });
   }
   /**
@@ -299,15 +350,17 @@ export class OverrideModel {
    * numbers, the lesser of what is left of it at the base's rate and at theirs.
    */
   refund(t: number, tokens: number, sinceUs: number | undefined, change?: PolicyChange, seenUs?: number): ModelStep {
+    const [s0, before] = [this.state(), recordText(this.record)];
     this.advance(t, change);
     // Applied during a block too: work done is paid for, and what a lease did not use goes back.
-    this.seePolicy(change, seenUs);
+    this.seePolicy(s0, change, seenUs);
     const b = this.base[0]!;
     const n = this.current()[0]!;
     const left = (x: Numbers) => pos(BigInt(tokens) * x.token - (sinceUs === undefined ? 0n : pos(BigInt(t - sinceUs)) * x.rate));
     let back = left(n);
     if (this.inRecord && sinceUs !== undefined) back = min(back, convert(left(b), b.token, n.token, false));
     this.debts[0] = this.keep(0, this.debts[0]!, pos(this.debts[0]! - back));
+    this.writes(true, before);
     return this.answer(true);
   }
   /**
@@ -338,8 +391,10 @@ export class OverrideModel {
     const write = o.limits !== undefined || o.blockForMs !== undefined;
     // A read writes nothing: what has ended waits for the key's next step, under its view.
     if (!write) return this.recordAt(t);
+    const s0 = this.state();
     this.advance(t, change);
     const tt = BigInt(t);
+    const viewed = this.viewed(this.record, change, seenUs);
     const next: ModelRecord = { ...this.record };
     if (o.limits === null) {
       // A key's clear takes its own numbers away; a copy of a policy-wide change or a marker stays.
@@ -361,6 +416,8 @@ export class OverrideModel {
       delete next.untilUs;
     }
     this.become(this.viewed(next, change, seenUs), tt);
+    this.atLeastFromView(s0, tt, viewed, seenUs);
+    this.writes(false, recordText(s0.record));
     return this.recordView();
   }
   /** Whether every debt is 0 at t (the model itself unmoved). */
@@ -387,6 +444,7 @@ export class OverrideModel {
     this.advance(t);
     this.debts = this.debts.map(() => 0n);
     this.reservedUntil = 0n;
+    this.written = { at: this.at, debts: this.debts };
   }
   /** The record as OverrideResult.after shows it (store-clock readings relative to the model's 0). */
   recordView() {
@@ -398,6 +456,15 @@ export class OverrideModel {
     if (r.policyId !== undefined) out.policyId = r.policyId;
     return Object.keys(out).length === 0 ? undefined : out;
   }
+}
+
+/** The model's state, as saved before a step. */
+interface Saved {
+  debts: bigint[];
+  inRecord: boolean;
+  record: ModelRecord;
+  at: bigint;
+  reservedUntil: bigint;
 }
 
 /** A policy-wide id's version (core/override.ts changeVersion, restated): its digits before the first '.'. */
@@ -512,6 +579,7 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
   const model = new OverrideModel(base);
   const first = await store.step(key, stepArgs(policy, 0, 0));
   const t0 = first.atUs!;
+  model.epochUs = BigInt(t0);
   let t = 0;
   // The views of the policy-wide record a node may hold, oldest first: a change (its id versioned as
   // Store.override versions it: max(store time, last version + 1)), or none read at seenUs (a revert's
