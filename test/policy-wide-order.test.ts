@@ -207,6 +207,26 @@ describe('readings answered out of order', () => {
     expect(changes).toEqual(['none']);
   });
 
+  it('a change that ends, read as the marker a store returns for it (its numbers and end dropped): steps send the end this node knew of it (review 10, H1)', async () => {
+    const { clock, pending, entry, wide, change } = readings();
+    const first = wide.refresh(entry, 0)!;
+    pending[0]!.answer(change(5_000, 50_000), 6_000);
+    await first;
+    clock.ms = 600;
+    wide.refresh(entry, 600);
+    // What Store.override's `after` holds for the change once it has ended: liveRecord's marker of it.
+    pending[1]!.answer({ policyId: '5000.c5000#api' }, 60_000);
+    await macrotask();
+    expect(entry.change).toBeUndefined();
+    expect(seenOf(entry)).toBe(50_000);
+    // A revert's marker is another version: its own.
+    clock.ms = 1200;
+    wide.refresh(entry, 1200);
+    pending[2]!.answer({ policyId: '70000.r#api' }, 70_000);
+    await macrotask();
+    expect(seenOf(entry)).toBe(70_000);
+  });
+
   it('a first reading that is lost (a Worker request cancelled): the decisions made meanwhile are dropped when a later reading finds a change (review 5, M2)', async () => {
     const { clock, pending, changes, entry, wide, change } = readings();
     // Never answered; the decision waits at most timeoutMs + grace, then decides under the policy's numbers.

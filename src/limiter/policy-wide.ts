@@ -141,6 +141,10 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
       if (atUs <= s.atUs) return;
       record = s.record;
     }
+    // A store reads a change that has ended as its marker (its numbers and end dropped): the change this
+    // node held keeps them, so that steps send its end (seenOf).
+    const held = s.record;
+    if (record?.limits === undefined && record?.policyId !== undefined && held?.policyId === record.policyId && held.limits !== undefined && held.untilUs !== undefined && held.untilUs <= atUs) record = held;
     s.record = record;
     s.atUs = atUs;
     const change = changeOf(record, atUs, entry);

@@ -2,7 +2,7 @@
 // `applyOverride`, line by line, as stages of an update pipeline over a bucket document whose `ov`
 // field holds the key's record (OverrideRecord). stepPipeline runs a step with the plan built here;
 // overridePipeline is Store.override. Pure: builds values, sends nothing.
-import { changeVersion, numbersAt, type OverrideArgs, type OverrideLimit } from '../core/override.js';
+import { changeVersion, numbersAt, type OverrideArgs, type OverrideLimit, type PolicyOverride } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
@@ -53,7 +53,7 @@ export interface RecordPlan {
  * `to`: where numbers that ended since the bucket's reading go at their end (core's carried): whether to
  * the change a step under the node's view installs (else the base), and its numbers; absent: the base.
  */
-function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }, view?: { viewed: string; seenUs: number }): { stages: object[]; scratch: string[] } {
+function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }, view?: { viewed: string; seenUs: number; change?: PolicyOverride }): { stages: object[]; scratch: string[] } {
   const idx = base.map((_, i) => i);
   const R = (i: number) => `_sR${i}`;
   const F = (i: number) => `_sF${i}`;
@@ -123,7 +123,8 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
           _sMt: { $cond: ['$_sSplit', '$_sU', '$atUs'] },
         },
       },
-      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', { $cond: [isSet(`${x}.policyId`), versionExpr(`${x}.policyId`), view.seenUs] }] }] } } },
+      // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
+      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', { $cond: [isSet(`${x}.policyId`), versionExpr(`${x}.policyId`), view.seenUs] }, endedAt(view.change, x)] }] } } },
       {
         $set: Object.fromEntries(
           idx.map((i) => {
@@ -141,6 +142,12 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
     scratch.push('_sMv', '_sMx', '_sMt', '_sMw');
   }
   return { stages, scratch };
+}
+
+/** The end of `change` when it has ended by NOW and `viewed` holds its copy (or marker), else 0. */
+function endedAt(change: PolicyOverride | undefined, viewed: string): Expr {
+  const u = change?.untilUs;
+  return u === undefined ? 0 : { $cond: [{ $and: [{ $lte: [u, NOW] }, { $eq: [orNull(`${viewed}.policyId`), { $literal: change!.id }] }] }, u, 0] };
 }
 
 /**
@@ -227,7 +234,7 @@ function stepRecord(args: Pick<StepArgs, 'policy' | 'policySeenUs'>, from = '$_s
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, { viewed: '$_sN', seenUs: args.policySeenUs ?? 0 });
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, { viewed: '$_sN', seenUs: args.policySeenUs ?? 0, ...(args.policy ? { change: args.policy } : {}) });
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
@@ -349,7 +356,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
     },
     numbers: (i: number) => ({ $literal: limitDoc(change.limits[i] ?? args.base[i]!) }),
   };
-  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && { viewed: '$_sVw', seenUs: view.policySeenUs ?? 0 });
+  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && { viewed: '$_sVw', seenUs: view.policySeenUs ?? 0, ...(view.policy ? { change: view.policy } : {}) });
   if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX', '_sVw');
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });

@@ -201,4 +201,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '9e9a641c1f5907b079f71799ff3430aea63cddc4';
+export const GCRA_BATCH_SCRIPT_SHA = '87875a31ff52f39739fc7af67f7dc022a1b29e53';

@@ -100,7 +100,7 @@ end
   `if read or (rec and rtext(rec)) == (after and rtext(after)) then return {now, v or 0, v or 0} end
 local s, k, _, h = fields(b, n)
 local w = nil
-if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) and (S or 0)) end
+if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) and (S or 0), P) end
 ` +
   // Numbers or "-" with an id (pin) are the policy-wide change itself or the marker of its revert
   // (setPolicyLimits, clearPolicyLimits, on the policy's key): kept with no expiry.
@@ -108,4 +108,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'c64a9abea8c3a10329c49a5a6e83091a590ea86f';
+export const OVERRIDE_SCRIPT_SHA = '843b8c2f4b6860a76a604547f6b6088e26f416a9';

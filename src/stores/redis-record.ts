@@ -113,14 +113,15 @@ end
   // numbers of nx. Numbers (a key's own, or an older copy) that ended since the bucket's reading go at
   // their end to the change x a step under the view installs, when it was made by then (its version at
   // most their end), else to the base. With a view (S: StepArgs.policySeenUs, 0 for none), a move to
-  // x's numbers is counted from when they came in force too (x's version, else S: w), nothing refilled
+  // x's numbers is counted from when they came in force too (x's version, else S, or the end of the
+  // view's change P that x is a copy of, when it has ended: w), nothing refilled
   // from the end of numbers that ended to then; each limit the greater debt. g(i, y, T, W): limit i's debt decayed under
   // the bucket's numbers to T, carried at W to y's, decayed under them to now, carried to nx's.
-  `local function rcarry(s, k, n, r, x, nx, now, bt, bc, br, h, S)
+  `local function rcarry(s, k, n, r, x, nx, now, bt, bc, br, h, S, P)
   local at = k > 1 and s[k] + 0
   local ended = at and live(r, at) and r.u and now >= r.u
   local e = ended and live(x, now) and version(x.id) <= r.u and x or nil
-  local w = S and at and (ended or (x and x.id) ~= (r and r.id)) and math.min(now, math.max(ended and r.u or at, x and x.id and version(x.id) or S))
+  local w = S and at and (ended or (x and x.id) ~= (r and r.id)) and math.min(now, math.max(ended and r.u or at, x and x.id and version(x.id) or S, P and P.u and P.u <= now and x and x.id == P.id and P.u or 0))
   local d, v, ft, fc, fr, tt, tc, tr = {}
   local function g(i, y, T, W)
     local yt, yc, yr = numbers_at(y, now, i, bt, bc, br)
@@ -239,7 +240,7 @@ end
   else
     nxt = rview(live_record(rec, now), P, S, now)
   end
-  local d = rcarry(s, k, n, rec, nxt, nxt, now, bt, bc, br, h, S or 0)
+  local d = rcarry(s, k, n, rec, nxt, nxt, now, bt, bc, br, h, S or 0, P)
   if kind ~= 'a' and nxt and nxt.bl and nxt.bl > now then
     if nxt ~= rec then v = rsave(key, v, k > 1 and d, n, now, nxt, bt, bc, br, false, H, horizon(h, now)) end
     if kind == 'g' and A[j] + 0 ~= 0 then return 0, 0, v end

@@ -204,7 +204,7 @@ export class OverrideModel {
   private seePolicy(s0: Saved, change: PolicyChange | undefined, seenUs?: number): void {
     const next = this.viewed(this.record, change, seenUs);
     if (next !== this.record) this.become(next, this.at);
-    this.atLeastFromView(s0, this.at, this.record, seenUs);
+    this.atLeastFromView(s0, this.at, this.record, seenUs, change);
   }
   /**
    * After a step's or an override's carry from the state `s0` (saved before it) at t: a move to the
@@ -213,13 +213,15 @@ export class OverrideModel {
    * seenUs), nothing refilled between the bucket's numbers (or their end) and then; each limit keeps the
    * greater debt of the two reckonings.
    */
-  private atLeastFromView(s0: Saved, t: bigint, viewed: ModelRecord, seenUs?: number) {
+  private atLeastFromView(s0: Saved, t: bigint, viewed: ModelRecord, seenUs?: number, change?: PolicyChange) {
     const r0 = s0.record;
     const ended = s0.inRecord && r0.untilUs !== undefined && t >= r0.untilUs;
     if (!ended && viewed.policyId === r0.policyId) return;
     const { at, debts } = this.written;
     const t0 = ended ? r0.untilUs! : at;
-    const version = BigInt(viewed.policyId !== undefined ? versionOf(viewed.policyId) : (seenUs ?? 0)) - this.epochUs;
+    let version = BigInt(viewed.policyId !== undefined ? versionOf(viewed.policyId) : (seenUs ?? 0)) - this.epochUs;
+    // A change the caller sees that has ended, and whose copy `viewed` is: in force from its end.
+    if (change?.untilUs !== undefined && BigInt(change.untilUs) <= t && viewed.policyId === change.id && BigInt(change.untilUs) > version) version = BigInt(change.untilUs);
     const w = version < t0 ? t0 : version > t ? t : version;
     const f = s0.inRecord ? r0.limits! : this.base;
     const x = viewed.limits !== undefined && (viewed.untilUs === undefined || t < viewed.untilUs) ? viewed.limits : this.base;
@@ -416,7 +418,7 @@ export class OverrideModel {
       delete next.untilUs;
     }
     this.become(this.viewed(next, change, seenUs), tt);
-    this.atLeastFromView(s0, tt, viewed, seenUs);
+    this.atLeastFromView(s0, tt, viewed, seenUs, change);
     this.writes(false, recordText(s0.record));
     return this.recordView();
   }
