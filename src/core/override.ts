@@ -122,7 +122,7 @@ function carried(state: BucketState | undefined, nowUs: number, base: readonly O
   const t0 = ended ? record!.untilUs! : state.atUs;
   // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
   const endUs = change?.untilUs !== undefined && change.untilUs <= nowUs && viewed?.policyId === change.id ? change.untilUs : 0;
-  const w = Math.min(nowUs, Math.max(t0, viewed?.policyId === undefined ? sinceUs : changeVersion(viewed.policyId), endUs));
+  const w = Math.min(nowUs, Math.max(t0, sinceUs, changeVersion(viewed?.policyId), endUs));
   const from = numbersAt(record, state.atUs, base);
   const h = state.reservedUntilUs;
   return debts.map((d, i) => {
@@ -274,7 +274,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const base = stepBaseNumbers(args.limits, args.base);
   const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
   const to = numbersAt(next, nowUs, base);
-  const debts = carried(state, nowUs, base, record, next, to, args.policySeenUs ?? 0, args.policy);
+  const debts = carried(state, nowUs, base, record, next, to, args.policy ? 0 : (args.policySeenUs ?? 0), args.policy);
   const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);
@@ -336,7 +336,7 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   if (read || recordKey(record) === recordKey(after)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
-    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? (view.policySeenUs ?? 0) : undefined, view?.policy);
+    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? (view.policy ? 0 : view.policySeenUs!) : undefined, view?.policy);
     out.write = debts.some((d) => d > 0) ? stateAt(debts, nowUs, state) : null;
   }
   return out;

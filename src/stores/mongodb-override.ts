@@ -124,7 +124,7 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
         },
       },
       // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
-      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', { $cond: [isSet(`${x}.policyId`), versionExpr(`${x}.policyId`), view.seenUs] }, endedAt(view.change, x)] }] } } },
+      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', view.seenUs, versionExpr(`${x}.policyId`), endedAt(view.change, x)] }] } } },
       {
         $set: Object.fromEntries(
           idx.map((i) => {
@@ -234,7 +234,7 @@ function stepRecord(args: Pick<StepArgs, 'policy' | 'policySeenUs'>, from = '$_s
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, { viewed: '$_sN', seenUs: args.policySeenUs ?? 0, ...(args.policy ? { change: args.policy } : {}) });
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, args.policy ? { viewed: '$_sN', seenUs: 0, change: args.policy } : { viewed: '$_sN', seenUs: args.policySeenUs ?? 0 });
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
@@ -356,7 +356,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
     },
     numbers: (i: number) => ({ $literal: limitDoc(change.limits[i] ?? args.base[i]!) }),
   };
-  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && { viewed: '$_sVw', seenUs: view.policySeenUs ?? 0, ...(view.policy ? { change: view.policy } : {}) });
+  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && (view.policy ? { viewed: '$_sVw', seenUs: 0, change: view.policy } : { viewed: '$_sVw', seenUs: view.policySeenUs ?? 0 }));
   if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX', '_sVw');
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });

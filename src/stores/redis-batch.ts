@@ -201,4 +201,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '87875a31ff52f39739fc7af67f7dc022a1b29e53';
+export const GCRA_BATCH_SCRIPT_SHA = '7e20c527d13dc6a99783e4ed9aba4d185157ee32';

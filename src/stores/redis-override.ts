@@ -108,4 +108,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '843b8c2f4b6860a76a604547f6b6088e26f416a9';
+export const OVERRIDE_SCRIPT_SHA = '64fc18f95e350f68ca09d1f205654a694dfebef5';

@@ -121,7 +121,7 @@ end
   local at = k > 1 and s[k] + 0
   local ended = at and live(r, at) and r.u and now >= r.u
   local e = ended and live(x, now) and version(x.id) <= r.u and x or nil
-  local w = S and at and (ended or (x and x.id) ~= (r and r.id)) and math.min(now, math.max(ended and r.u or at, x and x.id and version(x.id) or S, P and P.u and P.u <= now and x and x.id == P.id and P.u or 0))
+  local w = S and at and (ended or (x and x.id) ~= (r and r.id)) and math.min(now, math.max(ended and r.u or at, S, version(x and x.id), P and P.u and P.u <= now and x and x.id == P.id and P.u or 0))
   local d, v, ft, fc, fr, tt, tc, tr = {}
   local function g(i, y, T, W)
     local yt, yc, yr = numbers_at(y, now, i, bt, bc, br)

@@ -297,6 +297,6 @@ return reply(1)
 `);
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '76ef0f900317074bad6203dabb50d89a22815094';
+export const GCRA_SCRIPT_SHA = '0efba5566a3f103470518bb054b2eeff3b2f11b1';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

@@ -219,7 +219,7 @@ export class OverrideModel {
     if (!ended && viewed.policyId === r0.policyId) return;
     const { at, debts } = this.written;
     const t0 = ended ? r0.untilUs! : at;
-    let version = BigInt(viewed.policyId !== undefined ? versionOf(viewed.policyId) : (seenUs ?? 0)) - this.epochUs;
+    let version = BigInt(Math.max(viewed.policyId !== undefined ? versionOf(viewed.policyId) : 0, seenUs ?? 0)) - this.epochUs;
     // A change the caller sees that has ended, and whose copy `viewed` is: in force from its end.
     if (change?.untilUs !== undefined && BigInt(change.untilUs) <= t && viewed.policyId === change.id && BigInt(change.untilUs) > version) version = BigInt(change.untilUs);
     const w = version < t0 ? t0 : version > t ? t : version;
