@@ -196,9 +196,17 @@ export function buildWorkerSource(outDir) {
   const prune = (dir) => {
     if (!existsSync(dir)) return;
     for (const name of readdirSync(dir)) {
+      // (Another build's temporary file, about to be renamed: not this build's to stat or remove.)
+      if (name.endsWith('.tmp')) continue;
       const p = join(dir, name);
-      if (statSync(p).isDirectory()) prune(p);
-      else if (!wanted.has(p) && !p.endsWith('.tmp')) rmSync(p, { force: true });
+      let isDir;
+      try {
+        isDir = statSync(p).isDirectory();
+      } catch {
+        continue;
+      }
+      if (isDir) prune(p);
+      else if (!wanted.has(p)) rmSync(p, { force: true });
     }
   };
   for (const dir of ['functions', 'src']) prune(join(outDir, dir));

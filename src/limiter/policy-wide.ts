@@ -72,18 +72,14 @@ export interface PolicyWideOptions {
 
 /**
  * StepArgs.policySeenUs of this node's steps on the entry's policy: with no change in force, the version
- * of the record last read (a revert's marker; a change read ended: its end, from which the policy's own
- * numbers are in force; 0: none, or decisions went on with no reading answered: the oldest view).
- * Undefined before the first reading: no view. A version, not the reading's time, so that neither a
- * skewed client clock nor a store clock that steps back can outrank a later change (one made after a
- * reading found the change ended has a version above its end). See core/override.ts recordForStep.
+ * of the record last read (a revert's marker, or a change that had ended when first read; 0: none, or
+ * decisions went on with no reading answered: the oldest view). Undefined before the first reading: no
+ * view. A version, not the reading's time, so that neither a skewed client clock nor a store clock that
+ * steps back can outrank a later change. See core/override.ts recordForStep.
  */
 export function seenOf(entry: PolicyEntry): number | undefined {
   const s = entry.wide;
-  if (entry.change !== undefined || s.seen < 0) return undefined;
-  const r = s.record;
-  const v = changeVersion(r?.policyId);
-  return r?.limits !== undefined && r.untilUs !== undefined && r.untilUs <= s.atUs && r.untilUs > v ? r.untilUs : v;
+  return entry.change === undefined && s.seen >= 0 ? changeVersion(s.record?.policyId) : undefined;
 }
 
 /** Policy-wide changes made through any limiter, per in-process store object. */
@@ -131,6 +127,7 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     const firstRead = s.seen < 0;
     const before = entry.change;
     const seenBefore = seenOf(entry);
+    const endedBefore = before?.untilUs !== undefined && before.untilUs <= s.atUs;
     // Any answer saw every change made before its call started: the reading is as fresh as the latest.
     if (startedMs > s.readAtMs) s.readAtMs = startedMs;
     s.seen = seen;
@@ -142,18 +139,22 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
       record = s.record;
     }
     // A store reads a change that has ended as its marker (its numbers and end dropped): the change this
-    // node held keeps them, so that steps send its end (seenOf).
+    // node held keeps them, and steps go on sending it, ended. A key's copy of it is then its marker, and
+    // a step reckons the policy's numbers from its end (core/override.ts carried), where the marker's
+    // version alone would not say when it ended. (A node that first reads it ended sends that version.)
     const held = s.record;
     if (record?.limits === undefined && record?.policyId !== undefined && held?.policyId === record.policyId && held.limits !== undefined && held.untilUs !== undefined && held.untilUs <= atUs) record = held;
     s.record = record;
     s.atUs = atUs;
-    const change = changeOf(record, atUs, entry);
-    const same = (before?.id ?? '') === (change?.id ?? '');
+    const ended = record?.untilUs !== undefined && record.limits !== undefined && record.untilUs <= atUs;
+    const change = changeOf(record, ended ? record!.untilUs! - 1 : atUs, entry);
+    const same = (before?.id ?? '') === (change?.id ?? '') && endedBefore === ended;
     // Every step sends the change (StepArgs.policy), or with none the version of the record read
     // (StepArgs.policySeenUs); the common take's arguments are made again only when either changes.
     if (same && (change !== undefined || seenOf(entry) === seenBefore)) return;
     entry.change = change;
     entry.takeOne = stepArgs(entry.policy, 1, 0, change, seenOf(entry), entry.holdMs);
+    // (The change in force changed: another one, none, or the one held has ended.)
     if (!same && !firstRead) options.onChange(entry);
   }
 

@@ -59,8 +59,8 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       out.limits = toNumbers(policy, record.limits);
       out.source = copy === undefined ? 'key' : 'policy-wide';
       if (record.untilUs !== undefined) out.expiresInMs = leftMs(record.untilUs, atUs);
-    } else if (entry.change && !newer) {
-      // The change this node sees (a newer marker, or a copy that has ended, leaves the policy's numbers).
+    } else if (entry.change && !newer && (entry.change.untilUs === undefined || entry.change.untilUs > atUs)) {
+      // The change this node sees, while in force (a newer marker, or a copy that has ended, leaves the policy's numbers).
       const wide = entry.change;
       out.limits = toNumbers(policy, wide.limits);
       out.source = 'policy-wide';
