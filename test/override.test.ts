@@ -79,8 +79,13 @@ describe('carrying a bucket to new numbers (applyOverride)', () => {
 
   it('with nothing to change it only reads: nothing written', () => {
     const r = applyOverride(spent(5), { limits: base }, T0, { base });
-    expect(r).toEqual({ atUs: T0, before: { limits: base }, after: { limits: base } });
+    expect(r).toEqual({ atUs: T0, before: { limits: base }, after: { limits: base }, stored: { limits: base } });
     expect(applyOverride(undefined, undefined, T0, { base })).toEqual({ atUs: T0 });
+    // A read says the record as stored: a policy-wide change that has ended, with its end (`after` drops it).
+    const ended = { limits: base, untilUs: T0 - 1, policyId: `${T0 - 5}.c#p` };
+    expect(applyOverride(undefined, ended, T0, { base })).toEqual({ atUs: T0, before: { policyId: ended.policyId }, after: { policyId: ended.policyId }, stored: ended });
+    // A change writes no `stored`.
+    expect(applyOverride(undefined, ended, T0, { base, blockForMs: 5 }).stored).toBeUndefined();
   });
 
   it('a full bucket is not written: only the record is', () => {

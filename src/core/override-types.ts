@@ -93,4 +93,10 @@ export interface OverrideResult {
   before?: OverrideRecord;
   after?: OverrideRecord;
   atUs: number;
+  /**
+   * A read (nothing to change) only: the record as stored, what has ended in it included (`after` drops
+   * it). A policy-wide change that has ended still says its end there, from which its policy's own
+   * numbers are in force. A store may leave it out (a node then knows only the ended change's version).
+   */
+  stored?: OverrideRecord;
 }

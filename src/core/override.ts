@@ -333,6 +333,7 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   const before = liveRecord(record, nowUs);
   if (before !== undefined) out.before = before;
   if (after !== undefined) out.after = after;
+  if (read && record !== undefined) out.stored = record;
   if (read || recordKey(record) === recordKey(after)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {

@@ -65,7 +65,7 @@ export interface PolicyWideOptions {
   refreshMs: number;
   monotonicMs: () => number;
   /** Reads the policy's record (Store.override with nothing to change: the record is `after`), bounded by the policy's timeoutMs. */
-  read(entry: PolicyEntry): Promise<Pick<OverrideResult, 'after' | 'atUs'>>;
+  read(entry: PolicyEntry): Promise<Pick<OverrideResult, 'after' | 'atUs' | 'stored'>>;
   /** The change in force has changed (another id, or none now): this node's leases and cached refusals of the policy go. */
   onChange(entry: PolicyEntry): void;
 }
@@ -141,7 +141,8 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     // A store reads a change that has ended as its marker (its numbers and end dropped): the change this
     // node held keeps them, and steps go on sending it, ended. A key's copy of it is then its marker, and
     // a step reckons the policy's numbers from its end (core/override.ts carried), where the marker's
-    // version alone would not say when it ended. (A node that first reads it ended sends that version.)
+    // version alone would not say when it ended. (A store that reads it back as stored, OverrideResult.stored,
+    // gives its end to a node that first reads it ended too; else that node sends its version.)
     const held = s.record;
     if (record?.limits === undefined && record?.policyId !== undefined && held?.policyId === record.policyId && held.limits !== undefined && held.untilUs !== undefined && held.untilUs <= atUs) record = held;
     s.record = record;
@@ -167,7 +168,8 @@ export function createPolicyWide(options: PolicyWideOptions): PolicyWide {
     const reading: Promise<void> = options
       .read(entry)
       .then(
-        (r) => set(entry, r.after, r.atUs, started, seen),
+        // (The record as stored, where the store says it: a change that has ended, with its end.)
+        (r) => set(entry, r.stored ?? r.after, r.atUs, started, seen),
         () => {
           // The store did not answer: decisions keep the reading held (they follow the policy's fail mode
           // meanwhile anyway), and the next decision starts another reading but does not wait for it.

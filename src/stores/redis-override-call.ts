@@ -63,6 +63,7 @@ export async function overrideOf(run: RunScript, key: string, args: OverrideArgs
     const out: OverrideResult = { atUs: got.nowUs };
     if (r.before) out.before = r.before;
     if (r.after) out.after = r.after;
+    if (r.stored) out.stored = r.stored;
     return out;
   } catch (err) {
     throw err instanceof StoreError ? err : new StoreError('redis', message(err), { cause: err });
