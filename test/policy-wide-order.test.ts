@@ -217,13 +217,28 @@ describe('readings answered out of order', () => {
     }
   });
 
-  it('a change first read ended (a node that never held it live): its version is seen, as before', async () => {
-    const { pending, entry, wide } = readings();
+  it('a change first read ended (a node that never held it live): sent ended, with its end, where the store says the record as stored; else its version is seen (review 11, F1)', async () => {
+    const { pending, entry, wide, change } = readings();
     const first = wide.refresh(entry, 0)!;
     pending[0]!.answer({ policyId: '5000.c5000#api' }, 60_000);
     await first;
     expect(entry.change).toBeUndefined();
     expect(seenOf(entry)).toBe(5_000);
+    // OverrideResult.stored: the change as stored, its end included (every store of this repository says it).
+    const policy = resolvePolicy('api', { capacity: 5, refillPerSecond: 1 }, { failMode: 'open', timeoutMs: 100 } as never);
+    const fresh = newEntry(policy, 'p:');
+    const changes: string[] = [];
+    const wide2 = createPolicyWide({
+      store: { name: 'remote' } as Store,
+      refreshMs: 1000,
+      monotonicMs: () => 0,
+      read: async () => ({ after: { policyId: '5000.c5000#api' }, stored: change(5_000, 50_000), atUs: 60_000 }),
+      onChange: (e) => changes.push(e.change?.id ?? 'none'),
+    });
+    await wide2.refresh(fresh, 0);
+    expect(fresh.change).toMatchObject({ id: '5000.c5000#api', untilUs: 50_000 });
+    expect(seenOf(fresh)).toBeUndefined();
+    expect(changes).toEqual([]);
   });
 
   it('a first reading that is lost (a Worker request cancelled): the decisions made meanwhile are dropped when a later reading finds a change (review 5, M2)', async () => {
