@@ -68,8 +68,8 @@ export interface StepArgs {
    * Without `policy`: the version (core/override.ts changeVersion: a store clock reading in whole µs) of
    * the policy-wide record this node last read with no change in force: a revert's marker, or a change
    * that has ended; 0 when there was none. A step that moves a key to the policy's numbers also counts
-   * them from then, where that leaves fewer tokens. (A node that held a change while it was in force
-   * sends it, ended, as `policy`: a step then counts from its end.) A key's copy or marker of that version or newer is newer than
+   * them from then, where that leaves fewer tokens. (A node that knows a change's end, having held it or
+   * read it as stored, sends it, ended, as `policy`: a step then counts from its end.) A key's copy or marker of that version or newer is newer than
    * this node's view, and stays (the step decides under it); an older copy goes, and the marker
    * "<policySeenUs>." takes its place, so that no node whose view is older installs it again. Absent:
    * this node has no view, the oldest: the key keeps what it holds.
