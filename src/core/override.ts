@@ -15,10 +15,10 @@
 // policy-wide change for a while, can give back what was spent. A bucket in the record's numbers read at
 // or after untilUs decays under the record's refill to untilUs, is carried to the base there, and
 // decays under the base refill from untilUs: so an expiry is exact in both directions.
-import { debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type StepArgs, type StepResult } from './gcra.js';
+import { debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
-import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './override-types.js';
+import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
 
 export type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './override-types.js';
 export { policyUnder } from './policy-under.js';
@@ -105,20 +105,23 @@ export function debtsAt(state: BucketState | undefined, nowUs: number, base: rea
 
 /**
  * A bucket's debts at nowUs carried to `to`; numbers ended since go at their end to `viewed` (made by
- * then) or the base. A move to the numbers of `viewed` (another change's copy, a marker, numbers that
- * ended) is also counted from when they came in force, `sinceUs` (a change's version, a revert's, one's
- * end: StepArgs.policySeenUs, or the end of the view's `change` when it has ended), with nothing refilled between the bucket's numbers and then (what was in
- * force there is unknown to a step), and each limit keeps the greater debt: a change reaches a key no
- * later than it was made where that leaves fewer tokens (reservations due before the key's next step
- * count under it), and numbers that ended before the change now seen were made never refill under
- * numbers this step does not know of.
+ * then) or the base. With the step's `view` of the policy-wide change, a move to the numbers of `viewed`
+ * (another change's copy, a marker, numbers that ended) is also counted from when they came in force
+ * (a change's version, a revert's, StepArgs.policySeenUs, or the end of the view's change when it has
+ * ended), with nothing refilled between the bucket's numbers and then (what was in force there is
+ * unknown to a step), and each limit keeps the greater debt: a change reaches a key no later than it
+ * was made where that leaves fewer tokens (reservations due before the key's next step count under
+ * it), and numbers that ended before the change now seen was made never refill under numbers this step
+ * does not know of.
  */
-function carried(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, viewed: OverrideRecord | undefined, to: readonly OverrideLimit[], sinceUs?: number, change?: PolicyOverride): number[] {
+function carried(state: BucketState | undefined, nowUs: number, base: readonly OverrideLimit[], record: OverrideRecord | undefined, viewed: OverrideRecord | undefined, to: readonly OverrideLimit[], view?: PolicyView): number[] {
   const ended = endedSince(state, nowUs, record);
   const v = numbersAt(viewed, nowUs, base);
   const after = ended && v !== base && changeVersion(viewed!.policyId) <= record!.untilUs! ? v : base;
   const debts = carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
-  if (state === undefined || sinceUs === undefined || !(ended || viewed?.policyId !== record?.policyId)) return debts;
+  if (state === undefined || view === undefined || !(ended || viewed?.policyId !== record?.policyId)) return debts;
+  const change = view.policy;
+  const sinceUs = change ? 0 : (view.policySeenUs ?? 0);
   const t0 = ended ? record!.untilUs! : state.atUs;
   // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
   const endUs = change?.untilUs !== undefined && change.untilUs <= nowUs && viewed?.policyId === change.id ? change.untilUs : 0;
@@ -274,7 +277,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   const base = stepBaseNumbers(args.limits, args.base);
   const next = liveRecord(recordForStep(liveRecord(record, nowUs), args), nowUs);
   const to = numbersAt(next, nowUs, base);
-  const debts = carried(state, nowUs, base, record, next, to, args.policy ? 0 : (args.policySeenUs ?? 0), args.policy);
+  const debts = carried(state, nowUs, base, record, next, to, args);
   const now: BucketState = stateAt(debts, nowUs, state);
   const inForce = to === base ? undefined : to.slice();
   const blocked = blockLive(next, nowUs);
@@ -337,7 +340,7 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   if (read || recordKey(record) === recordKey(after)) return out;
   out.writeRecord = after ?? null;
   if (state !== undefined) {
-    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? (view.policy ? 0 : view.policySeenUs!) : undefined, view?.policy);
+    const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? view : undefined);
     out.write = debts.some((d) => d > 0) ? stateAt(debts, nowUs, state) : null;
   }
   return out;

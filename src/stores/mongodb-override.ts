@@ -53,7 +53,7 @@ export interface RecordPlan {
  * `to`: where numbers that ended since the bucket's reading go at their end (core's carried): whether to
  * the change a step under the node's view installs (else the base), and its numbers; absent: the base.
  */
-function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }, view?: { viewed: string; seenUs: number; change?: PolicyOverride }): { stages: object[]; scratch: string[] } {
+function carryStages(base: readonly OverrideLimit[], record: object[], kept: Expr, to?: { split: Expr; numbers: (i: number) => Expr }, view?: { viewed: string; args: Pick<StepArgs, 'policy' | 'policySeenUs'> }): { stages: object[]; scratch: string[] } {
   const idx = base.map((_, i) => i);
   const R = (i: number) => `_sR${i}`;
   const F = (i: number) => `_sF${i}`;
@@ -115,6 +115,7 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
     // else policySeenUs: `_sMw`), nothing refilled from the end of numbers that ended to then; each limit
     // keeps the greater debt.
     const x = view.viewed;
+    const change = view.args.policy;
     stages.push(
       {
         $set: {
@@ -124,7 +125,7 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
         },
       },
       // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
-      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', view.seenUs, versionExpr(`${x}.policyId`), endedAt(view.change, x)] }] } } },
+      { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', change ? 0 : (view.args.policySeenUs ?? 0), versionExpr(`${x}.policyId`), endedAt(change, x)] }] } } },
       {
         $set: Object.fromEntries(
           idx.map((i) => {
@@ -234,7 +235,7 @@ function stepRecord(args: Pick<StepArgs, 'policy' | 'policySeenUs'>, from = '$_s
 export function recordPlan(args: StepArgs): RecordPlan {
   const b = args.base!;
   const base = args.limits.map((l: LimitStep, i: number) => limitDoc({ tokenUnits: b.tokenUnits[i]!, capacityUnits: b.capacityUnits[i]!, refillUnitsPerUs: l.refillUnitsPerUs }));
-  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, args.policy ? { viewed: '$_sN', seenUs: 0, change: args.policy } : { viewed: '$_sN', seenUs: args.policySeenUs ?? 0 });
+  const { stages, scratch } = carryStages(base, stepRecord(args), '$_sKp', { split: { $and: [isSet('$_sNL'), { $lte: [versionExpr('$_sN.policyId'), '$_sU'] }] }, numbers: (i) => `$_sT${i}` }, { viewed: '$_sN', args });
   scratch.push('_sL1', '_sKp', '_sX');
   stages.push({ $set: { _sBlk: { $and: [isSet('$_sN.blockedUntilUs'), { $gt: [orNull('$_sN.blockedUntilUs'), NOW] }] } } });
   scratch.push('_sBlk');
@@ -356,7 +357,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
     },
     numbers: (i: number) => ({ $literal: limitDoc(change.limits[i] ?? args.base[i]!) }),
   };
-  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && (view.policy ? { viewed: '$_sVw', seenUs: 0, change: view.policy } : { viewed: '$_sVw', seenUs: view.policySeenUs ?? 0 }));
+  const { stages, scratch } = carryStages(base, [...record, { $set: { _sChg: { $not: [same] } } }], view ? { $and: [kept, '$_sKp'] } : kept, to, view && { viewed: '$_sVw', args: view });
   if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX', '_sVw');
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
