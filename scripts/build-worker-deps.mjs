@@ -15,7 +15,8 @@
 // class cut to its constructor (KEEP_ENTRY: no Redis.fromEnv, which the Worker never calls), and its
 // chunk with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch
 // for event streams (SUBSCRIBE's replies) and its latency logging cut out (cutEventStream,
-// cutLatencyLogging), and its Redis constructor's warnings about the url and token, which
+// cutLatencyLogging), its auto-pipelining's command-name sets cut to the members kept (cutCommandSets),
+// its warning for a client without credentials (cutCredentialsWarning), and its Redis constructor's warnings about the url and token, which
 // functions/app/env.ts refuses at startup (cutConfigWarnings). Everything else is the package's
 // code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
@@ -109,6 +110,29 @@ export function cutLatencyLogging(code) {
 }
 
 /**
+ * The auto-pipelining proxy's two command-name sets (READ_COMMANDS, which pipeline a command joins, and
+ * EXCLUDE_COMMANDS, which it never pipelines) cut to the names `names` of them: it looks a name up only
+ * for a member of the cut classes (a function of the Pipeline, or a member of Redis), so for every other
+ * name it answers as before, and for these it finds what it found. About 1 KB of the bundle.
+ */
+export function cutCommandSets(code, names) {
+  for (const set of ['READ_COMMANDS', 'EXCLUDE_COMMANDS']) {
+    const head = `var ${set} = /* @__PURE__ */ new Set([\n`;
+    const start = code.indexOf(head);
+    const end = code.indexOf('\n]);\n', start);
+    const body = code.slice(start + head.length, end);
+    const entries = [...body.matchAll(/^ {2}"([\w.]+)",?$/gm)].map((m) => m[1]);
+    const rest = body.split('\n').filter((l) => !/^ {2}"[\w.]+",?$/.test(l) && !/^ {2}\/\/ /.test(l) && l.trim() !== '');
+    if (start < 0 || end < 0 || code.indexOf(head, start + 1) >= 0 || entries.length < 10 || rest.length > 0) {
+      throw new Error(`[build-worker-deps] @upstash/redis: not one ${set} of the shape this script knows`);
+    }
+    const kept = entries.filter((e) => names.includes(e)).map((e) => `  ${JSON.stringify(e)}`);
+    code = code.slice(0, start + head.length) + kept.join(',\n') + code.slice(end);
+  }
+  return code;
+}
+
+/**
  * cloudflare.mjs's Redis constructor without its four warnings about the url and token (missing, or with
  * whitespace or a line break): functions/app/env.ts refuses each of those at startup, naming the
  * variable, so none can print in the Worker. Exactly these, or the build stops.
@@ -125,6 +149,18 @@ export function cutConfigWarnings(code) {
   return code.replace(cut, '');
 }
 
+/**
+ * The HTTP client's request without its warning for a client made without url or token: the Worker
+ * makes its client only with both (functions/app/env.ts refuses either missing at startup). Exactly
+ * this one, or the build stops.
+ */
+export function cutCredentialsWarning(code) {
+  const warn = '    if (!this.hasCredentials) {\n      console.warn(\n        "[Upstash Redis] Redis client was initialized without url or token. Failed to execute command."\n      );\n    }\n';
+  const at = code.indexOf(warn);
+  if (at < 0 || code.indexOf(warn, at + 1) >= 0) throw new Error('[build-worker-deps] @upstash/redis: not one credentials warning of the shape this script knows');
+  return code.slice(0, at) + code.slice(at + warn.length);
+}
+
 /** Writes the cut package into `outDir` and returns the path of its cloudflare.mjs. */
 export function buildWorkerDeps(outDir) {
   // The import condition's file (cloudflare.mjs), as the bundler resolves it.
@@ -135,7 +171,7 @@ export function buildWorkerDeps(outDir) {
   if (!chunkName) throw new Error('[build-worker-deps] @upstash/redis: cloudflare.mjs imports no chunk');
   let chunk = readFileSync(join(pkgDir, chunkName), 'utf8');
   for (const [name, keep] of Object.entries(KEEP)) chunk = keepMembers(chunk, name, keep);
-  chunk = cutLatencyLogging(cutEventStream(chunk));
+  chunk = cutCredentialsWarning(cutCommandSets(cutLatencyLogging(cutEventStream(chunk)), [...new Set(Object.values(KEEP).flat())]));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
   const out = join(outDir, 'cloudflare.mjs');

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis } from 'ioredis';
 import { Redis as PackageRedis } from '@upstash/redis/cloudflare';
-import { buildWorkerDeps, cutConfigWarnings, cutLatencyLogging, keepMembers } from '../scripts/build-worker-deps.mjs';
+import { buildWorkerDeps, cutCommandSets, cutConfigWarnings, cutCredentialsWarning, cutLatencyLogging, keepMembers } from '../scripts/build-worker-deps.mjs';
 import { createLimiter } from '../src/index.js';
 import { adaptScriptClient, closerOf, isCluster, isTcpClient } from '../src/stores/redis-client.js';
 import { createRedisStore } from '../src/stores/redis-store.js';
@@ -139,6 +139,23 @@ describe("the Worker's cut @upstash/redis", () => {
     expect(() => cutConfigWarnings(ctor(warn('x')))).toThrow(/not one set of url and token warnings/);
     expect(() => cutConfigWarnings(ctor() + ctor())).toThrow(/not one set/);
     expect(() => cutConfigWarnings(ctor().replace('if (!config.token)', 'if (!config.tok)'))).toThrow(/not one set/);
+  });
+
+  it('cuts the auto-pipeline\'s two command-name sets to the members kept, and nothing else, or stops the build', () => {
+    const set = (name: string, lines: string[]) => `var ${name} = /* @__PURE__ */ new Set([\n${lines.join('\n')}\n]);\n`;
+    const names = (n: number) => Array.from({ length: n }, (_, i) => `  "c${i}",`);
+    const code = `a\n${set('READ_COMMANDS', ['  // Array', ...names(12), '  "ping",', '  "json.get"'])}${set('EXCLUDE_COMMANDS', [...names(10), '  "exec"'])}b\n`;
+    expect(cutCommandSets(code, ['ping', 'exec', 'evalsha'])).toBe(`a\n${set('READ_COMMANDS', ['  "ping"'])}${set('EXCLUDE_COMMANDS', ['  "exec"'])}b\n`);
+    expect(() => cutCommandSets(code.replace('"c3",', 'c3,'), ['ping'])).toThrow(/not one READ_COMMANDS/);
+    expect(() => cutCommandSets(code + set('EXCLUDE_COMMANDS', names(10)), ['ping'])).toThrow(/not one EXCLUDE_COMMANDS/);
+    expect(() => cutCommandSets(`a\n${set('READ_COMMANDS', names(12))}`, ['ping'])).toThrow(/not one EXCLUDE_COMMANDS/);
+  });
+
+  it('cuts the request\'s warning for a client without url or token (env.ts refuses those), or stops the build', () => {
+    const warn = '    if (!this.hasCredentials) {\n      console.warn(\n        "[Upstash Redis] Redis client was initialized without url or token. Failed to execute command."\n      );\n    }\n';
+    expect(cutCredentialsWarning(`a\n${warn}b\n`)).toBe('a\nb\n');
+    expect(() => cutCredentialsWarning('a\nb\n')).toThrow(/not one credentials warning/);
+    expect(() => cutCredentialsWarning(`${warn}${warn}`)).toThrow(/not one credentials warning/);
   });
 
   it('cuts the two latency-logging wrappers and nothing else, or stops the build', () => {
