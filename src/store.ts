@@ -55,9 +55,10 @@ export interface Store {
    * (the memory store finds it by the two parts without building that string). NaN when the key has an
    * override record: nothing was taken, and the caller steps with stepSync (with StepArgs.base), whose
    * result says which numbers were in force. A caller that sees a policy-wide change (StepArgs.policy)
-   * steps with stepSync instead.
+   * steps with stepSync instead. `seenUs`: the caller's StepArgs.policySeenUs; NaN also when the bucket
+   * was last written before it (stepSync then counts its refill from it: core/override.ts missedBefore).
    */
-  takeOneSync?(prefix: string, key: string, limit: LimitStep): number;
+  takeOneSync?(prefix: string, key: string, limit: LimitStep, seenUs?: number): number;
   /**
    * Releases what the store owns, such as a client it was given to close (redisStore's and mongoStore's
    * `closeClient`). The limiter's `close()` calls it last. Absent when the store owns nothing to release.

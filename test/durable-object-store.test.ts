@@ -182,8 +182,8 @@ describe('RateLimiterObject override records (fake storage, fake clock)', () => 
       expect(data.get('c')).toMatchObject({ fullAtMs: now + 500, override: { limits: five, policyId: 'w#p' } });
       now += 90 * 24 * 3600 * 1000;
       await obj.alarm();
-      expect(data.get('p*')).toMatchObject({ override: { limits: five, policyId: expect.stringMatching(/^\d+\.w#p$/) } });
-      expect(data.get('q*')).toMatchObject({ override: { policyId: expect.stringMatching(/^\d+\.w#q$/) } });
+      expect(data.get('p*')).toMatchObject({ override: { limits: five, policyId: expect.stringMatching(/^\d+\.0\.0\.w#p$/) } });
+      expect(data.get('q*')).toMatchObject({ override: { policyId: expect.stringMatching(/^\d+\.0\.0\.w#q$/) } });
       expect(data.has('c')).toBe(false);
       // A key's own numbers that end with the bucket still spent keep the entry until its next step;
       // reset, which takes the bucket, leaves it until their end (review 8, F2). 10 at 10/s for 0.5 s,

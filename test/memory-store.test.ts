@@ -309,7 +309,7 @@ describe('memory store: override records', () => {
     for (const k of ['p:a', 'p:b']) await store.override(k, { base, limits: five });
     await expect(store.override('p:c', { base, limits: five })).rejects.toThrow(/maxOverrides \(2\)/);
     // The policy's own change (Limiter.setPolicyLimits writes it with its id), set, replaced and cleared.
-    expect((await store.override('p*', { base, limits: five, policyId: 'w1' })).after).toEqual({ limits: five, policyId: '1.w1' });
+    expect((await store.override('p*', { base, limits: five, policyId: 'w1' })).after).toEqual({ limits: five, policyId: '1.0.0.w1' });
     await store.override('p*', { base, limits: base, policyId: 'w2' });
     // Still no room for a third key, and room again once one is cleared.
     await expect(store.override('p:c', { base, blockForMs: 1000 })).rejects.toThrow(/maxOverrides \(2\)/);

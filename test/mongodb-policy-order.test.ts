@@ -187,7 +187,7 @@ describe('mongodb store: a key\'s copy or marker is held policyHoldMs past the s
     const updates = collection.calls.slice(calls).filter((c) => c.method === 'findOneAndUpdate');
     expect(updates).toHaveLength(1);
     const callId = JSON.stringify(updates[0]!.args[1]).match(/"\$literal":"([^"]+)"/)![1]!;
-    expect(updates[0]!.args[1]).toEqual(stepPipeline(stepArgs(policy, 1, 0), callId));
+    expect(updates[0]!.args[1]).toEqual(stepPipeline(stepArgs(policy, 1, 0, undefined, t), callId));
     expect(doc('plain')!.expiresAt).toEqual(new Date(now + 1000));
   });
 
@@ -202,14 +202,17 @@ describe('mongodb store: a key\'s copy or marker is held policyHoldMs past the s
 });
 
 describe('mongodb store: a step\'s view of the policy-wide change', () => {
-  it('policySeenUs on a key with no record: one update, the plain pipeline, as without it (the hot path is unchanged)', async () => {
+  it('policySeenUs on a key with no record: one update, the plain pipeline (as without it for none seen)', async () => {
     const { store, collection } = fixture();
     const args = stepArgs(policy, 1, 0, undefined, now * 1000 - 5000);
     expect(await store.step('k', args)).toEqual({ allowed: true, debtUnits: [u], atUs: now * 1000 });
     const updates = collection.calls.filter((c) => c.method === 'findOneAndUpdate');
     expect(updates).toHaveLength(1);
     const callId = JSON.stringify(updates[0]!.args[1]).match(/"\$literal":"([^"]+)"/)![1]!;
-    expect(updates[0]!.args[1]).toEqual(stepPipeline(stepArgs(policy, 1, 0), callId));
+    // The plain pipeline, which reads the bucket no earlier than policySeenUs (a bucket written before
+    // it refills nothing up to it); with none seen (0), the pipeline without a view.
+    expect(updates[0]!.args[1]).toEqual(stepPipeline(args, callId));
+    expect(stepPipeline(stepArgs(policy, 1, 0, undefined, 0), callId)).toEqual(stepPipeline(stepArgs(policy, 1, 0), callId));
   });
 
   it('a policySeenUs that is no whole µs of 0 or more, or a change with no string id, is refused (it would be written into a marker\'s id)', async () => {
@@ -232,7 +235,9 @@ describe('mongodb store: a marker on a key goes with its bucket', () => {
     expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + 4000) });
     now += 1000;
     await store.step('k', stepArgs(policy, 2, 0, undefined, t + 1));
-    expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + 5000) });
+    // (The key was last written at t, before the version it saw, t + 1: that µs refills nothing, so the
+    // bucket is full 1 µs later, the expiry's ms rounded up.)
+    expect(doc('k')).toMatchObject({ ov: { policyId: `${t + 1}.` }, expiresAt: new Date(now + 5001) });
     // A copy with a live block: the marker keeps the block, and the document stays until its end at least
     // (a take refused by the block takes nothing, and writes the marker all the same; an adjustment is
     // applied).
@@ -251,26 +256,26 @@ describe('mongodb store: Store.override versions a policy-wide change\'s id by t
   it('two sets in one ms get increasing versions; a clear with a policyId leaves a marker with no expiresAt; a later ms its reading; a clock gone back the last + 1', async () => {
     const { store, doc } = fixture();
     const t = now * 1000;
-    expect((await store.override!('p*', { base, limits: two, policyId: 'w1' })).after).toEqual({ limits: two, policyId: `${t}.w1` });
-    expect((await store.override!('p*', { base, limits: five, policyId: 'w2' })).after).toEqual({ limits: five, policyId: `${t + 1}.w2` });
+    expect((await store.override!('p*', { base, limits: two, policyId: 'w1' })).after).toEqual({ limits: two, policyId: `${t}.0.0.w1` });
+    expect((await store.override!('p*', { base, limits: five, policyId: 'w2' })).after).toEqual({ limits: five, policyId: `${t + 1}.${t}.${t + 1}.w2` });
     const cleared = await store.override!('p*', { base, limits: null, policyId: 'w3' });
-    expect(cleared).toEqual({ atUs: t, before: { limits: five, policyId: `${t + 1}.w2` }, after: { policyId: `${t + 2}.w3` } });
-    expect(doc('p*')!.ov).toEqual({ policyId: `${t + 2}.w3` });
+    expect(cleared).toEqual({ atUs: t, before: { limits: five, policyId: `${t + 1}.${t}.${t + 1}.w2` }, after: { policyId: `${t + 2}.${t + 1}.${t + 2}.w3` } });
+    expect(doc('p*')!.ov).toEqual({ policyId: `${t + 2}.${t + 1}.${t + 2}.w3` });
     expect(doc('p*')!.expiresAt).toBeUndefined();
     // Long after: the marker is still there (no expiry), and a set replaces it at the clock's reading.
     now += 90 * 24 * 3600 * 1000;
-    expect((await store.override!('p*', { base })).after).toEqual({ policyId: `${t + 2}.w3` });
-    expect((await store.override!('p*', { base, limits: two, forMs: 5000, policyId: 'w4' })).after).toEqual({ limits: two, untilUs: now * 1000 + 5_000_000, policyId: `${now * 1000}.w4` });
+    expect((await store.override!('p*', { base })).after).toEqual({ policyId: `${t + 2}.${t + 1}.${t + 2}.w3` });
+    expect((await store.override!('p*', { base, limits: two, forMs: 5000, policyId: 'w4' })).after).toEqual({ limits: two, untilUs: now * 1000 + 5_000_000, policyId: `${now * 1000}.${t + 2}.${t + 2}.w4` });
     // A change with an end is kept past it too: its version tells a node that read an older change
     // that this one was made and has ended (review 9, F1).
     expect(doc('p*')!.expiresAt).toBeUndefined();
     // A server whose clock is behind: still one above the last version.
     const last = now * 1000;
     now -= 3;
-    expect((await store.override!('p*', { base, limits: null, policyId: 'w5' })).after).toEqual({ policyId: `${last + 1}.w5` });
+    expect((await store.override!('p*', { base, limits: null, policyId: 'w5' })).after).toEqual({ policyId: `${last + 1}.${last}.${last + 1}.w5` });
     expect(doc('p*')!.expiresAt).toBeUndefined();
     // A clear without a policyId (a key's own numbers) leaves the marker as it is.
-    expect((await store.override!('p*', { base, limits: null })).after).toEqual({ policyId: `${last + 1}.w5` });
+    expect((await store.override!('p*', { base, limits: null })).after).toEqual({ policyId: `${last + 1}.${last}.${last + 1}.w5` });
     expect(doc('p*')!.expiresAt).toBeUndefined();
   });
 });

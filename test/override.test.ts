@@ -3,7 +3,7 @@
 // property tests (test/override-model.test.ts) cover every sequence; these name the rules one by one.
 import { describe, expect, it } from 'vitest';
 import { adjustArgs, grantArgs, refundArgs, settleArgs, settledArgs, step, stepArgs, toDecision, type StepArgs } from '../src/core/gcra.js';
-import { applyOverride, baseNumbers, debtsAt, keepUntilUs, numbersOf, policyUnder, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
+import { applyOverride, baseNumbers, debtsAt, keepUntilUs, numbersOf, policyUnder, priorOf, stepWithRecord, type OverrideRecord } from '../src/core/override.js';
 import { resolvePolicy, type PolicyConfig } from '../src/core/policy.js';
 import { convertUnits } from '../src/core/units.js';
 import { MAX_LIMIT_UNITS } from '../src/core/policy.js';
@@ -361,5 +361,58 @@ describe('keepUntilUs: how long a store keeps a key (its expiry, its alarm)', ()
     // The change itself with an end, pinned, is kept past it too (review 9, F1: a node holding an older
     // change reads from it that this one was made and has ended).
     expect(keepUntilUs(undefined, base, { limits: slow, policyId: 'w', untilUs: T0 + 5 }, true)).toBe(Infinity);
+  });
+});
+
+describe('what a policy-wide record names of the one it replaced (priorOf), and a step that cannot tell what a key missed', () => {
+  const p = resolvePolicy('p', { capacity: 10, refillPerSecond: 10 }, { onStoreError: 'deny', timeoutMs: 1000 });
+  const base = baseNumbers(p);
+  const slow = baseNumbers(resolvePolicy('p', { capacity: 10, refillPerSecond: 0.01 }, { onStoreError: 'deny', timeoutMs: 1000 }));
+  const T = 1_790_000_000_000_000;
+
+  it('an id says the version replaced and since when the policy\'s numbers were in force up to it: none, a change in force, a change ended, a revert', () => {
+    let rec: OverrideRecord | undefined;
+    const set = (t: number, args: Partial<Parameters<typeof applyOverride>[3]>) => (rec = applyOverride(undefined, rec, t, { base, ...args }).after);
+    expect(set(T, { limits: slow, forMs: 1000, policyId: 'a#' })!.policyId).toBe(`${T}.0.0.a#`);
+    expect(priorOf(rec!.policyId)).toEqual([0, 0]);
+    // Replaced after its end: the policy's numbers since that end.
+    expect(set(T + 5_000_000, { limits: slow, policyId: 'b#' })!.policyId).toBe(`${T + 5_000_000}.${T}.${T + 1_000_000}.b#`);
+    // Replaced while in force: since its own version.
+    expect(set(T + 6_000_000, { limits: null, policyId: 'r#' })!.policyId).toBe(`${T + 6_000_000}.${T + 5_000_000}.${T + 6_000_000}.r#`);
+    // A revert replaced: since the revert's own since.
+    expect(set(T + 7_000_000, { limits: slow, policyId: 'c#' })!.policyId).toBe(`${T + 7_000_000}.${T + 6_000_000}.${T + 6_000_000}.c#`);
+    // A marker a step writes, or an id of before, says nothing.
+    expect([priorOf(`${T}.`), priorOf(`${T}.a#`), priorOf(undefined)]).toEqual([undefined, undefined, undefined]);
+  });
+
+  const spent = (atUs: number, record?: OverrideRecord) => ({ state: { debtUnits: [10 * p.limits[0]!.tokenUnits], atUs }, record });
+  const peek = (s: ReturnType<typeof spent>, nowUs: number, view: Parameters<typeof stepArgs>[3], seenUs?: number) => stepWithRecord(s.state, nowUs, stepArgs(p, 0, 0, view, seenUs), s.record).debtUnits[0]!;
+  const rate = p.limits[0]!.refillUnitsPerUs;
+  const full = 10 * p.limits[0]!.tokenUnits;
+
+  it('a key in the policy\'s numbers written before they were last in force up to the record seen refills nothing until its version; written since, exactly', () => {
+    // A change that replaced one in force at T + 1 s (since = its version): a key written at T missed it.
+    const c = { id: `${T + 2_000_000}.${T + 1_000_000}.${T + 2_000_000}.c#`, limits: base };
+    expect(peek(spent(T), T + 2_100_000, c)).toBe(full - 100_000 * rate);
+    // The policy's numbers since T (a revert, then this change): a key written at T ran up to it.
+    const d = { id: `${T + 2_000_000}.${T + 1_000_000}.${T}.d#`, limits: base };
+    expect(peek(spent(T), T + 500_000, d)).toBe(full - 500_000 * rate);
+    // A revert seen (no change, its version): the same, by the version read.
+    expect(peek(spent(T), T + 2_100_000, undefined, T + 2_000_000)).toBe(full - 100_000 * rate);
+    expect(peek(spent(T + 2_000_000), T + 2_100_000, undefined, T + 2_000_000)).toBe(full - 100_000 * rate);
+  });
+
+  it('a key holding a copy of a change other than the one replaced refills nothing until the record seen; of the one replaced, exactly', () => {
+    const a = { id: `${T}.0.0.a#`, limits: base };
+    const copy = { limits: base, policyId: a.id };
+    const replacedA = { id: `${T + 2_000_000}.${T}.${T + 2_000_000}.b#`, limits: base };
+    const replacedOther = { id: `${T + 2_000_000}.${T + 1_000_000}.${T + 2_000_000}.b#`, limits: base };
+    expect(peek(spent(T, copy), T + 2_100_000, replacedA)).toBe(Math.max(0, full - 2_100_000 * rate));
+    expect(peek(spent(T, copy), T + 2_100_000, replacedOther)).toBe(full - 100_000 * rate);
+    // Under a revert (which does not say what it replaced): any copy.
+    expect(peek(spent(T, copy), T + 2_100_000, undefined, T + 2_000_000)).toBe(full - 100_000 * rate);
+    // A change seen that has ended after the key's last write: nothing until its end.
+    const ended = { id: `${T + 500_000}.0.0.e#`, limits: slow, untilUs: T + 2_000_000 };
+    expect(peek(spent(T), T + 2_100_000, ended)).toBe(full - 100_000 * rate);
   });
 });

@@ -607,11 +607,16 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
     const limits = v1.limits;
     const first = await store.override!(key, { base, limits, policyId: 'w1#' });
     const second = await store.override!(key, { base, limits, policyId: 'w2#' });
-    expect([first.after?.policyId, second.after?.policyId]).toEqual([`${T0}.w1#`, `${T0 + 1}.w2#`]);
+    // Each id says the version it replaced and since when the policy's numbers were in force up to it
+    // (core/override.ts priorOf): none; a change in force (its own version); a revert (the revert's).
+    expect([first.after?.policyId, second.after?.policyId]).toEqual([`${T0}.0.0.w1#`, `${T0 + 1}.${T0}.${T0 + 1}.w2#`]);
     expect(await io.pttl(key)).toBe(-1);
     const cleared = await store.override!(key, { base, limits: null, policyId: 'w3#' });
-    expect(cleared.after).toEqual({ policyId: `${T0 + 2}.w3#` });
-    expect([await io.get(key), await io.pttl(key)]).toEqual([`||||${T0 + 2}.w3#`, -1]);
+    expect(cleared.after).toEqual({ policyId: `${T0 + 2}.${T0 + 1}.${T0 + 2}.w3#` });
+    expect([await io.get(key), await io.pttl(key)]).toEqual([`||||${T0 + 2}.${T0 + 1}.${T0 + 2}.w3#`, -1]);
+    const again = await store.override!(key, { base, limits, policyId: 'w4#' });
+    expect(again.after?.policyId).toBe(`${T0 + 3}.${T0 + 2}.${T0 + 2}.w4#`);
+    await store.override!(key, { base, limits: null, policyId: 'w5#' });
     // Through a limiter on the server's clock: set, then cleared; the policy's record is the marker, kept.
     const limiter = createLimiter({ store: redisStore({ client: io }), policies: { api: { capacity: 10, refillPerSecond: 1 } }, prefix: `ord-c${run++}:` });
     await limiter.setPolicyLimits('api', { capacity: 3, refillPerSecond: 1 });
@@ -679,17 +684,20 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
   it('"!<seenUs>|<holdMs>" on a key with no record keeps the straight-line take (which reads no base); on a key holding a copy the general step reads it', async () => {
     // A base with a number of 2^53 or more is refused only where it is read: by the general step.
     const huge = '0,9007199254740993,10';
-    const HELD = '5:1700000000000000';
+    // (Written at seenUs: a bucket read before it is stepped by the general step, which counts its refill from then.)
+    const HELD = `5:${T0}`;
     const COPY = `${HELD}|1,20,1|||5.x#`;
     await io.set('ord-d:plain', HELD);
     await io.set('ord-d:copy', COPY);
+    await io.set('ord-d:older', `5:${T0 - 1}`);
     const single = (key: string) => io.eval(GCRA_SCRIPT, 1, key, '', 't', '', huge, `!${T0}|5000`, '1', '10', '1').then((r) => (r as unknown[]).slice(2), (e: Error) => e.message);
-    expect(await single('ord-d:plain')).toEqual([-1, 2, 5, 1700000000000000]);
+    expect(await single('ord-d:plain')).toEqual([-1, 2, 5, T0]);
     expect(await single('ord-d:copy')).toMatch(/ARGV\[4\] malformed/);
+    expect(await single('ord-d:older')).toMatch(/ARGV\[4\] malformed/);
     // Batched: entry 1 is that base and "!<seenUs>|<holdMs>"; the plain key is decided (1), the copy's refused alone (-2).
     await io.set('ord-d:plain', HELD);
     const reply = (await io.eval(GCRA_BATCH_SCRIPT, 2, 'ord-d:plain', 'ord-d:copy', '', '17', '1', '10', '1', '17', '1', '10', '1', huge, `!${T0}|5000`)) as unknown[];
-    expect(reply.slice(1)).toEqual([1, 2, 5, 1700000000000000, -2, -1, COPY]);
+    expect(reply.slice(1)).toEqual([1, 2, 5, T0, -2, -1, COPY]);
     expect(await io.mget('ord-d:plain', 'ord-d:copy')).toEqual([expect.stringMatching(/^1:\d+$/), COPY]);
   });
 });

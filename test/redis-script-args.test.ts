@@ -282,11 +282,17 @@ describe('the Redis scripts refuse malformed arguments with an error, at once', 
     expect(await within1s('EVALSHA', GCRA_SCRIPT_SHA, ['k3'], ['', 't', '', `0,${huge},10`, '', ...LIMIT])).toBe('reply');
   });
 
-  it('on a key with no record, a take that does not wait reads of the base only that maxWaitMs is "0" and of ARGV[5] only that it is no change: the calls refused above on a key with a record or a copy of a policy-wide change are decided there as with a well-formed base and view', async () => {
+  it('on a key with no record, a take that does not wait reads of the base only that maxWaitMs is "0" and of ARGV[5] only that it is no change and its seenUs: the calls refused above on a key with a record or a copy of a policy-wide change are decided there as with a well-formed base and view', async () => {
     const cases = SINGLE.filter(([, , , value]) => value !== undefined);
     expect(cases).toHaveLength(8);
     for (const [what, keys, args] of cases) {
       await admin.set('k1', HELD);
+      // Of a view with no change it reads the seenUs too: a bucket read before it goes to the general
+      // step (which counts its refill from then), where a seenUs of 2^53 is refused.
+      if (args[4] === '!9007199254740992|') {
+        await expect(admin.evalsha(GCRA_SCRIPT_SHA, keys.length, ...keys, ...args)).rejects.toThrow(/ARGV\[5\] malformed/);
+        continue;
+      }
       const reply = (await admin.evalsha(GCRA_SCRIPT_SHA, keys.length, ...keys, ...args)) as number[];
       // A take of 1 (of 10, 1 a µs) on a debt of 5 long ago: allowed, and the value read is HELD's.
       expect({ what, allowed: reply[0], read: reply.slice(2) }).toEqual({ what, allowed: 1, read: [-1, 2, 5, 1700000000000000] });

@@ -30,9 +30,10 @@ export interface OverrideRecord {
   readonly blockedUntilUs?: number;
   /**
    * Set: `limits` is the policy-wide change of this id, installed on this key by a step (StepArgs.policy),
-   * or on the policy's own record the change itself. The id starts with the change's version
-   * ("<version>.<uuid>#<limit names>", override.ts changeVersion), which Store.override sets. Set without
-   * `limits`: a marker (override.ts isMarker).
+   * or on the policy's own record the change itself. The id starts with the change's version, then
+   * the version it replaced and since when the policy's own numbers were in force up to it
+   * ("<version>.<replaced>.<since>.<uuid>#<limit names>", override.ts changeVersion and priorOf), which
+   * Store.override sets. Set without `limits`: a marker (override.ts isMarker).
    */
   readonly policyId?: string;
 }

@@ -19,9 +19,11 @@ import { debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type L
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
+import { changeVersion, newerThanView, priorOf } from './policy-id.js';
 
 export type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, PolicyOverride, StepBase } from './override-types.js';
 export { policyUnder } from './policy-under.js';
+export { changeVersion, isMarker, newerThanView, priorOf } from './policy-id.js';
 
 /** A limit's numbers as an override holds them. */
 export function numbersOf(limit: Pick<ResolvedLimit, 'tokenUnits' | 'capacityUnits' | 'refillUnitsPerUs'>): OverrideLimit {
@@ -119,62 +121,48 @@ function carried(state: BucketState | undefined, nowUs: number, base: readonly O
   const v = numbersAt(viewed, nowUs, base);
   const after = ended && v !== base && changeVersion(viewed!.policyId) <= record!.untilUs! ? v : base;
   const debts = carryAll(debtsAt(state, nowUs, base, record, after), ended ? after : numbersAt(record, nowUs, base), to, nowUs, state?.reservedUntilUs);
-  if (state === undefined || view === undefined || !(ended || viewed?.policyId !== record?.policyId)) return debts;
+  if (state === undefined || view === undefined) return debts;
+  const moved = ended || viewed?.policyId !== record?.policyId;
   const change = view.policy;
   const sinceUs = change ? 0 : (view.policySeenUs ?? 0);
-  const t0 = ended ? record!.untilUs! : state.atUs;
   // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
   const endUs = change?.untilUs !== undefined && change.untilUs <= nowUs && viewed?.policyId === change.id ? change.untilUs : 0;
+  const missed = endUs > state.atUs || missedBefore(state, record, view, moved);
+  if (!moved && !missed) return debts;
+  const t0 = ended ? record!.untilUs! : state.atUs;
   const w = Math.min(nowUs, Math.max(t0, sinceUs, changeVersion(viewed?.policyId), endUs));
   const from = numbersAt(record, state.atUs, base);
   const h = state.reservedUntilUs;
   return debts.map((d, i) => {
     const [f, x, t] = [from[i]!, v[i]!, to[i]!];
-    const a = decayed(state.debtUnits[i] ?? 0, state.atUs, ended ? t0 : w, f.refillUnitsPerUs);
+    const a = decayed(state.debtUnits[i] ?? 0, state.atUs, ended || missed ? t0 : w, f.refillUnitsPerUs);
     let k = decayed(sameNumbers(f, x) ? a : carryDebt(a, f, x, w, h), w, nowUs, x.refillUnitsPerUs);
     if (!sameNumbers(x, t)) k = carryDebt(k, x, t, nowUs, h);
     return k > d ? k : d;
   });
 }
 
+/**
+ * Whether a key's numbers at its bucket's reading did not run up to the record the step's view is of,
+ * so that what was in force between is unknown to the step (and it refills nothing there, see carried):
+ * a key in the policy's numbers (none of its own, no live copy) read before the policy's numbers were
+ * last in force up to it (a change's baseUs, or with none seen the version read); a key moved off a
+ * copy of a change other than the one that change replaced (prevUs), or with none seen off any copy
+ * (the view does not say which change the revert replaced). A key's own numbers, or a change whose id
+ * says nothing of what it replaced, run up to it.
+ */
+function missedBefore(state: BucketState, record: OverrideRecord | undefined, view: PolicyView, moved: boolean): boolean {
+  const change = view.policy;
+  const prior = change ? priorOf(change.id) : view.policySeenUs === undefined ? undefined : [Infinity, view.policySeenUs];
+  if (prior === undefined) return false;
+  if (!numbersLive(record, state.atUs)) return state.atUs < prior[1]!;
+  return moved && record.policyId !== undefined && changeVersion(record.policyId) < prior[0]!;
+}
+
 /** Debts carried limit by limit from the numbers `from` to `to` (both in force at nowUs), the bucket's reservations pending until reservedUntilUs. */
 function carryAll(debts: number[], from: readonly OverrideLimit[], to: readonly OverrideLimit[], nowUs: number, reservedUntilUs: number | undefined): number[] {
   if (from === to) return debts;
   return debts.map((d, i) => (sameNumbers(from[i]!, to[i]!) ? d : carryDebt(d, from[i]!, to[i]!, nowUs, reservedUntilUs)));
-}
-
-/**
- * A policy-wide change's version, from its id: the store clock's reading, in whole µs, when
- * Store.override made it (at least one above the change it replaced), written before a '.'. A marker
- * (see isMarker) is the reading that found no change. 0 for an id without one.
- */
-export function changeVersion(id: string | undefined): number {
-  if (id === undefined) return 0;
-  const dot = id.indexOf('.');
-  return dot > 0 && dot < 17 && /^\d+$/.test(id.slice(0, dot)) ? Number(id.slice(0, dot)) : 0;
-}
-
-/**
- * Whether a key's copy of a policy-wide change (or marker) of id `policyId` is newer than a node's view:
- * the change it sees (a version above that change's), or with none the version of the record it read
- * (at or above it; a node with no view at all, seenUs 0, is the oldest). A newer copy decides the key's
- * steps and stays (recordForStep).
- */
-export function newerThanView(policyId: string, change: { readonly id: string } | undefined, seenUs: number): boolean {
-  const v = changeVersion(policyId);
-  return change !== undefined ? v > changeVersion(change.id) : v >= seenUs;
-}
-
-/**
- * Whether the record is a marker: a policy-wide id and no numbers. A step whose node last read the
- * policy-wide record at version R with no change in force (a revert's marker, or a change that has
- * ended) leaves one (id "R.") where it takes a key's copy of an older change away, so that a node whose
- * view is older cannot install that change again; a key's copy of a change that ends becomes the marker
- * of that change. A newer change replaces it. It sets no numbers (the bucket is in the base's) and, like
- * a copy, goes with its bucket once its hold has passed (keepUntilUs).
- */
-export function isMarker(record: OverrideRecord | undefined): boolean {
-  return record !== undefined && record.limits === undefined && record.policyId !== undefined;
 }
 
 /** The record without what has ended by nowUs (numbers past untilUs, a block past blockedUntilUs); undefined when nothing is left. */
@@ -264,7 +252,12 @@ function recordForStep(record: OverrideRecord | undefined, args: Pick<StepArgs, 
  * take refused, or an adjustment applied on a blocked key).
  */
 export function stepWithRecord(state: BucketState | undefined, nowUs: number, args: StepArgs, record: OverrideRecord | undefined): StepResult & OverrideWrites {
-  if (record === undefined && args.policy === undefined) return step(state, nowUs, args);
+  if (record === undefined && args.policy === undefined) {
+    // A bucket read before the policy's numbers were last in force up to the version this node read
+    // refills nothing until then (see missedBefore): as if read then.
+    const seen = args.policySeenUs;
+    return step(seen !== undefined && state !== undefined && state.atUs < seen ? { ...state, atUs: Math.min(seen, nowUs) } : state, nowUs, args);
+  }
   if (args.base === undefined) {
     // Without the base numbers only a block can be honoured: numbers to step under or carry need them.
     if (args.policy !== undefined || record?.policyId !== undefined || numbersLive(record, nowUs) || (state !== undefined && numbersLive(record, state.atUs))) {
@@ -296,6 +289,13 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   return r;
 }
 
+/** The policy's record's baseUs (see priorOf) for a change of version v replacing `record` at nowUs. */
+function baseSince(record: OverrideRecord | undefined, nowUs: number, v: number): number {
+  if (record?.policyId === undefined) return 0;
+  if (numbersLive(record, nowUs)) return v;
+  return record.limits !== undefined ? record.untilUs! : (priorOf(record.policyId)?.[1] ?? changeVersion(record.policyId));
+}
+
 /** A record's fields as text, to compare two by what they say (a step installs a change's copy with its keys in another order). */
 const recordKey = (r: OverrideRecord | undefined) => JSON.stringify(r && [r.untilUs, r.blockedUntilUs, r.policyId, r.limits?.map(numbersOf)]);
 
@@ -322,7 +322,11 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   }
   // A policy-wide change's id gets its version here, in the same atomic step (changeVersion); with
   // `limits: null` the policy's record becomes a marker of its revert.
-  if (args.policyId !== undefined && args.limits !== undefined) next.policyId = `${Math.max(nowUs, changeVersion(record?.policyId) + 1)}.${args.policyId}`;
+  if (args.policyId !== undefined && args.limits !== undefined) {
+    const prevUs = changeVersion(record?.policyId);
+    const v = Math.max(nowUs, prevUs + 1);
+    next.policyId = `${v}.${prevUs}.${baseSince(record, nowUs, v)}.${args.policyId}`;
+  }
   if (args.blockForMs === null) delete next.blockedUntilUs;
   else if (args.blockForMs !== undefined) next.blockedUntilUs = nowUs + args.blockForMs * 1000;
   // A read (no numbers, no block) writes nothing, even where something has ended: the key's next step

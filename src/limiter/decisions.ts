@@ -194,8 +194,8 @@ export function createDecisions(w: Wiring, idempotent: Idempotent): Decisions {
           // policy-wide change is seen: only the step's arguments carry it.
           if (store.takeOneSync && policy.limits.length === 1 && entry.change === undefined) {
             try {
-              const after = store.takeOneSync(entry.keyPrefix, key, entry.takeOne.limits[0]!);
-              // NaN: the key has an override record, and the step with the base numbers answers.
+              const after = store.takeOneSync(entry.keyPrefix, key, entry.takeOne.limits[0]!, entry.takeOne.policySeenUs);
+              // NaN: the key has an override record (or a bucket older than the version read), and the step with the base numbers answers.
               if (after !== after) return syncDecision(entry, entry.keyPrefix + key, 1, 0, entry.takeOne);
               // Anything but a number (a custom store's bug) is a failed store call, not a decision.
               if (typeof after !== 'number' || !Number.isFinite(after)) throw new StoreError(store.name, `takeOneSync answered ${String(after)}`);

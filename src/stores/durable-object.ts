@@ -226,7 +226,7 @@ export class RateLimiterObject {
     const stored = await this.storage.get<StoredBucket>(body.key);
     const record = stored?.override;
     const stepped = charged === undefined ? args : settledArgs(args, charged);
-    const r: StepResult & OverrideWrites = record === undefined && args.policy === undefined ? step(readState(stored), nowMs * 1000, stepped) : stepWithRecord(readState(stored), nowMs * 1000, stepped, record);
+    const r: StepResult & OverrideWrites = stepWithRecord(readState(stored), nowMs * 1000, stepped, record);
     if (record !== undefined || r.writeRecord !== undefined) {
       if (r.write !== undefined || r.writeRecord !== undefined) {
         // Without StepArgs.base a record holds only a block (stepWithRecord refuses numbers without it), and

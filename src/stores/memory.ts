@@ -277,7 +277,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const stepped = charged === undefined ? args : settledArgs(args, charged);
       const record = records.size === 0 ? undefined : records.get(key);
       let r: StepResult & OverrideWrites;
-      if (record === undefined && args.policy === undefined) r = step(state, now, stepped);
+      if (record === undefined && args.policy === undefined && !(state !== undefined && args.policySeenUs! > state.atUs)) r = step(state, now, stepped);
       else {
         // A view of the policy-wide change that is no version refuses the step, as every store's does.
         const seen = args.policySeenUs;
@@ -322,7 +322,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       }
       return r;
     },
-    takeOneSync(this: Store | undefined, prefix: string, key: string, limit: LimitStep): number {
+    takeOneSync(this: Store | undefined, prefix: string, key: string, limit: LimitStep, seenUs?: number): number {
       // A cost of 0 or less is no take: the general step answers it (a peek writes nothing). So does a
       // copy of this store whose stepSync was replaced ({ ...memoryStore(), stepSync }): its stepSync
       // is what it answers by.
@@ -343,6 +343,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         storageKey = flattened(prefix + key);
         at = slots.get(storageKey);
       }
+      // A bucket written before the version the caller read: stepSync counts its refill from then.
+      if (at !== undefined && seenUs !== undefined && nums[at + AT]! < seenUs) return Number.NaN;
       // A bucket stored with several limits (the policy had more) is read by its first, as step reads it.
       const d = at === undefined ? 0 : decayed(nums[at + META]! < 4 ? nums[at + DEBT]! : several.get(at)!.debtUnits[0]!, nums[at + AT]!, now, limit.refillUnitsPerUs);
       const after = takeUnits(d, limit);

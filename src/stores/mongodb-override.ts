@@ -2,11 +2,11 @@
 // `applyOverride`, line by line, as stages of an update pipeline over a bucket document whose `ov`
 // field holds the key's record (OverrideRecord). stepPipeline runs a step with the plan built here;
 // overridePipeline is Store.override. Pure: builds values, sends nothing.
-import { changeVersion, numbersAt, type OverrideArgs, type OverrideLimit, type PolicyOverride } from '../core/override.js';
+import { changeVersion, numbersAt, priorOf, type OverrideArgs, type OverrideLimit, type PolicyOverride } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
-import { elem, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unset } from './mongodb-record-expr.js';
+import { elem, endedAt, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unset, versionedIdExpr } from './mongodb-record-expr.js';
 
 /** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
 export interface LimitParams {
@@ -115,15 +115,21 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
     // else policySeenUs: `_sMw`), nothing refilled from the end of numbers that ended to then; each limit
     // keeps the greater debt.
     const x = view.viewed;
-    const change = view.args.policy;
+    const { policy: change, policySeenUs: seen } = view.args;
+    const moved = { $or: ['$_sSplit', { $ne: [orNull(`${x}.policyId`), orNull('$_sO.policyId')] }] };
+    // core's missedBefore, with the view's priorOf (`_sMf`: nothing refilled from the bucket's reading).
+    const prior = change ? priorOf(change.id) : seen === undefined ? undefined : [Infinity, seen];
+    const copyOff = { $and: [moved, isSet('$_sO.policyId'), prior?.[0] === Infinity ? true : { $lt: [versionExpr('$_sO.policyId'), prior?.[0]] }] };
+    const missed = prior === undefined ? false : { $cond: ['$_sAtIn', copyOff, { $lt: ['$atUs', prior[1]] }] };
     stages.push(
       {
         $set: {
-          _sMv: { $and: ['$_sSt', { $or: ['$_sSplit', { $ne: [orNull(`${x}.policyId`), orNull('$_sO.policyId')] }] }] },
+          _sMf: { $and: ['$_sSt', { $or: [{ $gt: [endedAt(change, x), '$atUs'] }, missed] }] },
           _sMx: { $cond: [numbersLiveExpr(x), `${x}.limits`, null] },
           _sMt: { $cond: ['$_sSplit', '$_sU', '$atUs'] },
         },
       },
+      { $set: { _sMv: { $and: ['$_sSt', { $or: [moved, '$_sMf'] }] } } },
       // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
       { $set: { _sMw: { $min: [NOW, { $max: ['$_sMt', change ? 0 : (view.args.policySeenUs ?? 0), versionExpr(`${x}.policyId`), endedAt(change, x)] }] } } },
       {
@@ -133,22 +139,16 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
             const f = { $cond: [{ $and: ['$_sAtIn', has('$_sL', i)] }, `$${R(i)}`, b] };
             const v = { $cond: [has('$_sMx', i), elem('$_sMx', i), b] };
             // (Named apart from carryExpr's own $let variables.)
-            const a = decayedExpr(storedDebt(i), '$atUs', { $cond: ['$_sSplit', '$_sMt', '$_sMw'] }, '$$mf.refillUnitsPerUs');
+            const a = decayedExpr(storedDebt(i), '$atUs', { $cond: [{ $or: ['$_sSplit', '$_sMf'] }, '$_sMt', '$_sMw'] }, '$$mf.refillUnitsPerUs');
             const k = carryExpr(decayedExpr(carryExpr(a, '$$mf', '$$mv', '$_sMw', RESERVED), '$_sMw', NOW, '$$mv.refillUnitsPerUs'), '$$mv', `$${T(i)}`, NOW, RESERVED);
             return [`_sD${i}`, { $cond: ['$_sMv', { $let: { vars: { mf: f, mv: v }, in: { $max: [`$_sD${i}`, k] } } }, `$_sD${i}`] }];
           }),
         ),
       },
     );
-    scratch.push('_sMv', '_sMx', '_sMt', '_sMw');
+    scratch.push('_sMv', '_sMf', '_sMx', '_sMt', '_sMw');
   }
   return { stages, scratch };
-}
-
-/** The end of `change` when it has ended by NOW and `viewed` holds its copy (or marker), else 0. */
-function endedAt(change: PolicyOverride | undefined, viewed: string): Expr {
-  const u = change?.untilUs;
-  return u === undefined ? 0 : { $cond: [{ $and: [{ $lte: [u, NOW] }, { $eq: [orNull(`${viewed}.policyId`), { $literal: change!.id }] }] }, u, 0] };
 }
 
 /**
@@ -310,8 +310,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   // least one above the version it replaces ($$NOW has ms resolution: two in one ms still increase).
   // With `limits: null` the record becomes the marker of the change's revert.
   const pinned = args.limits !== undefined && args.policyId !== undefined;
-  const version = { $toString: { $toLong: { $max: [NOW, { $add: [versionExpr('$_sO.policyId'), 1] }] } } };
-  const versioned = pinned ? { policyId: { $concat: [version, { $literal: `.${args.policyId}` }] } } : {};
+  const versioned = pinned ? { policyId: versionedIdExpr(args.policyId!) } : {};
   // A key's clear (`limits: null`, no policyId) takes its own numbers away; a copy of a policy-wide
   // change or a marker stays.
   const copyKept = (f: string) => ({ $cond: [isSet('$_sO.policyId'), keep(f), '$$REMOVE'] });

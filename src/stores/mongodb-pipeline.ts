@@ -15,12 +15,11 @@ import { expiryExpr, fullExpr, inForceExpr, type LimitParams, type RecordPlan } 
  */
 export const MAX_OPS_PER_BUCKET = 1000;
 
-/**
- * Limit i's debt now, as core/gcra.ts debtAt computes it, in the same operations:
- * stored - (now - atUs) * rate, at least 0.
- */
-function debtNow(i: number, nowUs: unknown, refillUnitsPerUs: number): object {
-  return { $max: [0, { $subtract: [storedDebt(i), { $multiply: [{ $subtract: [nowUs, { $ifNull: ['$atUs', nowUs] }] }, refillUnitsPerUs] }] }] };
+/** Limit i's debt now, as core/gcra.ts debtAt computes it, in the same operations: stored - (now - atUs) * rate, at least 0. */
+function debtNow(i: number, nowUs: unknown, refillUnitsPerUs: number, seenUs = 0): object {
+  const at = { $ifNull: ['$atUs', nowUs] };
+  // (A bucket read before StepArgs.policySeenUs refills from then: core/override.ts stepWithRecord.)
+  return { $max: [0, { $subtract: [storedDebt(i), { $multiply: [{ $subtract: [nowUs, seenUs > 0 ? { $cond: [{ $lt: [at, seenUs] }, { $min: [seenUs, nowUs] }, at] } : at] }, refillUnitsPerUs] }] }] };
 }
 
 /** The stored step's limits (at least one, at most a policy's 8: every per-limit expression below is unrolled). */
@@ -105,7 +104,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // A settlement whose charge has no live take record (and that is no repeat): _sUnk; nothing is applied.
   const noCharge = { $not: [{ $isArray: '$_sCh.chargedUnits' }] };
   const debtsAndRepeat = {
-    ...(plan ? {} : Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs)]))),
+    ...(plan ? {} : Object.fromEntries(idx.map((i) => [D(i), debtNow(i, '$_sNow', limits[i]!.refillUnitsPerUs, args.policySeenUs)]))),
     // _sRep: every field is kept as it is (a repeat; without a plan, a document with a record; a settlement's unknown charge).
     ...(op ? { _sRep: { $or: [...(plan ? [] : [hasRecord]), repeat, ...(settle ? [noCharge] : [])] } } : {}),
     ...(settle
@@ -349,12 +348,9 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   return stages;
 }
 
-/**
- * Each limit's debt now (`d0`, `d1`, ...: one field per limit, not an array, so that a find projection
- * only ever holds plain expressions) and the clock reading `nowUs`.
- */
-function debtsNowFields(limits: readonly LimitStep[]): Record<string, object> {
-  return Object.fromEntries(limits.map((l, i) => [`d${i}`, debtNow(i, NOW_US, l.refillUnitsPerUs)]));
+/** Each limit's debt now (`d0`, `d1`, ...: one field per limit, so that a find projection only holds plain expressions). */
+function debtsNowFields(limits: readonly LimitStep[], seenUs?: number): Record<string, object> {
+  return Object.fromEntries(limits.map((l, i) => [`d${i}`, debtNow(i, NOW_US, l.refillUnitsPerUs, seenUs)]));
 }
 
 /**
@@ -364,8 +360,8 @@ function debtsNowFields(limits: readonly LimitStep[]): Record<string, object> {
  * read. Only a denial's reported numbers (retryAfterMs, remaining) come from this second reading of
  * $$NOW; the verdict does not.
  */
-export function stepProjection(limits: readonly LimitStep[]): object {
-  return { _id: 0, last: 1, ...debtsNowFields(limits), nowUs: NOW_US, ov: 1 };
+export function stepProjection(limits: readonly LimitStep[], seenUs?: number): object {
+  return { _id: 0, last: 1, ...debtsNowFields(limits, seenUs), nowUs: NOW_US, ov: 1 };
 }
 
 /**

@@ -1,8 +1,8 @@
 // The MQL that reads an override record in the MongoDB store's pipelines (./mongodb-override.ts): a
 // missing field as null, an array's element, a marker, a limit's numbers as stored, and core/override.ts
 // liveRecord and numbersLive of a record expression at the update's clock reading.
-import type { OverrideLimit } from '../core/override.js';
-import type { Expr } from './mongodb-mql.js';
+import type { OverrideLimit, PolicyOverride } from '../core/override.js';
+import { versionExpr, type Expr } from './mongodb-mql.js';
 
 /** The update's clock reading, in µs (set by the pipeline's first stage). */
 export const NOW = '$_sNow';
@@ -60,3 +60,24 @@ export function liveRecordExpr(r: Expr): object {
 
 /** Whether the record expression (object or null) has numbers live at NOW. */
 export const numbersLiveExpr = (r: string) => ({ $and: [{ $isArray: [`${r}.limits`] }, { $or: [unset(`${r}.untilUs`), { $lt: [NOW, `${r}.untilUs`] }] }] });
+
+/** The end of `change` when it has ended by NOW and `viewed` holds its copy (or marker), else 0. */
+export function endedAt(change: PolicyOverride | undefined, viewed: string): Expr {
+  const u = change?.untilUs;
+  return u === undefined ? 0 : { $cond: [{ $and: [{ $lte: [u, NOW] }, { $eq: [orNull(`${viewed}.policyId`), { $literal: change!.id }] }] }, u, 0] };
+}
+
+/**
+ * The id of a policy-wide change or revert written on the policy's record `$_sO` (core/override.ts
+ * applyOverride): "<version>.<prevUs>.<baseUs>.<policyId>", the version max(now, the replaced one's + 1),
+ * and what it replaced (core baseSince: 0 for none, the version for a change in force, a change's end, a
+ * revert's own baseUs).
+ */
+export function versionedIdExpr(policyId: string): Expr {
+  const pv = versionExpr('$_sO.policyId');
+  const v = { $max: [NOW, { $add: [pv, 1] }] };
+  const parsed = { $let: { vars: { m: { $regexFind: { input: '$_sO.policyId', regex: '^[0-9]+\\.[0-9]+\\.([0-9]+)\\.' } } }, in: { $cond: [{ $eq: ['$$m', null] }, pv, { $toDouble: { $arrayElemAt: ['$$m.captures', 0] } }] } } };
+  const since = { $cond: [unset('$_sO.policyId'), 0, { $cond: [numbersLiveExpr('$_sO'), v, { $ifNull: ['$_sO.untilUs', parsed] }] }] };
+  const text = (e: Expr) => ({ $toString: { $toLong: e } });
+  return { $concat: [text(v), '.', text(pv), '.', text(since), { $literal: `.${policyId}` }] };
+}

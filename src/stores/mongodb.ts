@@ -198,7 +198,7 @@ export function mongoStore(options: MongoStoreOptions): MongoStore {
         // A settlement never makes a document: with none, there is no charge to settle.
         doc = await update(filter, stepPipeline(args, callId, recordPlan(args)), recordProjection(op?.id), stepOptions, !settle);
       } else {
-        doc = await update(filter, stepPipeline(args, callId), op ? opProjection(op.id) : stepProjection(limits), stepOptions, !settle);
+        doc = await update(filter, stepPipeline(args, callId), op ? opProjection(op.id) : stepProjection(limits, args.policySeenUs), stepOptions, !settle);
         if (doc?.ov !== undefined && doc.ov !== null) {
           // The document holds a record, which the plain update left as it was: again, with the plan.
           if (args.base === undefined) args = withBase(args, readBucket(doc).record, Number(doc.nowUs), undefined);

@@ -8,7 +8,7 @@ import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = flush(`-- edge-limiter gcra batch v26
+export const GCRA_BATCH_SCRIPT = flush(`-- edge-limiter gcra batch v27
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -110,7 +110,7 @@ for i = 1, #KEYS do
     FAST_LIMITS,
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n}${n === 1 ? '' : ' and (e == 0 or enc[e])'} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at)${n === 1 ? ' and (e == 0 or enc[e])' : ''} then
+    if (not v or at)${n === 1 ? ' and (e == 0 or enc[e])' : ''} and not (at and eseen[e] and at + 0 < eseen[e]) then
       local j, w, ${upTo(n, (i) => `k${i}`, ', ')} = b + 1, e > 0 and ew[e]
       if w then
         local B = ebases[c]
@@ -161,7 +161,7 @@ for i = 1, #KEYS do
 ` +
   // A key with an override record, or a take under a policy-wide change: core/override.ts's step
   // (refused, for this key alone, when its entry is not of its count of limits).
-  `    if ps ~= '' or (v and string.find(v, '|', 1, true)) then
+  `    if ps ~= '' or (v and string.find(v, '|', 1, true)) or (k > 1 and eseen[e] and s[k] + 0 < eseen[e]) then
       if not record_step then
         ${indent(RECORD, '        ')}
         record_step = rstep
@@ -201,4 +201,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '7e20c527d13dc6a99783e4ed9aba4d185157ee32';
+export const GCRA_BATCH_SCRIPT_SHA = '7a2ff217e38060046d1000f00e43b3d3fc9a812f';

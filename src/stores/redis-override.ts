@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 8' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = flush(`-- edge-limiter override v17
+export const OVERRIDE_SCRIPT = flush(`-- edge-limiter override v18
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -85,7 +85,18 @@ elseif lim then
   if A[5] ~= '' then nx.u = now + A[5] * 1000 end
 end
 local pin = A[4] ~= '' and A[7] ~= ''
-if pin then nx.id = format('%d', math.max(now, version(rec and rec.id) + 1)) .. '.' .. A[7] end
+if pin then
+` +
+  // The id says the version of the record replaced and since when the policy's numbers were in force
+  // up to this one (core/override.ts priorOf, baseSince).
+  `  local pv = version(rec and rec.id)
+  local vn, q = math.max(now, pv + 1), 0
+  if not (rec and rec.id) then
+  elseif live(rec, now) then q = vn
+  elseif rec.l then q = rec.u
+  else q = tonumber(string.match(rec.id, '^%d+%.%d+%.(%d+)%.')) or pv end
+  nx.id = format('%d.%d.%d.', vn, pv, q) .. A[7]
+end
 if A[6] == '-' then nx.bl = nil elseif A[6] ~= '' then nx.bl = now + A[6] * 1000 end
 local after = live_record(nx, now)
 local read = A[4] == '' and A[6] == ''
@@ -108,4 +119,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '64fc18f95e350f68ca09d1f205654a694dfebef5';
+export const OVERRIDE_SCRIPT_SHA = '4d0a8093c42d0ab568cb47f673e6bb250736ac34';

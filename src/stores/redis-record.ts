@@ -121,7 +121,12 @@ end
   local at = k > 1 and s[k] + 0
   local ended = at and live(r, at) and r.u and now >= r.u
   local e = ended and live(x, now) and version(x.id) <= r.u and x or nil
-  local w = S and at and (ended or (x and x.id) ~= (r and r.id)) and math.min(now, math.max(ended and r.u or at, S, version(x and x.id), P and P.u and P.u <= now and x and x.id == P.id and P.u or 0))
+  local mv = ended or (x and x.id) ~= (r and r.id)
+  local eu = P and P.u and P.u <= now and x and x.id == P.id and P.u or 0
+  local p, q = 1 / 0, S
+  if P then p, q = string.match(P.id, '^%d+%.(%d+)%.(%d+)%.') end
+  local fz = at and S and (eu > at or q and (live(r, at) and (mv and r.id and version(r.id) < p + 0) or not live(r, at) and at < q + 0))
+  local w = S and at and (mv or fz) and math.min(now, math.max(ended and r.u or at, S, version(x and x.id), eu))
   local d, v, ft, fc, fr, tt, tc, tr = {}
   local function g(i, y, T, W)
     local yt, yc, yr = numbers_at(y, now, i, bt, bc, br)
@@ -137,7 +142,7 @@ end
       local a, b, c = numbers_at(r, now, i, bt, bc, br)
       d[i] = carry(dec(v, at or now, now, fr), a, b, c, tt, tc, tr, now, h)
     end
-    if w then d[i] = math.max(d[i], g(i, x, ended and r.u or w, w)) end
+    if w then d[i] = math.max(d[i], g(i, x, ended and r.u or fz and at or w, w)) end
   end
   return d
 end
@@ -229,6 +234,7 @@ end
     if b == '' then b = false end
   end
   local s, k, _, h = fields(b, n)
+  if not rec and k > 1 and S and s[k] + 0 < S then s[k] = math.min(S, now) end
   local bt, bc, br = {}, {}, {}
   for i = 1, n do
     br[i] = A[j + 3 * i - 1] + 0

@@ -34,7 +34,7 @@ if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
 if A[5] ~= '' and not S and not string.find(A[5], ${policyShape('n')}) or S and #S > 15 and not (S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 5 end
 ${refuse('gcra')}`;
 
-export const GCRA_SCRIPT = flush(`-- edge-limiter gcra v30
+export const GCRA_SCRIPT = flush(`-- edge-limiter gcra v31
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -95,7 +95,9 @@ ${refuse('gcra')}
 ` +
   // The usual decision, in straight lines before anything else: a take of 1 to ${FAST_LIMITS} limits, no
   // operation id, no policy-wide change (nc: ARGV[5] "" or "!..."), a stored value that is missing or the
-  // usual one of as many debts (so no override record and no reservation pending), and, for a take that
+  // usual one of as many debts (so no override record and no reservation pending) and written at or
+  // after the view's policySeenUs (its digits read unless they are "0": one written before refills
+  // nothing up to it, which the general step counts), and, for a take that
   // may wait (w: a base whose maxWaitMs is not "0"), no limit it charged left above its capacity (a
   // reservation, whose due the general path keeps in the value; see fastTake); then, for one limit, a key
   // with numbers of its own or of the policy-wide change this step sees (recordTake). Of ARGV[5] it
@@ -126,7 +128,7 @@ if A[2] == 't' and not op and (n == 1 or (n <= ${FAST_LIMITS} and nc)) then
     FAST_LIMITS,
     (n) => `${n === 1 ? 'if' : 'elseif'} n == ${n} then
     ${indent(usualValue(n), '    ')}
-    if (not v or at) and nc then
+    if (not v or at) and nc and not (at and string.byte(A[5], 2) ~= 48 and at + 0 < (tonumber(string.match(A[5], '^!(%d+)')) or 0)) then
       local j, allowed, after, ${upTo(n, (i) => `k${i}`, ', ')} = 6
       if w then
         ${upTo(n, (i) => `k${i}`, ', ')} = string.match(A[4], '^%d+${',[1-9]%d*,([1-9]%d*)'.repeat(n)}$')
@@ -229,7 +231,7 @@ end
 end
 ` +
   // A key with an override record, or a step under a policy-wide change: core/override.ts's step.
-  `if P or (v and string.find(v, '|', 1, true)) then
+  `if P or (v and string.find(v, '|', 1, true)) or (k > 1 and S and s[k] + 0 < S) then
   local allowed, tokens = rstep(key, v, now, kind, A[3], 6, n, B, P, S, H)
   if not allowed then return redis.error_reply('ERR edge-limiter gcra: a key with override numbers needs ARGV[4] (the base)') end
   return reply(allowed, tokens)
@@ -297,6 +299,6 @@ return reply(1)
 `);
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '0efba5566a3f103470518bb054b2eeff3b2f11b1';
+export const GCRA_SCRIPT_SHA = 'b58a649531b6c56598a6c23f5657f69a96f079ab';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

@@ -121,8 +121,18 @@ export class OverrideModel {
     this.written = { at: 0n, debts: this.debts };
   }
   /** A store writes the bucket now (see written), when `wrote` (a step that took or gave back something) or the record changed from `before`. */
-  private writes(wrote: boolean, before: string) {
-    if (wrote || recordText(this.record) !== before) this.written = { at: this.at, debts: this.debts.slice() };
+  private writes(wrote: boolean, before: string): boolean {
+    if (!wrote && recordText(this.record) === before) return false;
+    this.written = { at: this.at, debts: this.debts.slice() };
+    return true;
+  }
+  /**
+   * The answer of a step that wrote nothing (see writes) leaves the model as the store is: as before it
+   * (a step that counts nothing refilled where numbers in force were unknown holds only for itself).
+   */
+  private kept<T>(wrote: boolean, answer: T, s0: Saved): T {
+    if (!wrote) Object.assign(this, s0);
+    return answer;
   }
   private live(t: bigint): boolean {
     return this.record.limits !== undefined && (this.record.untilUs === undefined || t < this.record.untilUs);
@@ -216,18 +226,30 @@ export class OverrideModel {
   private atLeastFromView(s0: Saved, t: bigint, viewed: ModelRecord, seenUs?: number, change?: PolicyChange) {
     const r0 = s0.record;
     const ended = s0.inRecord && r0.untilUs !== undefined && t >= r0.untilUs;
-    if (!ended && viewed.policyId === r0.policyId) return;
+    const moved = ended || viewed.policyId !== r0.policyId;
     const { at, debts } = this.written;
+    // A change the caller sees that has ended, and whose copy `viewed` is: in force from its end.
+    const endUs = change?.untilUs !== undefined && BigInt(change.untilUs) <= t && viewed.policyId === change.id ? BigInt(change.untilUs) : undefined;
+    // What was in force between the bucket's reading and the view's record is unknown (a key in the
+    // policy's numbers read before they were last in force up to that record, a copy moved off that is
+    // not of the change the record replaced, a change seen that has ended since the reading): nothing
+    // refilled there.
+    // (A view with no change does not say which change the revert replaced: a move off any copy.)
+    const prior = change !== undefined ? priorOfId(change.id) : seenUs === undefined ? undefined : ([Infinity, seenUs] as const);
+    const liveAt = r0.limits !== undefined && (r0.untilUs === undefined || at < r0.untilUs);
+    const missed =
+      (endUs !== undefined && endUs > at) ||
+      (prior !== undefined && (liveAt ? moved && r0.policyId !== undefined && versionOf(r0.policyId) < prior[0] : at + this.epochUs < BigInt(prior[1])));
+    if (!moved && !missed) return;
     const t0 = ended ? r0.untilUs! : at;
     let version = BigInt(Math.max(viewed.policyId !== undefined ? versionOf(viewed.policyId) : 0, seenUs ?? 0)) - this.epochUs;
-    // A change the caller sees that has ended, and whose copy `viewed` is: in force from its end.
-    if (change?.untilUs !== undefined && BigInt(change.untilUs) <= t && viewed.policyId === change.id && BigInt(change.untilUs) > version) version = BigInt(change.untilUs);
+    if (endUs !== undefined && endUs > version) version = endUs;
     const w = version < t0 ? t0 : version > t ? t : version;
     const f = s0.inRecord ? r0.limits! : this.base;
     const x = viewed.limits !== undefined && (viewed.untilUs === undefined || t < viewed.untilUs) ? viewed.limits : this.base;
     const to = this.current();
     this.debts = this.debts.map((d, i) => {
-      const a = pos(debts[i]! - ((ended ? t0 : w) - at) * f[i]!.rate);
+      const a = pos(debts[i]! - ((ended || missed ? t0 : w) - at) * f[i]!.rate);
       let k = pos((same(f[i]!, x[i]!) ? a : carry(a, f[i]!, x[i]!, w, s0.reservedUntil)) - (t - w) * x[i]!.rate);
       if (!same(x[i]!, to[i]!)) k = carry(k, x[i]!, to[i]!, t, s0.reservedUntil);
       return k > d ? k : d;
@@ -295,8 +317,7 @@ export class OverrideModel {
         });
       }
     }
-    this.writes(allowed && !peek, before);
-    return this.answer(allowed);
+    return this.kept(this.writes(allowed && !peek, before), this.answer(allowed), s0);
   }
   /** The model's state now. */
   private state(): Saved {
@@ -326,8 +347,7 @@ export class OverrideModel {
       const cap = this.cap(n[i]!, 3_600_000);
       return d + c > cap ? (d > cap ? d : cap) : d + c;
     });
-    this.writes(costs.some((c) => c !== 0), before);
-    return this.answer(true);
+    return this.kept(this.writes(costs.some((c) => c !== 0), before), this.answer(true), s0);
   }
   /** A lease grant on a policy of one limit: the whole tokens that fit, at most `tokens`. */
   grant(t: number, tokens: number, change?: PolicyChange, seenUs?: number): ModelStep {
@@ -341,8 +361,7 @@ export class OverrideModel {
     const n = this.current()[0]!;
     const fit = (n.cap - this.debts[0]!) / n.token;
     const k = fit < 0n ? 0n : fit < BigInt(tokens) ? fit : BigInt(tokens);
-    this.writes(k > 0n, before);
-    if (k === 0n) return this.answer(false, { tokens: 0 });
+    if (k === 0n) return this.kept(this.writes(false, before), this.answer(false, { tokens: 0 }), s0);
     this.debts[0] = this.debts[0]! + k * n.token;
     this.writes(true, before);
     return this.answer(true, { tokens: Number(k) });
@@ -419,8 +438,7 @@ export class OverrideModel {
     }
     this.become(this.viewed(next, change, seenUs), tt);
     this.atLeastFromView(s0, tt, viewed, seenUs, change);
-    this.writes(false, recordText(s0.record));
-    return this.recordView();
+    return this.kept(this.writes(false, recordText(s0.record)), this.recordView(), s0);
   }
   /** Whether every debt is 0 at t (the model itself unmoved). */
   fullAt(t: number): boolean {
@@ -467,6 +485,12 @@ interface Saved {
   record: ModelRecord;
   at: bigint;
   reservedUntil: bigint;
+}
+
+/** What a policy-wide id says of the record it replaced (core/override.ts priorOf, restated): "<version>.<prevUs>.<baseUs>.". */
+function priorOfId(id: string): readonly [number, number] | undefined {
+  const m = /^\d+\.(\d+)\.(\d+)\./.exec(id);
+  return m ? [Number(m[1]), Number(m[2])] : undefined;
 }
 
 /** A policy-wide id's version (core/override.ts changeVersion, restated): its digits before the first '.'. */
@@ -590,6 +614,14 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
   let lastVersion = 0;
   let change: PolicyChange | undefined;
   let seenUs: number | undefined = 0;
+  // Each record's id says the version it replaced and since when the policy's numbers were in force up
+  // to it (core/override.ts priorOf): none, a change (live then, or ended), or a revert (since its own).
+  let revertBaseUs = 0;
+  const priorNow = () => {
+    if (lastVersion === 0) return [0, 0] as const;
+    if (change === undefined) return [lastVersion, revertBaseUs] as const;
+    return [lastVersion, change.untilUs === undefined || t < change.untilUs ? Math.max(t0 + t, lastVersion + 1) : t0 + change.untilUs] as const;
+  };
   const implOf = (c: PolicyChange | undefined): PolicyOverride | undefined =>
     c === undefined ? undefined : { id: c.id, limits: implNumbers(c.limits), ...(c.untilUs === undefined ? {} : { untilUs: t0 + c.untilUs }) };
   const implChange = () => implOf(change);
@@ -665,16 +697,22 @@ export async function checkOverridesAgainstModel(store: Store, key: string, adva
         break;
       case 'policy-set':
         // A new change has a new id (an id names one change: the same id with other numbers is never sent).
+      {
+        const [p, b] = priorNow();
         lastVersion = Math.max(t0 + t, lastVersion + 1);
-        change = { id: `${lastVersion}.c${i}`, versionUs: lastVersion - t0, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
+        change = { id: `${lastVersion}.${p}.${b}.c${i}`, versionUs: lastVersion - t0, limits: op.limits, ...(op.forMs === undefined ? {} : { untilUs: t + op.forMs * 1000 }) };
         seenUs = undefined;
         views.push({ change, seenUs: lastVersion });
+      }
         break;
       case 'policy-clear':
+      {
+        revertBaseUs = priorNow()[1];
         lastVersion = Math.max(t0 + t, lastVersion + 1);
         change = undefined;
         seenUs = lastVersion;
         views.push({ seenUs });
+      }
         break;
       case 'stale-take': {
         const v = views[Math.max(0, views.length - 1 - op.back)]!;
