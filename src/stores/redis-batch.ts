@@ -53,7 +53,8 @@ end
   // Each entry's base and policy-wide change, checked once per call, by their form: read as numbers
   // only for a key that needs them, whose step is then refused alone (-2) for a number of 2^53 or more.
   // epid: each entry's change's id (for recordTake); enc: true where it sends no change (the usual
-  // path's), eseen: its policySeenUs as a number, refused at 2^53 or more; ehold: its policyHoldMs (nil:
+  // path's), eseen: its policySeenUs as a number, refused at 2^53 or more (0 as nil, the same to a step,
+  // so that the usual key's straight-line take compares no bucket with it); ehold: its policyHoldMs (nil:
   // 0), refused above a day; ew: true where its base has a wait (maxWaitMs above 0), so that a take may
   // be a reservation, whose due only the general path keeps in the value (see fastTake).
   `local epid, enc, eseen, ehold, ew = {}, {}, {}, {}, {}
@@ -68,6 +69,7 @@ for e = 1, top do
     if sd then
       enc[e], eseen[e] = true, tonumber(sd)
       if eseen[e] and not (eseen[e] < 9007199254740992) then bad = x + 1 end
+      if eseen[e] == 0 then eseen[e] = nil end
     else
       local l, id
       l, hd, id = string.match(p, '^([1-9][%d,]*%d)|%d*|(%d*)|(%C+)$')
@@ -201,4 +203,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '7a2ff217e38060046d1000f00e43b3d3fc9a812f';
+export const GCRA_BATCH_SCRIPT_SHA = 'ed6e23c42c747bc42d796f3e3e2c38755dafe181';
