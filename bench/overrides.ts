@@ -34,6 +34,8 @@ const NUMBERS = '1,2000000000,1';
 const CHANGE = `${NUMBERS}||${POLICY_HOLD_MS}|incident`;
 /** No policy-wide change, as the limiter sends it once it has read the policy's record: the version read (none: 0) and the hold. */
 const NONE = `!0|${POLICY_HOLD_MS}`;
+/** No change, as a limiter sends it after a revert: the revert's version (here 1, before every key's last write, so each keeps its straight-line take, which now reads it). */
+const NONE_SEEN = `!1|${POLICY_HOLD_MS}`;
 
 async function scriptsBefore(): Promise<{ GCRA_SCRIPT: string; GCRA_BATCH_SCRIPT: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-limiter-overrides-'));
@@ -69,6 +71,8 @@ export async function overridesSection(options: SectionOptions): Promise<string[
     { label: 'batch, no record, now', script: GCRA_BATCH_SCRIPT, call: batch('b13f', batchNow([BASE, NONE])), perCall: 64 },
     { label: 'batch, a record, now', script: GCRA_BATCH_SCRIPT, call: batch('b13g', batchNow([BASE, NONE])), perCall: 64 },
     { label: 'batch, a policy-wide change, now', script: GCRA_BATCH_SCRIPT, call: batch('b13h', batchNow([BASE, CHANGE])), perCall: 64 },
+    { label: 'single, no record, after a revert, now', script: GCRA_SCRIPT, call: single('b13i', ['', 't', '', BASE, NONE_SEEN, ...LIMIT]), perCall: 1 },
+    { label: 'batch, no record, after a revert, now', script: GCRA_BATCH_SCRIPT, call: batch('b13j', batchNow([BASE, NONE_SEEN])), perCall: 64 },
   ];
   const shas = await Promise.all(variants.map((v) => io.script('LOAD', v.script) as Promise<string>));
   // Every key of the record variants gets its own numbers (no end), through the override script.
@@ -136,9 +140,11 @@ export async function overridesSection(options: SectionOptions): Promise<string[
   row('a key with no record, now (÷ before)', 'batch, 64 keys', 5, 4);
   row('a key with a record of its own (÷ no record, now)', 'batch, 64 keys', 6, 5);
   row('under a policy-wide change (÷ no record, now)', 'batch, 64 keys', 7, 5);
+  row('a key with no record after a revert (÷ no record, now)', 'single-key', 8, 1);
+  row('a key with no record after a revert (÷ no record, now)', 'batch, 64 keys', 9, 5);
   md.push(
     '',
-    `Targets: a decision on a key with no record at most 1.05× ${BEFORE}'s in Redis time; on a key with a record, at most 1.15× a plain one. A policy-wide change costs each key one write of its record the first time it is stepped under the change; after that a decision under it costs what a key with a record costs (the rows above measure both, the first write amortized over the rounds).`,
+    `Targets: a decision on a key with no record at most 1.05× ${BEFORE}'s in Redis time; on a key with a record, at most 1.15× a plain one. A policy-wide change costs each key one write of its record the first time it is stepped under the change; after that a decision under it costs what a key with a record costs (the rows above measure both, the first write amortized over the rounds). After a revert a limiter sends the revert's version, which the straight-line take of a key with no record reads, to step a key written before it by the general step (it refills nothing up to it); the last rows are such keys, all written after it.`,
     '',
   );
   return md;
