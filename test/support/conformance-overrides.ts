@@ -38,7 +38,7 @@ const POLICIES = {
   tenThird: { capacity: 10, refillPerSecond: 1 / 3 },
   five: { capacity: 5, refillPerSecond: SLOW },
   fiveTen: { capacity: 5, refillPerSecond: 10 },
-  tenTen: { capacity: 10, refillPerSecond: 10 },
+  twentyTen: { capacity: 20, refillPerSecond: 10 },
   pair: { limits: { burst: { capacity: 3, refillPerSecond: SLOW }, daily: { capacity: 50, refillPerSecond: 50 / 86_400 } } },
 } satisfies Record<string, PolicyConfig>;
 type Name = keyof typeof POLICIES;
@@ -363,23 +363,24 @@ export function overrideConformance(suite: OverrideSuite): void {
 
   it('overrides: a policy-wide change made and replaced, reverted or ended while a key is idle reaches it: the step that sees what came after refills nothing from the key’s last step to then (each change’s id names the version it replaced, and since when the policy’s own numbers were in force)', async (ctx) => {
     const store = await storeFor(ctx);
-    const p = policies.tenTen;
+    const p = policies.twentyTen;
     const base = baseNumbers(p);
-    const slow = numbers({ capacity: 10, refillPerSecond: SLOW });
+    const slow = numbers({ capacity: 20, refillPerSecond: SLOW });
     const rate = p.limits[0]!.refillUnitsPerUs;
-    const spent = 10 * p.limits[0]!.tokenUnits;
+    const spent = 20 * p.limits[0]!.tokenUnits;
     for (const how of ['replaced', 'reverted', 'ended', 'copy reverted'] as const) {
       const k = suite.key();
       // The policy's record (one per variant), changed through Store.override as setPolicyLimits does.
-      const policyKey = storageKey('tenTen', `*${k}`);
-      // All 10 taken under the policy's 10 a second (or, 'copy reverted', under a change to the same
-      // numbers, whose copy the key then holds); a change to 10 per 600 s 50 ms on, and 250 ms on it is
-      // replaced by the same numbers, or reverted, or it ends; no step on the key in between.
+      const policyKey = storageKey('twentyTen', `*${k}`);
+      // All 20 taken under the policy's 10 a second (full again in 2 s, when a store may let the key go),
+      // or, 'copy reverted', under a change to the same numbers, whose copy the key then holds; a change to
+      // 10 per 600 s 50 ms on, and 250 ms on it is replaced by the same numbers, or reverted, or it ends;
+      // no step on the key in between.
       if (how === 'copy reverted') {
         const id = (await store.override(policyKey, { base, limits: base, policyId: 'c0#' })).after!.policyId!;
-        const r = await store.step(storageKey('tenTen', k), stepArgs(p, 10, 0, { id, limits: base }));
+        const r = await store.step(storageKey('twentyTen', k), stepArgs(p, 20, 0, { id, limits: base }));
         expect({ allowed: r.allowed, limits: r.limits }).toEqual({ allowed: true, limits: base });
-      } else expect((await take(store, 'tenTen', k, 10)).d).toMatchObject({ allowed: true, remaining: 0 });
+      } else expect((await take(store, 'twentyTen', k, 20)).d).toMatchObject({ allowed: true, remaining: 0 });
       await sleep(50);
       const first = (await store.override(policyKey, { base, limits: slow, policyId: 'c1#', ...(how === 'ended' ? { forMs: 250 } : {}) })).after!;
       await sleep(250 + res);
@@ -394,9 +395,9 @@ export function overrideConformance(suite: OverrideSuite): void {
         args = how === 'replaced' ? stepArgs(p, 1, 0, { id, limits: slow }) : stepArgs(p, 0, 0, undefined, changeVersion(id));
         fromUs = changeVersion(id);
       }
-      const r = await store.step(storageKey('tenTen', k), args);
+      const r = await store.step(storageKey('twentyTen', k), args);
       // The policy's own numbers (or the first change's) from the take would have refilled 3 by then (3
-      // admitted): nothing came back before the second change (under its 10 per 600 s, none since), or
+      // admitted): nothing came back before the second change (under its 20 per 600 s, none since), or
       // before the revert or the end (under the policy's numbers since them).
       if (how === 'replaced') expect({ how, allowed: r.allowed, limits: r.limits }).toEqual({ how, allowed: false, limits: slow });
       else expect({ how, debt: r.debtUnits[0] }).toEqual({ how, debt: Math.max(0, spent - (r.atUs! - fromUs) * rate) });
