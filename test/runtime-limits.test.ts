@@ -618,3 +618,39 @@ describe('the deny cache and leases after a change (two nodes on one store)', ()
     expect(a.limiter.stats().leases.tokens).toBe(0);
   });
 });
+
+describe('a revert with no change in force writes nothing', () => {
+  it('no record, a revert\'s marker or a change that has ended stay as they are: no new version, so keys are not frozen up to one (a take a second under 1 a second, a revert a second: all 30 allowed, where 1 was before)', async () => {
+    let nowMs = 1_000_000;
+    const store = memoryStore({ nowMs: () => nowMs });
+    const clock = { ms: 0 };
+    const limiter = createLimiter({ store, policies: { p: { capacity: 1, refillPerSecond: 1 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10 });
+    const record = async () => (await store.override!('el:p*', { base: [] })).after;
+    expect((await limiter.clearPolicyLimits('p')).previous).toMatchObject({ source: 'policy' });
+    expect(await record()).toBeUndefined();
+    let allowed = 0;
+    for (let i = 0; i < 30; i++) {
+      if ((await limiter.take('p', 'k')).allowed) allowed++;
+      nowMs += 990;
+      clock.ms += 990;
+      await limiter.clearPolicyLimits('p');
+      nowMs += 10;
+      clock.ms += 10;
+    }
+    expect(allowed).toBe(30);
+    // A change, its revert (a marker of a new version), then reverts that change nothing.
+    await limiter.setPolicyLimits('p', { capacity: 1, refillPerSecond: 0.5 });
+    await limiter.clearPolicyLimits('p');
+    const marker = await record();
+    expect(marker).toEqual({ policyId: expect.stringMatching(/^\d+\.\d+\.\d+\./) });
+    nowMs += 5;
+    await limiter.clearPolicyLimits('p');
+    expect(await record()).toEqual(marker);
+    // A change that has ended: kept, with its end (nodes read it ended).
+    await limiter.setPolicyLimits('p', { capacity: 1, refillPerSecond: 0.5 }, { expiresInMs: 100 });
+    nowMs += 200;
+    const ended = (await store.override!('el:p*', { base: [] })).stored;
+    await limiter.clearPolicyLimits('p');
+    expect((await store.override!('el:p*', { base: [] })).stored).toEqual(ended);
+  });
+});

@@ -97,7 +97,11 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       // do, and that view is no older than a decision's may be (a limiter that has not decided on the
       // policy yet, or not lately, reads the change first).
       if (!wide) await reading(entry);
-      result = await override(entry, storageKey, wide ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) });
+      // A revert with no change in force (none, reverted, or ended) writes nothing: a new version would
+      // be a change every node reads, and a key written before it would refill nothing up to it (see
+      // core/override.ts missedBefore). One made meanwhile stays, as if after this revert.
+      const read = wide && args.limits === null ? await override(entry, storageKey, {}) : undefined;
+      result = read && read.after?.limits === undefined ? read : await override(entry, storageKey, wide ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) });
     } catch (error) {
       w.audit({ action, policy: policy.name, key, ...who, atMs: Date.now(), error });
       throw error;
