@@ -16,7 +16,8 @@
 // chunk with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch
 // for event streams (SUBSCRIBE's replies) and its latency logging cut out (cutEventStream,
 // cutLatencyLogging), its auto-pipelining's command-name sets cut to the members kept (cutCommandSets),
-// its warning for a client without credentials (cutCredentialsWarning), and its Redis constructor's warnings about the url and token, which
+// its warning for a client without credentials (cutCredentialsWarning) and its check of the url's form
+// (cutUrlCheck), and its Redis constructor's warnings about the url and token, which
 // functions/app/env.ts refuses at startup (cutConfigWarnings). Everything else is the package's
 // code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
@@ -150,6 +151,28 @@ export function cutConfigWarnings(code) {
 }
 
 /**
+ * The HTTP client's constructor without its check of the url's form, and the UrlError it throws (no
+ * longer in `errors`, which the Worker does not import): functions/app/env.ts refuses at startup a url
+ * that is no http(s) URL, and a url it takes that the check would refuse (a host starting with "$" or
+ * ".", an upper-case scheme) fails the client's first call with a StoreError instead. Exactly these, or
+ * the build stops.
+ */
+export function cutUrlCheck(code) {
+  const parts = [
+    '    const urlRegex = /^https?:\\/\\/[^\\s#$./?].\\S*$/;\n    if (this.baseUrl && !urlRegex.test(this.baseUrl)) {\n      throw new UrlError(this.baseUrl);\n    }\n',
+    ',\n  UrlError: () => UrlError\n',
+    'var UrlError = class extends Error {\n  constructor(url) {\n    super(\n      `Upstash Redis client was passed an invalid URL. You should pass a URL starting with https. Received: "${url}". `\n    );\n    this.name = "UrlError";\n  }\n};\n',
+  ];
+  for (const [i, part] of parts.entries()) {
+    const at = code.indexOf(part);
+    if (at < 0 || code.indexOf(part, at + 1) >= 0) throw new Error('[build-worker-deps] @upstash/redis: not one url check of the shape this script knows');
+    code = code.slice(0, at) + (i === 1 ? '\n' : '') + code.slice(at + part.length);
+  }
+  if (code.includes('UrlError')) throw new Error('[build-worker-deps] @upstash/redis: not one url check of the shape this script knows');
+  return code;
+}
+
+/**
  * The HTTP client's request without its warning for a client made without url or token: the Worker
  * makes its client only with both (functions/app/env.ts refuses either missing at startup). Exactly
  * this one, or the build stops.
@@ -171,7 +194,7 @@ export function buildWorkerDeps(outDir) {
   if (!chunkName) throw new Error('[build-worker-deps] @upstash/redis: cloudflare.mjs imports no chunk');
   let chunk = readFileSync(join(pkgDir, chunkName), 'utf8');
   for (const [name, keep] of Object.entries(KEEP)) chunk = keepMembers(chunk, name, keep);
-  chunk = cutCredentialsWarning(cutCommandSets(cutLatencyLogging(cutEventStream(chunk)), [...new Set(Object.values(KEEP).flat())]));
+  chunk = cutUrlCheck(cutCredentialsWarning(cutCommandSets(cutLatencyLogging(cutEventStream(chunk)), [...new Set(Object.values(KEEP).flat())])));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
   const out = join(outDir, 'cloudflare.mjs');

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis } from 'ioredis';
 import { Redis as PackageRedis } from '@upstash/redis/cloudflare';
-import { buildWorkerDeps, cutCommandSets, cutConfigWarnings, cutCredentialsWarning, cutLatencyLogging, keepMembers } from '../scripts/build-worker-deps.mjs';
+import { buildWorkerDeps, cutCommandSets, cutConfigWarnings, cutCredentialsWarning, cutLatencyLogging, cutUrlCheck, keepMembers } from '../scripts/build-worker-deps.mjs';
 import { createLimiter } from '../src/index.js';
 import { adaptScriptClient, closerOf, isCluster, isTcpClient } from '../src/stores/redis-client.js';
 import { createRedisStore } from '../src/stores/redis-store.js';
@@ -156,6 +156,16 @@ describe("the Worker's cut @upstash/redis", () => {
     expect(cutCredentialsWarning(`a\n${warn}b\n`)).toBe('a\nb\n');
     expect(() => cutCredentialsWarning('a\nb\n')).toThrow(/not one credentials warning/);
     expect(() => cutCredentialsWarning(`${warn}${warn}`)).toThrow(/not one credentials warning/);
+  });
+
+  it('cuts the url check and its UrlError (env.ts checks the url at startup), and nothing else, or stops the build', () => {
+    const exports = 'var error_exports = {};\n__export(error_exports, {\n  UpstashError: () => UpstashError,\n  UrlError: () => UrlError\n});\n';
+    const cls = 'var UrlError = class extends Error {\n  constructor(url) {\n    super(\n      `Upstash Redis client was passed an invalid URL. You should pass a URL starting with https. Received: "${url}". `\n    );\n    this.name = "UrlError";\n  }\n};\n';
+    const check = '    const urlRegex = /^https?:\\/\\/[^\\s#$./?].\\S*$/;\n    if (this.baseUrl && !urlRegex.test(this.baseUrl)) {\n      throw new UrlError(this.baseUrl);\n    }\n';
+    const code = `${exports}${cls}a\n${check}b\n`;
+    expect(cutUrlCheck(code)).toBe('var error_exports = {};\n__export(error_exports, {\n  UpstashError: () => UpstashError\n});\na\nb\n');
+    expect(() => cutUrlCheck(code.replace(check, ''))).toThrow(/not one url check/);
+    expect(() => cutUrlCheck(`${code}throw new UrlError(1);\n`)).toThrow(/not one url check/);
   });
 
   it('cuts the two latency-logging wrappers and nothing else, or stops the build', () => {
