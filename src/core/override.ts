@@ -127,9 +127,13 @@ function carried(state: BucketState | undefined, nowUs: number, base: readonly O
   const sinceUs = change ? 0 : (view.policySeenUs ?? 0);
   // (A change the view holds that has ended, and whose copy `viewed` is: in force from its end.)
   const endUs = change?.untilUs !== undefined && change.untilUs <= nowUs && viewed?.policyId === change.id ? change.untilUs : 0;
-  const missed = endUs > state.atUs || missedBefore(state, record, view, moved);
+  const copyMissed = missedBefore(state, record, view, moved);
+  const missed = endUs > state.atUs || copyMissed;
   if (!moved && !missed) return debts;
-  const t0 = ended ? record!.untilUs! : state.atUs;
+  // Numbers that ended run to their end; a copy of a change that the record seen replaced before its end,
+  // only to that record's version (review 12, F1), and one replaced by what the step does not know, to
+  // the bucket's reading.
+  const t0 = !ended ? state.atUs : record!.policyId === undefined ? record!.untilUs! : copyMissed ? state.atUs : record!.policyId === viewed?.policyId ? record!.untilUs! : Math.min(record!.untilUs!, Math.max(state.atUs, changeVersion(viewed?.policyId)));
   const w = Math.min(nowUs, Math.max(t0, sinceUs, changeVersion(viewed?.policyId), endUs));
   const from = numbersAt(record, state.atUs, base);
   const h = state.reservedUntilUs;
@@ -148,12 +152,12 @@ function carried(state: BucketState | undefined, nowUs: number, base: readonly O
  * a key in the policy's numbers (none of its own, no live copy) read before the policy's numbers were
  * last in force up to it (a change's baseUs, or with none seen the version read); a key moved off a
  * copy of a change other than the one that change replaced (prevUs), or with none seen off any copy
- * (the view does not say which change the revert replaced). A key's own numbers, or a change whose id
- * says nothing of what it replaced, run up to it.
+ * older than the version read (the view does not say which change the revert replaced). A key's own
+ * numbers, or a change whose id says nothing of what it replaced, run up to it.
  */
 function missedBefore(state: BucketState, record: OverrideRecord | undefined, view: PolicyView, moved: boolean): boolean {
   const change = view.policy;
-  const prior = change ? priorOf(change.id) : view.policySeenUs === undefined ? undefined : [Infinity, view.policySeenUs];
+  const prior = change ? priorOf(change.id) : view.policySeenUs === undefined ? undefined : [view.policySeenUs, view.policySeenUs];
   if (prior === undefined) return false;
   if (!numbersLive(record, state.atUs)) return state.atUs < prior[1]!;
   return moved && record.policyId !== undefined && changeVersion(record.policyId) < prior[0]!;
@@ -255,8 +259,8 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   if (record === undefined && args.policy === undefined) {
     // A bucket read before the policy's numbers were last in force up to the version this node read
     // refills nothing until then (see missedBefore): as if read then.
-    const seen = args.policySeenUs;
-    return step(seen !== undefined && state !== undefined && state.atUs < seen ? { ...state, atUs: Math.min(seen, nowUs) } : state, nowUs, args);
+    const seen = args.policySeenUs!;
+    return step(state !== undefined && state.atUs < seen ? { ...state, atUs: Math.min(seen, nowUs) } : state, nowUs, args);
   }
   if (args.base === undefined) {
     // Without the base numbers only a block can be honoured: numbers to step under or carry need them.

@@ -111,22 +111,24 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
   const scratch = ['_sO', '_sSt', '_sRk', '_sN', '_sChg', '_sL', '_sU', '_sNL', '_sAtIn', '_sNowIn', '_sSplit', '_sTo', '_sSame', ...idx.map((i) => `_sE${i}`), ...idx.map(R), ...idx.map(F), ...idx.map(T), ...(to ? idx.map(V) : [])];
   if (view) {
     // core's carried with a view: a move to the numbers of the record a step under it leaves (`viewed`:
-    // another copy, a marker, numbers that ended) counted from when they came in force too (its version,
-    // else policySeenUs: `_sMw`), nothing refilled from the end of numbers that ended to then; each limit
-    // keeps the greater debt.
+    // another copy, a marker, numbers that ended) counted from when they came in force too (`_sMw`), nothing
+    // refilled from the end of numbers that ended to then; each limit keeps the greater debt.
     const x = view.viewed;
     const { policy: change, policySeenUs: seen } = view.args;
     const moved = { $or: ['$_sSplit', { $ne: [orNull(`${x}.policyId`), orNull('$_sO.policyId')] }] };
-    // core's missedBefore, with the view's priorOf (`_sMf`: nothing refilled from the bucket's reading).
-    const prior = change ? priorOf(change.id) : seen === undefined ? undefined : [Infinity, seen];
-    const copyOff = { $and: [moved, isSet('$_sO.policyId'), prior?.[0] === Infinity ? true : { $lt: [versionExpr('$_sO.policyId'), prior?.[0]] }] };
+    // core's missedBefore (`_sMc`), with the view's priorOf; `_sMf`: nothing refilled from the bucket's reading.
+    const prior = change ? priorOf(change.id) : seen === undefined ? undefined : [seen, seen];
+    const copyOff = { $and: [moved, isSet('$_sO.policyId'), { $lt: [versionExpr('$_sO.policyId'), prior?.[0]] }] };
     const missed = prior === undefined ? false : { $cond: ['$_sAtIn', copyOff, { $lt: ['$atUs', prior[1]] }] };
+    // `_sMt` (core's t0): to an end; a copy replaced before it, to the record seen's version, or atUs (`_sMc`).
+    const kept = { $eq: [orNull(`${x}.policyId`), orNull('$_sO.policyId')] };
+    const copyEnd = { $cond: ['$_sMc', '$atUs', { $cond: [kept, '$_sU', { $min: ['$_sU', { $max: ['$atUs', versionExpr(`${x}.policyId`)] }] }] }] };
     stages.push(
+      { $set: { _sMc: { $and: ['$_sSt', missed] }, _sMx: { $cond: [numbersLiveExpr(x), `${x}.limits`, null] } } },
       {
         $set: {
-          _sMf: { $and: ['$_sSt', { $or: [{ $gt: [endedAt(change, x), '$atUs'] }, missed] }] },
-          _sMx: { $cond: [numbersLiveExpr(x), `${x}.limits`, null] },
-          _sMt: { $cond: ['$_sSplit', '$_sU', '$atUs'] },
+          _sMf: { $and: ['$_sSt', { $or: [{ $gt: [endedAt(change, x), '$atUs'] }, '$_sMc'] }] },
+          _sMt: { $cond: ['$_sSplit', { $cond: [unset('$_sO.policyId'), '$_sU', copyEnd] }, '$atUs'] },
         },
       },
       { $set: { _sMv: { $and: ['$_sSt', { $or: [moved, '$_sMf'] }] } } },
@@ -146,7 +148,7 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
         ),
       },
     );
-    scratch.push('_sMv', '_sMf', '_sMx', '_sMt', '_sMw');
+    scratch.push('_sMv', '_sMc', '_sMf', '_sMx', '_sMt', '_sMw');
   }
   return { stages, scratch };
 }

@@ -203,4 +203,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'ed6e23c42c747bc42d796f3e3e2c38755dafe181';
+export const GCRA_BATCH_SCRIPT_SHA = 'd511bb2d23d296003da1951923674a932c67165a';

@@ -90,11 +90,8 @@ if pin then
   // The id says the version of the record replaced and since when the policy's numbers were in force
   // up to this one (core/override.ts priorOf, baseSince).
   `  local pv = version(rec and rec.id)
-  local vn, q = math.max(now, pv + 1), 0
-  if not (rec and rec.id) then
-  elseif live(rec, now) then q = vn
-  elseif rec.l then q = rec.u
-  else q = tonumber(string.match(rec.id, '^%d+%.%d+%.(%d+)%.')) or pv end
+  local vn = math.max(now, pv + 1)
+  local q = rec and rec.id and (live(rec, now) and vn or rec.l and rec.u or tonumber(string.match(rec.id, '^%d+%.%d+%.(%d+)%.')) or pv) or 0
   nx.id = format('%d.%d.%d.', vn, pv, q) .. A[7]
 end
 if A[6] == '-' then nx.bl = nil elseif A[6] ~= '' then nx.bl = now + A[6] * 1000 end
@@ -119,4 +116,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '4d0a8093c42d0ab568cb47f673e6bb250736ac34';
+export const OVERRIDE_SCRIPT_SHA = 'e4c201c40eebbc436134b0f495c7ac82ad63639c';

@@ -123,10 +123,17 @@ end
   local e = ended and live(x, now) and version(x.id) <= r.u and x or nil
   local mv = ended or (x and x.id) ~= (r and r.id)
   local eu = P and P.u and P.u <= now and x and x.id == P.id and P.u or 0
-  local p, q = 1 / 0, S
+  local p, q = S, S
   if P then p, q = string.match(P.id, '^%d+%.(%d+)%.(%d+)%.') end
-  local fz = at and S and (eu > at or q and (live(r, at) and (mv and r.id and version(r.id) < p + 0) or not live(r, at) and at < q + 0))
-  local w = S and at and (mv or fz) and math.min(now, math.max(ended and r.u or at, S, version(x and x.id), eu))
+  local cm = at and S and q and (live(r, at) and (mv and r.id and version(r.id) < p + 0) or not live(r, at) and at < q + 0)
+  local fz = at and S and (eu > at or cm)
+  local t0 = at
+  if ended then
+    t0 = r.u
+    if r.id and cm then t0 = at
+    elseif r.id and r.id ~= (x and x.id) then t0 = math.min(r.u, math.max(at, version(x and x.id))) end
+  end
+  local w = S and at and (mv or fz) and math.min(now, math.max(t0, S, version(x and x.id), eu))
   local d, v, ft, fc, fr, tt, tc, tr = {}
   local function g(i, y, T, W)
     local yt, yc, yr = numbers_at(y, now, i, bt, bc, br)
@@ -142,7 +149,7 @@ end
       local a, b, c = numbers_at(r, now, i, bt, bc, br)
       d[i] = carry(dec(v, at or now, now, fr), a, b, c, tt, tc, tr, now, h)
     end
-    if w then d[i] = math.max(d[i], g(i, x, ended and r.u or fz and at or w, w)) end
+    if w then d[i] = math.max(d[i], g(i, x, (ended or fz) and t0 or w, w)) end
   end
   return d
 end

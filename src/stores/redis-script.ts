@@ -299,6 +299,6 @@ return reply(1)
 `);
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'b58a649531b6c56598a6c23f5657f69a96f079ab';
+export const GCRA_SCRIPT_SHA = 'dbd25b4282706a70cbdfb0ab7f5891cd5e1b3e7e';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

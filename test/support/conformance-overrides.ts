@@ -404,6 +404,33 @@ export function overrideConformance(suite: OverrideSuite): void {
     }
   });
 
+  it('overrides: a key’s copy of a change with an end, replaced or reverted before that end while the key is idle, refills at the change’s rate only until it was replaced (review 12, F1: it did until the end)', async (ctx) => {
+    const store = await storeFor(ctx);
+    const p = policies.twentyTen;
+    const base = baseNumbers(p);
+    const slow = numbers({ capacity: 20, refillPerSecond: SLOW });
+    const rate = p.limits[0]!.refillUnitsPerUs;
+    const spent = 20 * p.limits[0]!.tokenUnits;
+    for (const how of ['replaced', 'reverted'] as const) {
+      const k = suite.key();
+      const policyKey = storageKey('twentyTen', `*${k}`);
+      // A change to the policy's own numbers for 500 ms; all 20 taken under it (the key holds its copy);
+      // 50 ms on it is replaced by 20 per 600 s, or reverted; the next step comes after its end.
+      const first = (await store.override(policyKey, { base, limits: base, forMs: 500, policyId: 'c0#' })).after!;
+      const c0 = { id: first.policyId!, limits: base, untilUs: first.untilUs! };
+      expect((await store.step(storageKey('twentyTen', k), stepArgs(p, 20, 0, c0))).allowed).toBe(true);
+      await sleep(50);
+      const id = (how === 'replaced' ? await store.override(policyKey, { base, limits: slow, policyId: 'c1#' }) : await store.override(policyKey, { base, limits: null, policyId: 'r#' })).after!.policyId!;
+      await sleepUntil(performance.now() + Math.max(0, (first.untilUs! - changeVersion(id)) / 1000) + 100 + res);
+      const r = await store.step(storageKey('twentyTen', k), how === 'replaced' ? stepArgs(p, 1, 0, { id, limits: slow }) : stepArgs(p, 0, 0, undefined, changeVersion(id)));
+      // Until its end the change's 10 a second would have refilled 5 (5 admitted); replaced, it refilled
+      // about 0.5 before the replacement and none since; reverted, none from the take to the revert (the
+      // step cannot tell which change the revert replaced) and the policy's since.
+      if (how === 'replaced') expect({ how, allowed: r.allowed, limits: r.limits }).toEqual({ how, allowed: false, limits: slow });
+      else expect({ how, debt: r.debtUnits[0] }).toEqual({ how, debt: Math.max(0, spent - (r.atUs! - changeVersion(id)) * rate) });
+    }
+  });
+
   /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
   async function slowChange(store: Store, k: string) {
     const p = policies.tenFast;

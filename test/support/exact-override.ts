@@ -234,14 +234,17 @@ export class OverrideModel {
     // policy's numbers read before they were last in force up to that record, a copy moved off that is
     // not of the change the record replaced, a change seen that has ended since the reading): nothing
     // refilled there.
-    // (A view with no change does not say which change the revert replaced: a move off any copy.)
-    const prior = change !== undefined ? priorOfId(change.id) : seenUs === undefined ? undefined : ([Infinity, seenUs] as const);
+    // (A view with no change does not say which change the revert replaced: a move off any copy older than it.)
+    const prior = change !== undefined ? priorOfId(change.id) : seenUs === undefined ? undefined : ([seenUs, seenUs] as const);
     const liveAt = r0.limits !== undefined && (r0.untilUs === undefined || at < r0.untilUs);
-    const missed =
-      (endUs !== undefined && endUs > at) ||
-      (prior !== undefined && (liveAt ? moved && r0.policyId !== undefined && versionOf(r0.policyId) < prior[0] : at + this.epochUs < BigInt(prior[1])));
+    const copyMissed = prior !== undefined && (liveAt ? moved && r0.policyId !== undefined && versionOf(r0.policyId) < prior[0] : at + this.epochUs < BigInt(prior[1]));
+    const missed = (endUs !== undefined && endUs > at) || copyMissed;
     if (!moved && !missed) return;
-    const t0 = ended ? r0.untilUs! : at;
+    // Numbers that ended run to their end; a copy of a change that the record seen replaced before its
+    // end, only to that record's version; one replaced by what the step does not know, to the write.
+    const seenVersion = BigInt(viewed.policyId !== undefined ? versionOf(viewed.policyId) : 0) - this.epochUs;
+    const replacedAt = seenVersion < at ? at : seenVersion;
+    const t0 = !ended ? at : r0.policyId === undefined ? r0.untilUs! : copyMissed ? at : r0.policyId === viewed.policyId ? r0.untilUs! : replacedAt < r0.untilUs! ? replacedAt : r0.untilUs!;
     let version = BigInt(Math.max(viewed.policyId !== undefined ? versionOf(viewed.policyId) : 0, seenUs ?? 0)) - this.epochUs;
     if (endUs !== undefined && endUs > version) version = endUs;
     const w = version < t0 ? t0 : version > t ? t : version;
