@@ -654,3 +654,31 @@ describe('a revert with no change in force writes nothing', () => {
     expect((await store.override!('el:p*', { base: [] })).stored).toEqual(ended);
   });
 });
+
+describe('a policy-wide change to the numbers already in force writes nothing', () => {
+  it('the same numbers for the same limits, neither with an end: the record stays (a take every 2 s, the same change every second: all 30 allowed, where 10 were); other numbers, or an end, write', async () => {
+    let nowMs = 1_000_000;
+    const store = memoryStore({ nowMs: () => nowMs });
+    const clock = { ms: 0 };
+    const limiter = createLimiter({ store, policies: { p: { capacity: 10, refillPerSecond: 1 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10 });
+    const record = async () => (await store.override!('el:p*', { base: [] })).stored;
+    await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 1 });
+    const first = await record();
+    let allowed = 0;
+    for (let s = 0; s < 60; s++) {
+      await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 1 });
+      nowMs += 10;
+      clock.ms += 10;
+      if (s % 2 === 0) for (let i = 0; i < 2; i++) if ((await limiter.take('p', 'k')).allowed) allowed++;
+      nowMs += 990;
+      clock.ms += 990;
+    }
+    expect(await record()).toEqual(first);
+    expect(allowed).toBe(60);
+    await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 2 });
+    const other = await record();
+    expect(other).not.toEqual(first);
+    await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 2 }, { expiresInMs: 60_000 });
+    expect((await record())!.untilUs).toBe(nowMs * 1000 + 60_000_000);
+  });
+});
