@@ -361,13 +361,14 @@ export function overrideConformance(suite: OverrideSuite): void {
     expect(later.d.remaining).toBeLessThanOrEqual(3);
   });
 
-  it('overrides: a policy-wide change made and replaced, reverted or ended while a key is idle reaches it: the step that sees what came after refills nothing from the key’s last step to then (each change’s id names the version it replaced, and since when the policy’s own numbers were in force)', async (ctx) => {
-    const store = await storeFor(ctx);
+  /** The store, and twentyTen's numbers: its own, 20 per 600 s, its refill in units a µs and 20 tokens in units. */
+  async function twentyTen(ctx: TestContext) {
     const p = policies.twentyTen;
-    const base = baseNumbers(p);
-    const slow = numbers({ capacity: 20, refillPerSecond: SLOW });
-    const rate = p.limits[0]!.refillUnitsPerUs;
-    const spent = 20 * p.limits[0]!.tokenUnits;
+    return { store: await storeFor(ctx), p, base: baseNumbers(p), slow: numbers({ capacity: 20, refillPerSecond: SLOW }), rate: p.limits[0]!.refillUnitsPerUs, spent: 20 * p.limits[0]!.tokenUnits };
+  }
+
+  it('overrides: a policy-wide change made and replaced, reverted or ended while a key is idle reaches it: the step that sees what came after refills nothing from the key’s last step to then (each change’s id names the version it replaced, and since when the policy’s own numbers were in force)', async (ctx) => {
+    const { store, p, base, slow, rate, spent } = await twentyTen(ctx);
     for (const how of ['replaced', 'reverted', 'ended', 'copy reverted'] as const) {
       const k = suite.key();
       // The policy's record (one per variant), changed through Store.override as setPolicyLimits does.
@@ -405,12 +406,7 @@ export function overrideConformance(suite: OverrideSuite): void {
   });
 
   it('overrides: a key’s copy of a change with an end, replaced or reverted before that end while the key is idle, refills at the change’s rate only until it was replaced (review 12, F1: it did until the end)', async (ctx) => {
-    const store = await storeFor(ctx);
-    const p = policies.twentyTen;
-    const base = baseNumbers(p);
-    const slow = numbers({ capacity: 20, refillPerSecond: SLOW });
-    const rate = p.limits[0]!.refillUnitsPerUs;
-    const spent = 20 * p.limits[0]!.tokenUnits;
+    const { store, p, base, slow, rate, spent } = await twentyTen(ctx);
     for (const how of ['replaced', 'reverted'] as const) {
       const k = suite.key();
       const policyKey = storageKey('twentyTen', `*${k}`);
