@@ -6,6 +6,7 @@ export declare function cutLatencyLogging(code: string): string;
 export declare function cutCommandSets(code: string, names: string[]): string;
 export declare function cutCredentialsWarning(code: string): string;
 export declare function cutUrlCheck(code: string): string;
+export declare function cutJsonParseError(code: string): string;
 export declare function buildWorkerDeps(outDir: string): string;
 export declare const LUA_SOURCE: RegExp;
 export declare function buildWorkerSource(outDir: string): void;

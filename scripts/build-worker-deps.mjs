@@ -16,8 +16,8 @@
 // chunk with the Redis and Pipeline class bodies cut to the members in KEEP, and its HTTP client's branch
 // for event streams (SUBSCRIBE's replies) and its latency logging cut out (cutEventStream,
 // cutLatencyLogging), its auto-pipelining's command-name sets cut to the members kept (cutCommandSets),
-// its warning for a client without credentials (cutCredentialsWarning) and its check of the url's form
-// (cutUrlCheck), and its Redis constructor's warnings about the url and token, which
+// its warning for a client without credentials (cutCredentialsWarning), its check of the url's form
+// (cutUrlCheck), its JSON parse error class (cutJsonParseError), and its Redis constructor's warnings about the url and token, which
 // functions/app/env.ts refuses at startup (cutConfigWarnings). Everything else is the package's
 // code byte for byte (the rest of its HTTP client, the commands it still names, auto-pipelining, errors, telemetry),
 // and the bundler drops the command classes nothing names any more. A class body of a shape it does not
@@ -173,6 +173,24 @@ export function cutUrlCheck(code) {
 }
 
 /**
+ * The HTTP client's UpstashJSONParseError (a reply body that is no JSON) made its UpstashError, with
+ * the body's first 200 characters as its message (the package's adds "Unable to parse response body:"
+ * and "..."); the class goes, and from `errors`, which the Worker does not import. Either is a failed
+ * store call to the limiter. Exactly these, or the build stops.
+ */
+export function cutJsonParseError(code) {
+  const cls = 'var UpstashJSONParseError = class extends UpstashError {\n  constructor(body, options) {\n    const truncatedBody = body.length > 200 ? body.slice(0, 200) + "..." : body;\n    super(`Unable to parse response body: ${truncatedBody}`, options);\n    this.name = "UpstashJSONParseError";\n  }\n};\n';
+  const parts = [[',\n  UpstashJSONParseError: () => UpstashJSONParseError\n', '\n'], [cls, ''], ['throw new UpstashJSONParseError(rawBody2, { cause: error2 });', 'throw new UpstashError(rawBody2.slice(0, 200), { cause: error2 });'], ['throw new UpstashJSONParseError(rawBody, { cause: error2 });', 'throw new UpstashError(rawBody.slice(0, 200), { cause: error2 });']];
+  for (const [part, by] of parts) {
+    const at = code.indexOf(part);
+    if (at < 0 || code.indexOf(part, at + 1) >= 0) throw new Error('[build-worker-deps] @upstash/redis: not one JSON parse error of the shape this script knows');
+    code = code.slice(0, at) + by + code.slice(at + part.length);
+  }
+  if (code.includes('UpstashJSONParseError')) throw new Error('[build-worker-deps] @upstash/redis: not one JSON parse error of the shape this script knows');
+  return code;
+}
+
+/**
  * The HTTP client's request without its warning for a client made without url or token: the Worker
  * makes its client only with both (functions/app/env.ts refuses either missing at startup). Exactly
  * this one, or the build stops.
@@ -194,7 +212,7 @@ export function buildWorkerDeps(outDir) {
   if (!chunkName) throw new Error('[build-worker-deps] @upstash/redis: cloudflare.mjs imports no chunk');
   let chunk = readFileSync(join(pkgDir, chunkName), 'utf8');
   for (const [name, keep] of Object.entries(KEEP)) chunk = keepMembers(chunk, name, keep);
-  chunk = cutUrlCheck(cutCredentialsWarning(cutCommandSets(cutLatencyLogging(cutEventStream(chunk)), [...new Set(Object.values(KEEP).flat())])));
+  chunk = cutJsonParseError(cutUrlCheck(cutCredentialsWarning(cutCommandSets(cutLatencyLogging(cutEventStream(chunk)), [...new Set(Object.values(KEEP).flat())]))));
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, 'chunk.mjs'), `// @upstash/redis ${chunkName}, its Redis and Pipeline classes cut by scripts/build-worker-deps.mjs.\n${chunk}`);
   const out = join(outDir, 'cloudflare.mjs');

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis as IORedis } from 'ioredis';
 import { Redis as PackageRedis } from '@upstash/redis/cloudflare';
-import { buildWorkerDeps, cutCommandSets, cutConfigWarnings, cutCredentialsWarning, cutLatencyLogging, cutUrlCheck, keepMembers } from '../scripts/build-worker-deps.mjs';
+import { buildWorkerDeps, cutCommandSets, cutConfigWarnings, cutCredentialsWarning, cutJsonParseError, cutLatencyLogging, cutUrlCheck, keepMembers } from '../scripts/build-worker-deps.mjs';
 import { createLimiter } from '../src/index.js';
 import { adaptScriptClient, closerOf, isCluster, isTcpClient } from '../src/stores/redis-client.js';
 import { createRedisStore } from '../src/stores/redis-store.js';
@@ -166,6 +166,15 @@ describe("the Worker's cut @upstash/redis", () => {
     expect(cutUrlCheck(code)).toBe('var error_exports = {};\n__export(error_exports, {\n  UpstashError: () => UpstashError\n});\na\nb\n');
     expect(() => cutUrlCheck(code.replace(check, ''))).toThrow(/not one url check/);
     expect(() => cutUrlCheck(`${code}throw new UrlError(1);\n`)).toThrow(/not one url check/);
+  });
+
+  it('makes the JSON parse error an UpstashError with the body\'s first 200 characters, and nothing else, or stops the build', () => {
+    const exports = 'var error_exports = {};\n__export(error_exports, {\n  UpstashError: () => UpstashError,\n  UpstashJSONParseError: () => UpstashJSONParseError\n});\n';
+    const cls = 'var UpstashJSONParseError = class extends UpstashError {\n  constructor(body, options) {\n    const truncatedBody = body.length > 200 ? body.slice(0, 200) + "..." : body;\n    super(`Unable to parse response body: ${truncatedBody}`, options);\n    this.name = "UpstashJSONParseError";\n  }\n};\n';
+    const throws = '        throw new UpstashJSONParseError(rawBody2, { cause: error2 });\n      throw new UpstashJSONParseError(rawBody, { cause: error2 });\n';
+    expect(cutJsonParseError(`${exports}${cls}${throws}`)).toBe('var error_exports = {};\n__export(error_exports, {\n  UpstashError: () => UpstashError\n});\n        throw new UpstashError(rawBody2.slice(0, 200), { cause: error2 });\n      throw new UpstashError(rawBody.slice(0, 200), { cause: error2 });\n');
+    expect(() => cutJsonParseError(`${exports}${cls}`)).toThrow(/not one JSON parse error/);
+    expect(() => cutJsonParseError(`${exports}${cls}${throws}new UpstashJSONParseError(1);\n`)).toThrow(/not one JSON parse error/);
   });
 
   it('cuts the two latency-logging wrappers and nothing else, or stops the build', () => {
