@@ -608,7 +608,9 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
     const key = `ord-c${run++}*`;
     const limits = v1.limits;
     const first = await store.override!(key, { base, limits, policyId: 'w1#' });
-    const second = await store.override!(key, { base, limits, policyId: 'w2#' });
+    // (The same numbers again change nothing, and write nothing.)
+    expect((await store.override!(key, { base, limits, policyId: 'w1b#' })).after?.policyId).toBe(first.after?.policyId);
+    const second = await store.override!(key, { base, limits: v1.limits.map((l) => ({ ...l, capacityUnits: l.capacityUnits + 1 })), policyId: 'w2#' });
     // Each id says the version it replaced and since when the policy's numbers were in force up to it
     // (core/override.ts priorOf): none; a change in force (its own version); a revert (the revert's).
     expect([first.after?.policyId, second.after?.policyId]).toEqual([`${T0}.0.0.w1#`, `${T0 + 1}.${T0}.${T0 + 1}.w2#`]);
@@ -616,6 +618,8 @@ describe('policy-wide changes are ordered in the Redis scripts (41ade5e: version
     const cleared = await store.override!(key, { base, limits: null, policyId: 'w3#' });
     expect(cleared.after).toEqual({ policyId: `${T0 + 2}.${T0 + 1}.${T0 + 2}.w3#` });
     expect([await io.get(key), await io.pttl(key)]).toEqual([`||||${T0 + 2}.${T0 + 1}.${T0 + 2}.w3#`, -1]);
+    // A clear of nothing in force writes nothing.
+    expect((await store.override!(key, { base, limits: null, policyId: 'w3b#' })).after?.policyId).toBe(`${T0 + 2}.${T0 + 1}.${T0 + 2}.w3#`);
     const again = await store.override!(key, { base, limits, policyId: 'w4#' });
     expect(again.after?.policyId).toBe(`${T0 + 3}.${T0 + 2}.${T0 + 2}.w4#`);
     await store.override!(key, { base, limits: null, policyId: 'w5#' });

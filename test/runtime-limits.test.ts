@@ -620,14 +620,15 @@ describe('the deny cache and leases after a change (two nodes on one store)', ()
 });
 
 describe('a revert with no change in force writes nothing', () => {
-  it('no record, a revert\'s marker or a change that has ended stay as they are: no new version, so keys are not frozen up to one (a take a second under 1 a second, a revert a second: all 30 allowed, where 1 was before)', async () => {
+  it('a revert\'s marker or a change that has ended stay as they are: no new version, so keys are not frozen up to one (a take a second under 1 a second, a revert a second: all 30 allowed, where 1 was before); with no record at all (none made, or the record lost) a revert writes its marker, which every node reads', async () => {
     let nowMs = 1_000_000;
     const store = memoryStore({ nowMs: () => nowMs });
     const clock = { ms: 0 };
     const limiter = createLimiter({ store, policies: { p: { capacity: 1, refillPerSecond: 1 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10 });
     const record = async () => (await store.override!('el:p*', { base: [] })).after;
     expect((await limiter.clearPolicyLimits('p')).previous).toMatchObject({ source: 'policy' });
-    expect(await record()).toBeUndefined();
+    const first = await record();
+    expect(first).toEqual({ policyId: expect.stringMatching(/^\d+\.0\.0\./) });
     let allowed = 0;
     for (let i = 0; i < 30; i++) {
       if ((await limiter.take('p', 'k')).allowed) allowed++;
@@ -638,6 +639,7 @@ describe('a revert with no change in force writes nothing', () => {
       clock.ms += 10;
     }
     expect(allowed).toBe(30);
+    expect(await record()).toEqual(first);
     // A change, its revert (a marker of a new version), then reverts that change nothing.
     await limiter.setPolicyLimits('p', { capacity: 1, refillPerSecond: 0.5 });
     await limiter.clearPolicyLimits('p');

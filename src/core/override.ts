@@ -310,6 +310,14 @@ const recordKey = (r: OverrideRecord | undefined) => JSON.stringify(r && [r.unti
  */
 export function applyOverride(state: BucketState | undefined, record: OverrideRecord | undefined, nowUs: number, args: OverrideArgs): OverrideResult & OverrideWrites {
   const { base } = args;
+  // A policy-wide call that changes what its record holds, in this atomic step (review 13: a read
+  // before it may be stale, or the record lost): a revert with a record but no change in force, or the
+  // numbers in force for the same limits, neither with an end, writes nothing (a new version would
+  // be one every node reads, and a key written before it would refill nothing up to it).
+  if (args.policyId !== undefined && args.limits !== undefined && record?.policyId !== undefined && (args.limits === null ? !numbersLive(record, nowUs) : numbersLive(record, nowUs) && record.untilUs === undefined && args.forMs === undefined && recordKey({ limits: record.limits }) === recordKey({ limits: args.limits }) && record.policyId.split('#')[1] === args.policyId.split('#')[1])) {
+    const kept = liveRecord(record, nowUs);
+    return kept ? { atUs: nowUs, before: kept, after: kept } : { atUs: nowUs };
+  }
   const next: { -readonly [K in keyof OverrideRecord]: OverrideRecord[K] } = { ...record };
   if (args.limits === null) {
     // A key's clear takes its own numbers away; a copy of a policy-wide change or a marker stays.

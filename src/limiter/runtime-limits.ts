@@ -97,14 +97,7 @@ export function createRuntimeLimits(w: Wiring): RuntimeLimits {
       // do, and that view is no older than a decision's may be (a limiter that has not decided on the
       // policy yet, or not lately, reads the change first).
       if (!wide) await reading(entry);
-      // A revert with no change in force (none, reverted, or ended), or a change to the numbers in force
-      // (for the same limits, neither with an end), writes nothing: a new version would be a change
-      // every node reads, and a key written before it would refill nothing up to it (see core/override.ts
-      // missedBefore). One made meanwhile stays, as if after this call.
-      const read = wide ? await override(entry, storageKey, {}) : undefined;
-      const now = read?.after;
-      const same = args.limits === null ? !now?.limits : !now?.untilUs && args.forMs === undefined && JSON.stringify(now?.limits?.map(numbersOf)) === JSON.stringify(args.limits) && now?.policyId?.split('#')[1] === args.policyId?.split('#')[1];
-      result = read && same ? read : await override(entry, storageKey, wide ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) });
+      result = await override(entry, storageKey, wide ? args : { ...args, ...policyView(entry.change, seenOf(entry), entry.holdMs) });
     } catch (error) {
       w.audit({ action, policy: policy.name, key, ...who, atMs: Date.now(), error });
       throw error;

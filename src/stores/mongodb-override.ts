@@ -6,7 +6,7 @@ import { changeVersion, numbersAt, priorOf, type OverrideArgs, type OverrideLimi
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
-import { elem, endedAt, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unset, versionedIdExpr } from './mongodb-record-expr.js';
+import { elem, endedAt, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unchangedExpr, unset, versionedIdExpr } from './mongodb-record-expr.js';
 
 /** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
 export interface LimitParams {
@@ -346,7 +346,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   const view = args.policyId === undefined && (args.policy !== undefined || args.policySeenUs !== undefined) ? args : undefined;
   const change = view?.policy;
   // (`_sVw`: the stored record as a step under the view leaves it, what core's carried moves the bucket to.)
-  const record = view ? [...stepRecord(view), { $set: { _sVw: '$_sN', _sN0: next } }, ...stepRecord(view, '$_sN0')] : [{ $set: { _sN: next } }];
+  const record = view ? [...stepRecord(view), { $set: { _sVw: '$_sN', _sN0: next } }, ...stepRecord(view, '$_sN0')] : [{ $set: { _sN: pinned ? { $cond: [unchangedExpr(args), '$_sO', next] } : next } }];
   const to = change && {
     // The change is installed at the end of numbers that ended: in force now, made by their end, and not older than the key's copy.
     split: {

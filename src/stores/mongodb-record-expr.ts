@@ -81,3 +81,15 @@ export function versionedIdExpr(policyId: string): Expr {
   const text = (e: Expr) => ({ $toString: { $toLong: e } });
   return { $concat: [text(v), '.', text(pv), '.', text(since), { $literal: `.${policyId}` }] };
 }
+
+/**
+ * Whether a policy-wide call (`args.policyId` with limits or null) changes nothing of the policy's
+ * record `$_sO` (core/override.ts applyOverride): a revert with a record but no change in force, or the
+ * numbers in force for the same limits, neither with an end. The record is then kept as it is.
+ */
+export function unchangedExpr(args: { limits?: readonly OverrideLimit[] | null; forMs?: number; policyId?: string }): Expr {
+  if (args.limits === null) return { $and: [isSet('$_sO.policyId'), { $not: [numbersLiveExpr('$_sO')] }] };
+  if (args.forMs !== undefined) return false;
+  const names = { $ifNull: [{ $arrayElemAt: [{ $split: [{ $ifNull: ['$_sO.policyId', ''] }, '#'] }, 1] }, null] };
+  return { $and: [isSet('$_sO.policyId'), numbersLiveExpr('$_sO'), unset('$_sO.untilUs'), { $eq: ['$_sO.limits', { $literal: (args.limits ?? []).map(limitDoc) }] }, { $eq: [names, { $literal: args.policyId?.split('#')[1] ?? null }] }] };
+}

@@ -74,6 +74,10 @@ if A[2] == 'r' then
   end
   return {now, v, rsave(key, v, nil, 0, now, rec, {}, {}, {})}
 end
+` +
+  // A policy-wide call that changes nothing writes nothing (core/override.ts applyOverride): a revert
+  // with a record but no change in force, or the numbers in force for the same limits, neither with an end.
+  `if A[7] ~= '' and rec and rec.id and (A[4] == '-' and not live(rec, now) or rec.l and not rec.u and A[5] == '' and rtext({l = rec.l}) == A[4] .. '|||' and string.match(rec.id, '#.*') == string.match(A[7], '#.*')) then return {now, v, v} end
 local bt, bc, br = {}, {}, {}
 for i = 1, n do bt[i], bc[i], br[i] = base[3 * i - 2], base[3 * i - 1], base[3 * i] end
 local nx = {}
@@ -116,4 +120,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = 'e4c201c40eebbc436134b0f495c7ac82ad63639c';
+export const OVERRIDE_SCRIPT_SHA = '3cba312f7528821ff5662321b17b96ec793f5b0d';

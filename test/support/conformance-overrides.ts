@@ -427,6 +427,26 @@ export function overrideConformance(suite: OverrideSuite): void {
     }
   });
 
+  it('overrides: a policy-wide call that changes nothing writes nothing, in the same atomic step (review 13, N1): the same numbers again, a revert of a revert or of an ended change; a revert with no record at all writes its marker', async (ctx) => {
+    const { store, base, slow } = await twentyTen(ctx);
+    const policyKey = storageKey('twentyTen', `*${suite.key()}`);
+    const id = async (args: Omit<OverrideArgs, 'base'>) => (await store.override(policyKey, { base, ...args })).after?.policyId;
+    const marker = await id({ limits: null, policyId: 'r0#' });
+    expect(priorOf(marker)).toEqual([0, 0]);
+    expect(await id({ limits: null, policyId: 'r1#' })).toBe(marker);
+    const change = await id({ limits: slow, policyId: 'c#twentyTen' });
+    expect(changeVersion(change)).toBeGreaterThan(changeVersion(marker));
+    expect(await id({ limits: slow, policyId: 'c2#twentyTen' })).toBe(change);
+    // Other limits' names, other numbers, or an end: a new version.
+    expect(changeVersion(await id({ limits: slow, policyId: 'c3#other' }))).toBeGreaterThan(changeVersion(change));
+    const ending = (await store.override(policyKey, { base, limits: base, forMs: 50, policyId: 'e#twentyTen' })).after!;
+    await sleep(60 + res);
+    const ended = (await store.override(policyKey, { base })).stored;
+    expect(ended?.policyId).toBe(ending.policyId);
+    await store.override(policyKey, { base, limits: null, policyId: 'r2#' });
+    expect((await store.override(policyKey, { base })).stored).toEqual(ended);
+  });
+
   /** A policy-wide change of tenFast's numbers to 10 per 6000 s, made at the store's reading now (its version), and a take under it. */
   async function slowChange(store: Store, k: string) {
     const p = policies.tenFast;
