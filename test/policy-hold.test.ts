@@ -40,10 +40,11 @@ describe.each(stores)('nodes that read the policy-wide change at different rates
     const prefix = `hold-${Math.random().toString(36).slice(2)}:`;
     // Two nodes, each with a store of its own on the one server (limiters sharing one Store object are
     // told of a change at once). The policy: 100 at one an hour. A reads every 100 ms with timeoutMs 100
-    // (its own hold was 250 ms); B every 60 s.
-    const node = async (policyRefreshMs: number) => createLimiter({ store: await storeOf(), prefix, policyRefreshMs, policies: { p: { capacity: 100, refillPerSecond: 1 / 3600, timeoutMs: 100 } } });
-    const a = await node(100);
-    const b = await node(60_000);
+    // (its own hold was 250 ms); B every 60 s, with timeoutMs 2000 (so that on a busy machine none of its
+    // takes is decided by the fail mode, under the policy's numbers).
+    const node = async (policyRefreshMs: number, timeoutMs: number) => createLimiter({ store: await storeOf(), prefix, policyRefreshMs, policies: { p: { capacity: 100, refillPerSecond: 1 / 3600, timeoutMs } } });
+    const a = await node(100, 100);
+    const b = await node(60_000, 2000);
     // B reads the policy's record (no change), then A sets one: 2 at 10 a second.
     expect((await b.take('p', 'warm')).limit).toBe(100);
     await a.setPolicyLimits('p', { capacity: 2, refillPerSecond: 10 });
