@@ -310,11 +310,11 @@ const recordKey = (r: OverrideRecord | undefined) => JSON.stringify(r && [r.unti
  */
 export function applyOverride(state: BucketState | undefined, record: OverrideRecord | undefined, nowUs: number, args: OverrideArgs): OverrideResult & OverrideWrites {
   const { base } = args;
-  // A policy-wide call that changes what its record holds, in this atomic step (review 13: a read
-  // before it may be stale, or the record lost): a revert with a record but no change in force, or the
-  // numbers in force for the same limits, neither with an end, writes nothing (a new version would
-  // be one every node reads, and a key written before it would refill nothing up to it).
-  if (args.policyId !== undefined && args.limits !== undefined && record?.policyId !== undefined && (args.limits === null ? !numbersLive(record, nowUs) : numbersLive(record, nowUs) && record.untilUs === undefined && args.forMs === undefined && recordKey({ limits: record.limits }) === recordKey({ limits: args.limits }) && record.policyId.split('#')[1] === args.policyId.split('#')[1])) {
+  // A policy-wide call that changes nothing of its record, decided in this atomic step (review 13: a
+  // read before it may be stale, or the record lost), writes nothing: a revert of a record with no
+  // change in force, or the numbers in force for the same limits, neither with an end (a new version
+  // would be one every node reads, and a key written before it would refill nothing up to it).
+  if (args.policyId !== undefined && args.limits !== undefined && record?.policyId !== undefined && (args.limits === null ? !numbersLive(record, nowUs) : record.limits !== undefined && record.untilUs === undefined && args.forMs === undefined && recordKey({ limits: record.limits }) === recordKey({ limits: args.limits }) && record.policyId.split('#')[1] === args.policyId.split('#')[1])) {
     const kept = liveRecord(record, nowUs);
     return kept ? { atUs: nowUs, before: kept, after: kept } : { atUs: nowUs };
   }
