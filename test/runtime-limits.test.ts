@@ -619,12 +619,22 @@ describe('the deny cache and leases after a change (two nodes on one store)', ()
   });
 });
 
+/** One policy of `capacity` at 1 a second on a memory store, its clock and the limiter's moved together by tick(ms). */
+function onePolicy(capacity: number) {
+  let nowMs = 1_000_000;
+  const store = memoryStore({ nowMs: () => nowMs });
+  const clock = { ms: 0 };
+  const limiter = createLimiter({ store, policies: { p: { capacity, refillPerSecond: 1 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10 });
+  const tick = (ms: number) => {
+    nowMs += ms;
+    clock.ms += ms;
+  };
+  return { store, limiter, tick, nowUs: () => nowMs * 1000 };
+}
+
 describe('a revert with no change in force writes nothing', () => {
   it('a revert\'s marker or a change that has ended stay as they are: no new version, so keys are not frozen up to one (a take a second under 1 a second, a revert a second: all 30 allowed, where 1 was before); with no record at all (none made, or the record lost) a revert writes its marker, which every node reads', async () => {
-    let nowMs = 1_000_000;
-    const store = memoryStore({ nowMs: () => nowMs });
-    const clock = { ms: 0 };
-    const limiter = createLimiter({ store, policies: { p: { capacity: 1, refillPerSecond: 1 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10 });
+    const { store, limiter, tick } = onePolicy(1);
     const record = async () => (await store.override!('el:p*', { base: [] })).after;
     expect((await limiter.clearPolicyLimits('p')).previous).toMatchObject({ source: 'policy' });
     const first = await record();
@@ -632,11 +642,9 @@ describe('a revert with no change in force writes nothing', () => {
     let allowed = 0;
     for (let i = 0; i < 30; i++) {
       if ((await limiter.take('p', 'k')).allowed) allowed++;
-      nowMs += 990;
-      clock.ms += 990;
+      tick(990);
       await limiter.clearPolicyLimits('p');
-      nowMs += 10;
-      clock.ms += 10;
+      tick(10);
     }
     expect(allowed).toBe(30);
     expect(await record()).toEqual(first);
@@ -645,12 +653,12 @@ describe('a revert with no change in force writes nothing', () => {
     await limiter.clearPolicyLimits('p');
     const marker = await record();
     expect(marker).toEqual({ policyId: expect.stringMatching(/^\d+\.\d+\.\d+\./) });
-    nowMs += 5;
+    tick(5);
     await limiter.clearPolicyLimits('p');
     expect(await record()).toEqual(marker);
     // A change that has ended: kept, with its end (nodes read it ended).
     await limiter.setPolicyLimits('p', { capacity: 1, refillPerSecond: 0.5 }, { expiresInMs: 100 });
-    nowMs += 200;
+    tick(200);
     const ended = (await store.override!('el:p*', { base: [] })).stored;
     await limiter.clearPolicyLimits('p');
     expect((await store.override!('el:p*', { base: [] })).stored).toEqual(ended);
@@ -659,21 +667,16 @@ describe('a revert with no change in force writes nothing', () => {
 
 describe('a policy-wide change to the numbers already in force writes nothing', () => {
   it('the same numbers for the same limits, neither with an end: the record stays (a take every 2 s, the same change every second: all 30 allowed, where 10 were); other numbers, or an end, write', async () => {
-    let nowMs = 1_000_000;
-    const store = memoryStore({ nowMs: () => nowMs });
-    const clock = { ms: 0 };
-    const limiter = createLimiter({ store, policies: { p: { capacity: 10, refillPerSecond: 1 } }, monotonicMs: () => clock.ms, policyRefreshMs: 10 });
+    const { store, limiter, tick, nowUs } = onePolicy(10);
     const record = async () => (await store.override!('el:p*', { base: [] })).stored;
     await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 1 });
     const first = await record();
     let allowed = 0;
     for (let s = 0; s < 60; s++) {
       await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 1 });
-      nowMs += 10;
-      clock.ms += 10;
+      tick(10);
       if (s % 2 === 0) for (let i = 0; i < 2; i++) if ((await limiter.take('p', 'k')).allowed) allowed++;
-      nowMs += 990;
-      clock.ms += 990;
+      tick(990);
     }
     expect(await record()).toEqual(first);
     expect(allowed).toBe(60);
@@ -681,6 +684,6 @@ describe('a policy-wide change to the numbers already in force writes nothing', 
     const other = await record();
     expect(other).not.toEqual(first);
     await limiter.setPolicyLimits('p', { capacity: 10, refillPerSecond: 2 }, { expiresInMs: 60_000 });
-    expect((await record())!.untilUs).toBe(nowMs * 1000 + 60_000_000);
+    expect((await record())!.untilUs).toBe(nowUs() + 60_000_000);
   });
 });
