@@ -384,8 +384,10 @@ export class OverrideModel {
     let back = left(n);
     if (this.inRecord && sinceUs !== undefined) back = min(back, convert(left(b), b.token, n.token, false));
     this.debts[0] = this.keep(0, this.debts[0]!, pos(this.debts[0]! - back));
-    this.writes(true, before);
-    return this.answer(true);
+    // A late refund with nothing left of it is a peek to a step under a record or a view of a change
+    // (core argsUnder: a cost of 0), which writes nothing; a plain key's step applies it all the same.
+    const plain = Object.keys(s0.record).length === 0 && change === undefined;
+    return this.kept(this.writes(plain || sinceUs === undefined || back > 0n, before), this.answer(true), s0);
   }
   /**
    * Limit i's debt after a refund that left `after` of `d`: while a reservation is pending, no lower
