@@ -20,8 +20,13 @@ const POLICIES = {
   one: { capacity: 2, refillPerSecond: 1 },
 };
 
-/** With `nowMs`, the store's clock is that fake one (ms); by default the real one. */
-function setup(nowMs?: () => number) {
+/**
+ * A store clock that stands still: the numbers these tests read (a refill of 1,000 tokens a minute is
+ * one every 60 ms) are exact however slow the machine is. A test that needs time to pass passes its own.
+ */
+const STILL = () => 1_790_000_000_000;
+
+function setup(nowMs: () => number = STILL) {
   const store = switchableStore(nowMs);
   const limiter = createLimiter({ store, policies: POLICIES, circuitBreaker: false, timeoutMs: 200 });
   const app = checked(permitApp({ limiter, tokens: [TOKEN], log: () => {} }));
@@ -63,8 +68,7 @@ describe('several limits over HTTP', () => {
   });
 
   it('POST /v1/permits takes a cost per limit; the body carries each limit, and a 429 the limits that refused', async () => {
-    // A clock that stands still: the refusal's wait is exact, however slow this machine is.
-    const { send } = setup(() => 1_790_000_000_000);
+    const { send } = setup();
     const ok = await send('/v1/permits', { policy: 'api', key: 'k', cost: { second: 10, day: 10 } });
     expect(ok.status).toBe(200);
     const body = (await ok.json()) as Record<string, unknown>;
@@ -189,7 +193,7 @@ describe('several limits over HTTP', () => {
 
 describe('the deny cache with several limits', () => {
   it('answers only a request that asks at least as much of every limit, with every limit recomputed, and never one the store would allow', async () => {
-    const store = switchableStore();
+    const store = switchableStore(STILL);
     const limiter = createLimiter({ store, denyCache: true, policies: POLICIES });
     await limiter.take('llm', 'k', { cost: { requests: 3, tokens: 100 } }); // requests empty, tokens 900
     const refused = await limiter.take('llm', 'k', { cost: { requests: 1, tokens: 10 } });
@@ -226,7 +230,7 @@ describe('several limits: found by a hostile review', () => {
 
   it('settle() settles nothing against the store for a permit the store did not decide (fail open, local), and keeps the work\'s error', async () => {
     for (const onStoreError of ['allow', 'local'] as const) {
-      const store = switchableStore();
+      const store = switchableStore(STILL);
       const limiter = createLimiter({ store, circuitBreaker: false, policies: { llm: { ...POLICIES.llm, onStoreError } } });
       // Another caller uses the whole token budget while the store answers.
       await limiter.take('llm', 'k', { cost: { tokens: 1000 } });
