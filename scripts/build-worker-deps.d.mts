@@ -8,5 +8,7 @@ export declare function cutCredentialsWarning(code: string): string;
 export declare function cutUrlCheck(code: string): string;
 export declare function cutJsonParseError(code: string): string;
 export declare function buildWorkerDeps(outDir: string): string;
+export declare function cutHonoMount(code: string): string;
+export declare function buildWorkerHono(outDir: string): string;
 export declare const LUA_SOURCE: RegExp;
 export declare function buildWorkerSource(outDir: string): void;

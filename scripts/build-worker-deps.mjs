@@ -1,6 +1,6 @@
 // The Worker's @upstash/redis, without the command methods it never calls: wrangler.toml runs this before
 // every bundle ([build]) and points `@upstash/redis/cloudflare` at its output ([alias]). It also writes
-// the Worker's static assets (the OpenAPI document; buildWorkerAssets below), and the source the Worker is
+// the Worker's hono/hono-base without its deprecated mount() (buildWorkerHono below), the Worker's static assets (the OpenAPI document; buildWorkerAssets below), and the source the Worker is
 // bundled from, its Lua without indentation (buildWorkerSource below).
 //
 // Why: the package's Redis and Pipeline classes hold one instance field per Redis command (about 190
@@ -24,7 +24,7 @@
 // know, or a kept member it cannot find, stops the build with an error: it never writes a guess.
 // test/upstash-worker-deps.test.ts checks that the cut client answers every probe as the package's does.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The members each class keeps: its state and plumbing, and the four commands the Worker sends. */
@@ -224,6 +224,54 @@ export function buildWorkerDeps(outDir) {
 }
 
 /**
+ * Hono's HonoBase module without its deprecated `mount()` method (hono-base.js: "Use `mount()` from
+ * `hono/mount` instead. `.mount()` will be removed in v5"). The Worker never mounts an application, but
+ * a class's methods are never dropped by a bundler, and this one imports the request rewriting of
+ * utils/mount.js and helper/route: 1,084 bytes of the Worker's 60 KiB gzip. Cut: the method with its doc
+ * comment, and the two imports only it used. Each piece must be there once, in the shape of hono 4's
+ * build, or the build stops.
+ */
+export function cutHonoMount(code) {
+  const once = (text, what) => {
+    const at = code.indexOf(text);
+    if (at < 0 || code.indexOf(text, at + 1) >= 0) throw new Error(`[build-worker-deps] hono: not one ${what} of the shape this script knows`);
+    return at;
+  };
+  const doc = once('\t/**\n\t* `.mount()` allows you to mount', 'doc comment of mount()');
+  const method = once('\n\tmount(path, applicationHandler, options) {\n', 'mount() method');
+  const next = once('\n\t#addRoute(method, path, handler, baseRoutePath) {', '#addRoute after mount()');
+  if (!(doc < method && method < next) || !code.slice(method, next).endsWith('\n\t}')) throw new Error('[build-worker-deps] hono: mount() is not followed by #addRoute');
+  let cut = code.slice(0, doc) + code.slice(next + 1);
+  for (const line of ['import { createMountedRequest } from "./utils/mount.js";\n', 'import { routePath } from "./helper/route/index.js";\n']) {
+    const at = cut.indexOf(line);
+    if (at < 0) throw new Error(`[build-worker-deps] hono: no ${JSON.stringify(line.trim())}`);
+    cut = cut.slice(0, at) + cut.slice(at + line.length);
+  }
+  if (/\bcreateMountedRequest\b|\broutePath\b|\bmount\(/.test(cut)) throw new Error('[build-worker-deps] hono: HonoBase still uses what mount() used');
+  return cut;
+}
+
+/**
+ * Writes the Worker's `hono/hono-base` into `outDir` (wrangler.toml's [alias]) and returns its path: the
+ * installed package's hono-base.js cut by cutHonoMount, its relative imports pointed at the package's own
+ * files, so that every other module of hono (Context, HTTPException, the routers) is the package's, once.
+ */
+export function buildWorkerHono(outDir) {
+  const basePath = fileURLToPath(import.meta.resolve('hono/hono-base'));
+  const dist = dirname(basePath);
+  const code = cutHonoMount(readFileSync(basePath, 'utf8')).replace(/from "\.\/([^"]+)"/g, (_, rel) => `from ${JSON.stringify(relative(outDir, join(dist, rel)).split(sep).join('/'))}`);
+  const out = join(outDir, 'hono-base.mjs');
+  const text = `// hono/hono-base without its deprecated mount(), cut by scripts/build-worker-deps.mjs.\n${code}`;
+  if (existsSync(out) && readFileSync(out, 'utf8') === text) return out;
+  mkdirSync(outDir, { recursive: true });
+  // (Written whole: parallel builds, as buildWorkerSource.)
+  const tmp = `${out}.${process.pid}.tmp`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, out);
+  return out;
+}
+
+/**
  * Writes the Worker's static assets into `outDir` (wrangler.toml's [assets]): the permit API's OpenAPI
  * document at v1/openapi.json, with its Cache-Control in _headers. Served by the platform before the
  * Worker runs, it is no part of the Worker's bundle (its builder was 8 KiB of the 60 KiB gzip budget).
@@ -292,6 +340,7 @@ export function buildWorkerSource(outDir) {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const build = join(dirname(fileURLToPath(import.meta.url)), '../build/worker');
   buildWorkerDeps(join(build, 'upstash-redis'));
+  buildWorkerHono(join(build, 'hono'));
   buildWorkerAssets(join(build, 'assets'));
   buildWorkerSource(join(build, 'app'));
 }

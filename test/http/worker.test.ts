@@ -91,6 +91,9 @@ describe('Worker in workerd (memory store)', () => {
     expect([...packages].sort()).toEqual(['hono']);
     expect(build.modules.filter((m) => /upstash/.test(m)).sort()).toEqual(['build/worker/upstash-redis/chunk.mjs', 'build/worker/upstash-redis/cloudflare.mjs']);
     expect(build.source).toContain('@upstash/redis@');
+    // Hono's HonoBase as the script cuts it (no deprecated mount(), nor the request rewriting it imports).
+    expect(build.modules).toContain('build/worker/hono/hono-base.mjs');
+    expect(build.modules.filter((m) => /hono\/dist\/(hono-base|utils\/mount|helper\/route)/.test(m))).toEqual([]);
     // Bundled from the build command's copy of src/ (wrangler.toml's main: its Lua without indentation).
     expect(build.modules).toContain('build/worker/app/src/stores/redis-store.ts');
     expect(build.modules.filter((m) => /^(src|functions)\//.test(m))).toEqual([]);
