@@ -8,8 +8,8 @@
 import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { stepArgs } from '../src/core/gcra.js';
-import { baseNumbers } from '../src/core/override.js';
+import { CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
+import { baseNumbers, policyUnder } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit, PolicyOverride, StepArgs, Store } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
@@ -157,6 +157,23 @@ const caseArb = fc.record({
 });
 const policyOfSpec = (s: { capacity: number; rate: { p: number; q: number } }) => policyOf(s.capacity, s.rate.p / s.rate.q);
 
+describe('mongodb store: a change in the ms between a reservation\'s slot and its caller (mingo, $$NOW on a fake clock)', () => {
+  it("counts nothing of the old rate's refill since the slot to the caller's token (review 3, F6)", async () => {
+    const store = mongoStore({ collection: new MingoCollection() });
+    const third = policyOf(1, 3);
+    const take = async (maxWaitMs = 0) => (await store.step('r:f6', stepArgs(third, 1, maxWaitMs))).allowed;
+    expect(await take()).toBe(true);
+    // Its slot 333.334 ms on, its caller told 334 ms; the key moves to 1 a second then.
+    expect(await take(400)).toBe(true);
+    now = T0 + 334;
+    await store.override!('r:f6', { base: baseNumbers(third), limits: baseNumbers(policyOf(1, 1)) });
+    now = T0 + 1333;
+    expect(await take()).toBe(false);
+    now = T0 + 1336;
+    expect(await take()).toBe(true);
+  });
+});
+
 describe('mongodb store: a change of numbers with reservations pending (mingo, $$NOW on a fake clock)', () => {
   it('every window after a change that holds an admission decided under the new numbers holds no more than they allow, reservations granted before counted when due', async () => {
     await fc.assert(
@@ -166,6 +183,8 @@ describe('mongodb store: a change of numbers with reservations pending (mingo, $
         const policy = policyOfSpec(base);
         const key = 'r:k';
         const admitted: Admission[] = [];
+        // The same admissions counted when their callers come: the decision's time plus its waitMs.
+        const callers: Admission[] = [];
         const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
         const sinceUs = () => (now - T0) * 1000;
         const run = async (takes: { dtMs: number; cost: number; maxWaitMs: number }[]) => {
@@ -178,6 +197,7 @@ describe('mongodb store: a change of numbers with reservations pending (mingo, $
             const n = r.limits?.[0] ?? baseNumbers(policy)[0]!;
             expect(n).toEqual(segments[under]!.numbers);
             admitted.push({ dueUs: sinceUs() + dueAfterUs([cost], r.debtUnits, [n]), costs: [cost], under });
+            callers.push({ dueUs: sinceUs() + toDecision(r.limits ? policyUnder(policy, r.limits) : policy, cost, r).waitMs * 1000, costs: [cost], under });
           }
         };
         await run(first);
@@ -192,6 +212,8 @@ describe('mongodb store: a change of numbers with reservations pending (mingo, $
         }
         // Windows from each change on (see overWindow): none holds more than those numbers allow.
         expect(overWindow(admitted, segments.map((g) => ({ startUs: g.startUs, numbers: [g.numbers] })))).toBeUndefined();
+        // And as the callers see it, each window with the ms a caller may come after its slot (review 3, F6).
+        expect(overWindow(callers, segments.map((g) => ({ startUs: g.startUs, numbers: [g.numbers] })), 1, CALLER_LAG_US)).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 120) },
     );
@@ -265,6 +287,7 @@ describe('mongodb store: reservations on several limits, random (mingo, $$NOW on
         const policy = policyOfSpecs(base);
         const own = baseNumbers(policy);
         const admitted: Admission[] = [];
+        const callers: Admission[] = [];
         const segments: { startUs: number; numbers: readonly OverrideLimit[] }[] = [{ startUs: 0, numbers: own }];
         const run = async (takes: { dtMs: number; costs: number[]; maxWaitMs: number }[]) => {
           for (const t of takes) {
@@ -275,6 +298,7 @@ describe('mongodb store: reservations on several limits, random (mingo, $$NOW on
             if (!r.allowed) continue;
             const n = r.limits ?? own;
             admitted.push({ dueUs: (now - T0) * 1000 + dueAfterUs(costs, r.debtUnits, n), costs, under: segments.length - 1 });
+            callers.push({ dueUs: (now - T0) * 1000 + toDecision(policyUnder(policy, n), costs, r).waitMs * 1000, costs, under: segments.length - 1 });
           }
         };
         await run(first);
@@ -287,6 +311,7 @@ describe('mongodb store: reservations on several limits, random (mingo, $$NOW on
         }
         // Windows from the start and from each change on, every limit (see overWindow).
         expect(overWindow(admitted, segments, 0)).toBeUndefined();
+        expect(overWindow(callers, segments, 0, CALLER_LAG_US)).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 150) },
     );

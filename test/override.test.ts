@@ -95,6 +95,42 @@ describe('carrying a bucket to new numbers (applyOverride)', () => {
   });
 });
 
+describe('a reservation\'s caller comes up to 1 ms after its slot (CALLER_LAG_US, review 3, F6)', () => {
+  const third = numbers({ capacity: 1, refillPerSecond: 3 });
+  const one = numbers({ capacity: 1, refillPerSecond: 1 });
+  const p = policy({ capacity: 1, refillPerSecond: 3 });
+  const at = (us: number) => T0 + us;
+  /** A token taken at 0 and one reserved: its slot at 333,334 µs, its caller told 334 ms. */
+  const reserved = () => {
+    const s = step(undefined, at(0), stepArgs(p, 1, 0)).write!;
+    return step(s, at(0), stepArgs(p, 1, 400)).write!;
+  };
+
+  it('a bucket keeps its horizon until 1 ms past the slot, then drops it', () => {
+    const s = reserved();
+    expect(s.reservedUntilUs).toBe(at(333_334));
+    // A charge writes the bucket: the horizon is kept while the caller may come.
+    const charge = (us: number) => step(s, at(us), adjustArgs(p, 1)).write;
+    expect(charge(334_000)?.reservedUntilUs).toBe(at(333_334));
+    expect(charge(334_333)?.reservedUntilUs).toBe(at(333_334));
+    expect(charge(334_334)?.reservedUntilUs).toBeUndefined();
+  });
+
+  it('a change while one is pending or due less than 1 ms before counts 1 ms less of the old refill; 1 ms after, the whole', () => {
+    const s = reserved();
+    const debtAfterChangeAt = (us: number) => applyOverride(s, undefined, at(us), { base: third, limits: one }).write!.debtUnits[0]!;
+    // The debt at `us` (µs) plus `plusUs` of the old refill, carried to 1 a second (rounded up).
+    const carried = (us: number, plusUs = 0) => convertUnits(s.debtUnits[0]! - (us - plusUs) * third[0]!.refillUnitsPerUs, third[0]!.tokenUnits, one[0]!.tokenUnits, 'up');
+    // Pending, and at the caller's ms: 1 ms of 3 a second (0.003 tokens) more than the bucket holds.
+    expect(debtAfterChangeAt(100_000)).toBe(Math.max(carried(100_000, 1000), (333_334 - 100_000) * one[0]!.refillUnitsPerUs + carried(333_334, 1000)));
+    expect(debtAfterChangeAt(334_000)).toBe(carried(334_000, 1000));
+    expect(debtAfterChangeAt(334_333)).toBe(carried(334_333, 1000));
+    // 1 ms after the slot the caller has come: the carry is exact.
+    expect(debtAfterChangeAt(334_334)).toBe(carried(334_334));
+    expect(debtAfterChangeAt(400_000)).toBe(carried(400_000));
+  });
+});
+
 describe('an override that changes nothing writes nothing', () => {
   it('whatever order a record holds its fields in (a step installs a change\'s copy with its keys in another order than liveRecord rebuilds them: it was written again)', () => {
     const base = numbers({ capacity: 100, refillPerSecond: 1 });

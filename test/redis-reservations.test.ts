@@ -100,6 +100,21 @@ for (const batch of [false, true]) {
       expect(await value()).toBe(`${9 * u}:${T0 + 800_000}`);
     });
 
+    it("a change in the ms between a reservation's slot and its caller counts nothing of the old rate's refill since the slot to the caller's token (review 3, F6)", async () => {
+      const { store, key, at, take } = setup(batch);
+      const third = policyOf(1, 3);
+      at(0);
+      expect(await take(third, 1, 0)).toBe(true);
+      // Its slot 333.334 ms on, its caller told 334 ms; the key moves to 1 a second then.
+      expect(await take(third, 1, 400)).toBe(true);
+      at(334);
+      await store.override!(key, { base: baseNumbers(third), limits: baseNumbers(policyOf(1, 1)) });
+      at(1333);
+      expect(await take(third, 1, 0)).toBe(false);
+      at(1336);
+      expect(await take(third, 1, 0)).toBe(true);
+    });
+
     it("a take whose cost is above the key's own lower capacity is refused, even with a wait", async () => {
       const { store, key, at, take, value } = setup(batch);
       const base = policyOf(10, 10);

@@ -7,8 +7,8 @@
 // lowered, faster, slower, one limit of several, with an end) between takes that wait.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { stepArgs } from '../src/core/gcra.js';
-import { baseNumbers } from '../src/core/override.js';
+import { CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
+import { baseNumbers, policyUnder } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
@@ -37,6 +37,8 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
         const policy = policyOf(base);
         const key = 'r:k';
         const admitted: Admission[] = [];
+        // The same admissions counted when their callers come: the decision's time plus its waitMs.
+        const callers: Admission[] = [];
         // The numbers in force over time: segments in order (a change, or the policy's again at a change's end).
         const segments: { startUs: number; numbers: OverrideLimit }[] = [{ startUs: 0, numbers: baseNumbers(policy)[0]! }];
         const run = async (takes: { dtUs: number; cost: number; maxWaitMs: number }[]) => {
@@ -50,6 +52,7 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
             expect(n).toEqual(segments[under]!.numbers);
             // Relative to the origin: a fraction of a µs is lost at 1.79e15 in a double.
             admitted.push({ dueUs: nowUs - originUs + dueAfterUs([cost], r.debtUnits, [n]), costs: [cost], under });
+            callers.push({ dueUs: nowUs - originUs + toDecision(r.limits ? policyUnder(policy, r.limits) : policy, cost, r).waitMs * 1000, costs: [cost], under });
           }
         };
         await run(first);
@@ -65,8 +68,34 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
         }
         // Windows from each change on (see overWindow): none holds more than those numbers allow.
         expect(overWindow(admitted, segments.map((g) => ({ startUs: g.startUs, numbers: [g.numbers] })))).toBeUndefined();
+        // And as the callers see it, each window with the ms a caller may come after its slot (review 3, F6).
+        expect(overWindow(callers, segments.map((g) => ({ startUs: g.startUs, numbers: [g.numbers] })), 1, CALLER_LAG_US)).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 400) },
     );
   }, 120_000);
+
+  it("a change in the ms between a reservation's slot and its caller counts nothing of the old rate's refill since the slot to the caller's token (review 3, F6)", async () => {
+    let nowUs = 1_790_000_000_000_000;
+    const store = memoryStore({ nowMs: () => nowUs / 1000 });
+    const third = policyOf({ capacity: 1, rate: { p: 3, q: 1 } });
+    const at0 = nowUs;
+    const at = (ms: number) => (nowUs = at0 + ms * 1000);
+    const take = async (maxWaitMs = 0) => store.step('r:f6', stepArgs(third, 1, maxWaitMs));
+    expect((await take()).allowed).toBe(true);
+    // Reserved: its slot 333.334 ms on (a token every 333,333.3 µs), its caller told 334 ms.
+    const r = await take(400);
+    expect(r.allowed).toBe(true);
+    expect(dueAfterUs([1], r.debtUnits, baseNumbers(third))).toBeCloseTo(333_333.33, 1);
+    // The key moves to 1 a second at 334 ms, when the caller goes: its token is the first under the new
+    // numbers, so the next comes no sooner than 1 s later. Counting the 0.666 ms of 3 a second since the
+    // slot gave it back 2 ms early (the take at 1,333 ms was allowed).
+    at(334);
+    await store.override('r:f6', { base: baseNumbers(third), limits: baseNumbers(policyOf({ capacity: 1, rate: { p: 1, q: 1 } })) });
+    at(1333);
+    expect((await take()).allowed).toBe(false);
+    // 1 ms of the old rate not counted: 3 ms late at the new one, at most.
+    at(1336);
+    expect((await take()).allowed).toBe(true);
+  });
 });

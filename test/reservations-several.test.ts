@@ -6,8 +6,8 @@
 // over the window. Memory store (core), fake clock, per-key changes of all or some limits between takes.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { stepArgs } from '../src/core/gcra.js';
-import { baseNumbers } from '../src/core/override.js';
+import { CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
+import { baseNumbers, policyUnder } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
 import { memoryStore } from '../src/stores/memory.js';
@@ -40,6 +40,8 @@ describe('reservations on a policy of several limits (memory store, fake clock)'
         const policy = policyOf(base);
         const own = baseNumbers(policy);
         const admitted: Admission[] = [];
+        // The same admissions counted when their callers come: the decision's time plus its waitMs.
+        const callers: Admission[] = [];
         const segments: { startUs: number; numbers: readonly OverrideLimit[] }[] = [{ startUs: 0, numbers: own }];
         const run = async (takes: { dtUs: number; costs: number[]; maxWaitMs: number }[]) => {
           for (const t of takes) {
@@ -52,6 +54,7 @@ describe('reservations on a policy of several limits (memory store, fake clock)'
             expect(n).toEqual(segments.at(-1)!.numbers);
             // Due when every limit it charged has refilled to its capacity (exact, relative to the origin).
             admitted.push({ dueUs: nowUs - originUs + dueAfterUs(costs, r.debtUnits, n), costs, under: segments.length - 1 });
+            callers.push({ dueUs: nowUs - originUs + toDecision(policyUnder(policy, n), costs, r).waitMs * 1000, costs, under: segments.length - 1 });
           }
         };
         await run(first);
@@ -64,6 +67,8 @@ describe('reservations on a policy of several limits (memory store, fake clock)'
         }
         // Windows from the start and from each change on, every limit (see overWindow).
         expect(overWindow(admitted, segments, 0)).toBeUndefined();
+        // And as the callers see it, each window with the ms a caller may come after its slot (review 3, F6).
+        expect(overWindow(callers, segments, 0, CALLER_LAG_US)).toBeUndefined();
       }),
       { numRuns: Number(process.env.RUNS ?? 300) },
     );

@@ -41,11 +41,19 @@ export interface BucketState {
   reservedUntilUs?: number;
 }
 
-/** The reservation horizon a write at nowUs keeps: `state`'s while it is after nowUs, or the later of it and `dueUs`. */
+/**
+ * How long after its slot a reservation's caller may come: a decision tells it whole ms (waitMs, rounded
+ * up), so it goes up to 1 ms after the µs its bucket counted the token at. A bucket keeps its horizon
+ * that much longer, and a change of numbers in that ms counts that much less refill (core/override.ts
+ * carryDebt).
+ */
+export const CALLER_LAG_US = 1000;
+
+/** The reservation horizon a write at nowUs keeps: `state`'s while its caller may still come (CALLER_LAG_US), or the later of it and `dueUs`. */
 function horizon(state: BucketState | undefined, nowUs: number, dueUs = 0): number | undefined {
   const r = state?.reservedUntilUs;
   const h = r !== undefined && r > dueUs ? r : dueUs;
-  return h > nowUs ? h : undefined;
+  return h > 0 && h > nowUs - CALLER_LAG_US ? h : undefined;
 }
 
 /** A bucket to write at nowUs: the debts, and the reservation horizon kept (see horizon). */

@@ -15,7 +15,7 @@
 // policy-wide change for a while, can give back what was spent. A bucket in the record's numbers read at
 // or after untilUs decays under the record's refill to untilUs, is carried to the base there, and
 // decays under the base refill from untilUs: so an expiry is exact in both directions.
-import { debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
+import { CALLER_LAG_US, debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
@@ -64,9 +64,14 @@ export function numbersAt(record: OverrideRecord | undefined, tUs: number, base:
  * carried there, plus `to`'s refill until then. So reservations granted before the change keep their
  * times and count at `from`'s rate, and no admission under `to` comes before them or on top of them
  * (a change to a faster rate would otherwise count them at its rate, and admit that many more in a
- * window ending when they are due).
+ * window ending when they are due). With a reservation due less than 1 ms before the change, or after
+ * it, `from`'s last ms of refill is not counted (see CALLER_LAG_US).
  */
 export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit, atUs = 0, reservedUntilUs = 0): number {
+  // A reservation due less than CALLER_LAG_US before the change (or after it) may have its caller still
+  // to come, under `to`: `from`'s refill since its slot is not counted to it (review 3, F6), so the
+  // change counts CALLER_LAG_US less of it, against the caller.
+  if (reservedUntilUs > 0 && reservedUntilUs > atUs - CALLER_LAG_US) debtUnits = Math.max(debtUnits, Math.min(MAX_LIMIT_UNITS, debtUnits + CALLER_LAG_US * from.refillUnitsPerUs));
   const whole = convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
   if (!(reservedUntilUs > atUs)) return whole;
   const then = convertUnits(decayed(debtUnits, atUs, reservedUntilUs, from.refillUnitsPerUs), from.tokenUnits, to.tokenUnits, 'up');

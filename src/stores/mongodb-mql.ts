@@ -3,6 +3,7 @@
 // read from the document. Every operand is an integer below 2^53 held by a double, as in core, so the
 // same corrections apply. And core/override.ts changeVersion, a policy-wide id's version read from the
 // id; the clock reading and the bucket's stored fields, as the pipelines read them.
+import { CALLER_LAG_US } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
 
 /** An MQL expression, or a number (a literal). */
@@ -23,6 +24,9 @@ export function storedDebt(i: number): object {
 
 /** The bucket's stored reservation horizon (core BucketState.reservedUntilUs), or 0 when none is pending. */
 export const RESERVED = { $ifNull: ['$reservedUntilUs', 0] };
+
+/** The stored reservation horizon a write at `now` keeps (core stateAt): while its caller may still come (CALLER_LAG_US), else 0. */
+export const keptHorizon = (now: Expr) => ({ $cond: [{ $gt: [RESERVED, { $subtract: [now, CALLER_LAG_US] }] }, '$reservedUntilUs', 0] });
 
 /** floor(a / b) exactly: the double quotient corrected by one either way (core/gcra.ts floorDiv). */
 export function floorDivExpr(a: Expr, b: Expr): object {
@@ -102,18 +106,22 @@ export function versionExpr(id: Expr): object {
  * core/override.ts carryDebt(d, from, to, at, r), where the numbers differ by value (sameNumbers:
  * nothing to carry, d as it is): converted whole to the new token's units, rounded up; with a
  * reservation due at r after `at`, at least as the bucket will stand then (decayed under `from` to r
- * and carried, plus `to`'s refill until r). `from` and `to` are expressions of limit objects, `r` 0
- * when no reservation is pending.
+ * and carried, plus `to`'s refill until r); with r less than 1 ms before `at` or after it, from d plus
+ * 1 ms of `from`'s refill. `from` and `to` are expressions of limit objects, `r` 0 when none is stored.
  */
 export function carryExpr(d: Expr, from: Expr, to: Expr, at: Expr, r: Expr): object {
   const same = { $and: ['tokenUnits', 'capacityUnits', 'refillUnitsPerUs'].map((k) => ({ $eq: [`$$f.${k}`, `$$t.${k}`] })) };
   const later = { $gt: ['$$r', '$$at'] };
+  // `e`: d, plus 1 ms of `from`'s refill with a reservation due less than that before `at` or after it
+  // (its caller may still come: core CALLER_LAG_US).
+  const lag = { $and: [{ $gt: ['$$r', 0] }, { $gt: ['$$r', { $subtract: ['$$at', CALLER_LAG_US] }] }] };
+  const e = { $cond: [lag, { $max: ['$$d', { $min: [MAX_LIMIT_UNITS, { $add: ['$$d', { $multiply: [CALLER_LAG_US, '$$f.refillUnitsPerUs'] }] }] }] }, '$$d'] };
   // The debt now and, with a reservation pending, as it stands at r: converted by the one expression
   // (an update's size is what the pipelines pay for).
-  const c = { $map: { input: { $cond: [later, ['$$d', decayedExpr('$$d', '$$at', '$$r', '$$f.refillUnitsPerUs')], ['$$d']] }, as: 'x', in: convertExpr('$$x', '$$f.tokenUnits', '$$t.tokenUnits', 'up') } };
+  const c = { $map: { input: { $cond: [later, ['$$e', decayedExpr('$$e', '$$at', '$$r', '$$f.refillUnitsPerUs')], ['$$e']] }, as: 'x', in: convertExpr('$$x', '$$f.tokenUnits', '$$t.tokenUnits', 'up') } };
   const whole = { $arrayElemAt: ['$$c', 0] };
   const held = { $min: [MAX_LIMIT_UNITS, { $add: [{ $multiply: [{ $subtract: ['$$r', '$$at'] }, '$$t.refillUnitsPerUs'] }, { $arrayElemAt: ['$$c', 1] }] }] };
-  const carried = { $let: { vars: { c }, in: { $cond: [later, { $max: [whole, held] }, whole] } } };
+  const carried = { $let: { vars: { e }, in: { $let: { vars: { c }, in: { $cond: [later, { $max: [whole, held] }, whole] } } } } };
   return { $let: { vars: { d, f: from, t: to, at, r }, in: { $cond: [same, '$$d', carried] } } };
 }
 

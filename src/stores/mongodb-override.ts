@@ -5,7 +5,7 @@
 import { changeVersion, numbersAt, priorOf, type OverrideArgs, type OverrideLimit, type PolicyOverride } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
-import { carryExpr, convertExpr, decayedExpr, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
+import { carryExpr, convertExpr, decayedExpr, keptHorizon, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
 import { elem, endedAt, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unchangedExpr, unset, versionedIdExpr } from './mongodb-record-expr.js';
 
 /** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
@@ -60,8 +60,8 @@ function carryStages(base: readonly OverrideLimit[], record: object[], kept: Exp
   const T = (i: number) => `_sT${i}`;
   const V = (i: number) => `_sV${i}`;
   const stages: object[] = [
-    // _sRk: the stored reservation horizon while it is after now (what a write keeps, core stateAt), else 0.
-    { $set: { _sO: orNull('$ov'), _sSt: { $and: [isSet('$debt'), isSet('$atUs')] }, _sRk: { $cond: [{ $gt: [RESERVED, NOW] }, '$reservedUntilUs', 0] } } },
+    // _sRk: the stored reservation horizon while its caller may still come (what a write keeps, core stateAt), else 0.
+    { $set: { _sO: orNull('$ov'), _sSt: { $and: [isSet('$debt'), isSet('$atUs')] }, _sRk: keptHorizon(NOW) } },
     ...record,
     {
       $set: {

@@ -4,7 +4,7 @@
 import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
-import { atDueExpr, dueExpr, NOW_US, refundFloorExpr, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
+import { atDueExpr, dueExpr, keptHorizon, NOW_US, refundFloorExpr, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
 import { expiryExpr, fullExpr, inForceExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
@@ -219,8 +219,8 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // Several limits: a take that reserves is due when its slowest limit allows (`_sDu`), and each limit it charges
   // counts it then, so one refilling sooner admits nothing on top of it (core step; a record's cost: after - before).
   const atDue = idx.length > 1 && due !== 0;
-  // The stored reservation horizon while it is after now (what every write keeps, core stateAt), else 0.
-  const kept = plan ? '$_sRk' : { $cond: [{ $gt: [RESERVED, '$_sNow'] }, '$reservedUntilUs', 0] };
+  // The stored reservation horizon while its caller may still come (what every write keeps, core stateAt), else 0.
+  const kept = plan ? '$_sRk' : keptHorizon('$_sNow');
   // µs until each limit is full again.
   const fullAfterUs = idx.map((i) => ({ $ceil: { $divide: [`$${A(i)}`, param(i).refill] } }));
   // The document may go once every limit is full again (a missing document is a full bucket): the TTL
@@ -319,7 +319,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
           ? { $cond: [{ $or: ['$_sStep', '$_sW'] }, { $cond: [{ $gt: ['$_sRv', 0] }, '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'] }
           : due === 0
             ? // (A missing field is missing either way: no $ifNull for it.)
-              { $cond: [{ $and: ['$_sOk', { $or: ['$_sFull', { $lte: ['$reservedUntilUs', '$_sNow'] }] }] }, '$$REMOVE', '$reservedUntilUs'] }
+              { $cond: [{ $and: ['$_sOk', { $or: ['$_sFull', { $eq: [keptHorizon('$_sNow'), 0] }] }] }, '$$REMOVE', '$reservedUntilUs'] }
             : { $cond: ['$_sOk', { $cond: [{ $or: ['$_sFull', { $lte: ['$_sRv', 0] }] }, '$$REMOVE', '$_sRv'] }, '$reservedUntilUs'] },
         ...(plan ? { ov: { $cond: ['$_sW', { $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'] } } : {}),
         expiresAt,

@@ -8,7 +8,7 @@ import { batchBase, batchParse, recordTake } from './redis-record-take.js';
 // Many takes in one script call: one TIME read and one MGET, then each key's take in order, exactly
 // as the single-key script's "t" (a key listed twice sees its earlier step). The whole script is
 // atomic, so each key's step is too. Grants and adjustments go through the single-key script.
-export const GCRA_BATCH_SCRIPT = flush(`-- edge-limiter gcra batch v27
+export const GCRA_BATCH_SCRIPT = flush(`-- edge-limiter gcra batch v28
 ` +
   // KEYS[i]: the bucket keys, decided in order
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -203,4 +203,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'd511bb2d23d296003da1951923674a932c67165a';
+export const GCRA_BATCH_SCRIPT_SHA = '3fc446472ed4cb460efbbe6a762284e7935fd70d';

@@ -84,12 +84,13 @@ end
   return t
 end
 ` +
-  // The reservation horizon a write at now keeps (core's horizon): the stored one h while it is after
-  // now, or the later of it and a take's due (nil or 0: none); nil when neither is after now.
+  // The reservation horizon a write at now keeps (core's horizon): the stored one h while its caller may
+  // still come (core CALLER_LAG_US: 1 ms after it), or the later of it and a take's due (nil or 0:
+  // none); nil when neither is.
   `local function horizon(h, now, due)
   due = due or 0
   if h and h > due then due = h end
-  if due > now then return due end
+  if due > 0 and due > now - 1000 then return due end
 end
 ` +
   // A take's wait so far w, and a limit it charged whose debt after is over its capacity in force by

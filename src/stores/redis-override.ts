@@ -9,7 +9,7 @@ import { RECORD } from './redis-record.js';
 /** Lua: the script's refusal of the ARGV[bad] that is malformed (bad 0: their count), before any write. */
 const refuseOverride = `if bad then return redis.error_reply('ERR edge-limiter override: ' .. (bad == 0 and #A .. ' ARGV, not 8' or 'ARGV[' .. bad .. '] malformed, got ' .. "'" .. string.gsub(string.sub(A[bad], 1, 32), '%c', '?') .. "'")) end`;
 
-export const OVERRIDE_SCRIPT = flush(`-- edge-limiter override v18
+export const OVERRIDE_SCRIPT = flush(`-- edge-limiter override v19
 ` +
   // KEYS[1]: the bucket key
   // ARGV[1]: nowUs from the caller, only in the explicit client-clock mode; "" reads the server clock
@@ -120,4 +120,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '3cba312f7528821ff5662321b17b96ec793f5b0d';
+export const OVERRIDE_SCRIPT_SHA = '2a0acd5836f750c3e08892486976addb4ab9513c';

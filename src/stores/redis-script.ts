@@ -34,7 +34,7 @@ if not S then H = string.match(A[5], '^[%d,]+|%d*|(%d*)|') end
 if A[5] ~= '' and not S and not string.find(A[5], ${policyShape('n')}) or S and #S > 15 and not (S + 0 < 9007199254740992) or H and #H > 7 and not (H + 0 <= 86400000) then bad = bad or 5 end
 ${refuse('gcra')}`;
 
-export const GCRA_SCRIPT = flush(`-- edge-limiter gcra v31
+export const GCRA_SCRIPT = flush(`-- edge-limiter gcra v32
 ` +
   // KEYS[1]: the bucket key; its value is "<debt1>:...:<debtN>:<atUs>" (see above), or that and an
   // override record (./redis-record.ts)
@@ -299,6 +299,6 @@ return reply(1)
 `);
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = 'dbd25b4282706a70cbdfb0ab7f5891cd5e1b3e7e';
+export const GCRA_SCRIPT_SHA = '9f1490ab6a276130818394f58d8f8bfe56bf06a8';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

@@ -69,9 +69,15 @@ function convert(x: bigint, from: bigint, to: bigint, up: boolean): bigint {
 /**
  * One debt carried from numbers f to t at `at`: whole, in t's units (rounded up); with a reservation
  * due at r after `at`, at least as the bucket will stand then (decayed under f to r, carried, plus t's
- * refill until r).
+ * refill until r); with one due less than 1 ms before `at` or after it, from d plus 1 ms of f's refill.
  */
 function carry(d: bigint, f: Numbers, t: Numbers, at = 0n, r = 0n): bigint {
+  // A reservation due less than 1 ms before the change, or after it: its caller (told whole ms) may
+  // still come, under t, so f's last ms of refill is not counted.
+  if (r > 0n && r > at - 1000n) {
+    const more = d + 1000n * f.rate;
+    d = more > MAX ? (d > MAX ? d : MAX) : more;
+  }
   const whole = convert(d, f.token, t.token, true);
   if (r <= at) return whole;
   let held = (r - at) * t.rate + convert(pos(d - (r - at) * f.rate), f.token, t.token, true);

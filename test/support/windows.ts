@@ -23,9 +23,10 @@ export interface Segment {
  * admission decided under it that charged the limit, and none decided under a later segment, holds no
  * more tokens of the limit than its capacity plus its refill over the window. A window that admissions
  * decided before fill on their own (numbers lowered since: reservations keep their times) is not this
- * rule's.
+ * rule's. With `lagUs`, each window also has the refill of lagUs more: admissions counted when their
+ * callers come (whole ms after the decision, core CALLER_LAG_US), up to that long after their slots.
  */
-export function overWindow(admitted: readonly Admission[], segments: readonly Segment[], fromSegment = 1): string | undefined {
+export function overWindow(admitted: readonly Admission[], segments: readonly Segment[], fromSegment = 1, lagUs = 0): string | undefined {
   const sorted = [...admitted].sort((a, b) => a.dueUs - b.dueUs);
   for (let k = fromSegment; k < segments.length; k++) {
     const { startUs, numbers } = segments[k]!;
@@ -40,7 +41,7 @@ export function overWindow(admitted: readonly Admission[], segments: readonly Se
           if (a.under > k) break;
           tokens += a.costs[li]!;
           if (a.under === k && a.costs[li]! > 0) mine = true;
-          const allowedUnits = l.capacityUnits + (a.dueUs - sorted[i]!.dueUs) * l.refillUnitsPerUs;
+          const allowedUnits = l.capacityUnits + (a.dueUs - sorted[i]!.dueUs + lagUs) * l.refillUnitsPerUs;
           if (mine && tokens * l.tokenUnits > allowedUnits + 1e-6 * l.tokenUnits) {
             return `limit ${li} over in segment ${k}: ${tokens} tokens due from ${sorted[i]!.dueUs - startUs} to ${a.dueUs - startUs} µs after it began, where ${allowedUnits / l.tokenUnits} are allowed`;
           }
