@@ -174,6 +174,19 @@ describe('mongodb store: a change in the ms between a reservation\'s slot and it
   });
 });
 
+describe('mongodb store: what such a change does not count (mingo, $$NOW on a fake clock)', () => {
+  it('is at most what the reservations of that ms took (review 15, F1)', async () => {
+    const store = mongoStore({ collection: new MingoCollection() });
+    const fast = policyOf(10, 1_000_000);
+    expect((await store.step('r:lag', stepArgs(fast, 10, 0))).allowed).toBe(true);
+    expect((await store.step('r:lag', stepArgs(fast, 1, 5))).allowed).toBe(true);
+    now = T0 + 1;
+    await store.override!('r:lag', { base: baseNumbers(fast), limits: baseNumbers(policyOf(5, 1)) });
+    const peek = await store.step('r:lag', stepArgs(fast, 0, 0));
+    expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);
+  });
+});
+
 describe('mongodb store: a change of numbers with reservations pending (mingo, $$NOW on a fake clock)', () => {
   it('every window after a change that holds an admission decided under the new numbers holds no more than they allow, reservations granted before counted when due', async () => {
     await fc.assert(

@@ -116,13 +116,14 @@ describe('a reservation\'s caller comes up to 1 ms after its slot (CALLER_LAG_US
     expect(charge(334_334)?.reservedUntilUs).toBeUndefined();
   });
 
-  it('a change while one is pending or due less than 1 ms before counts 1 ms less of the old refill; 1 ms after, the whole', () => {
+  it('a change while one is pending or due less than 1 ms before counts 1 ms less of the old refill, at most the capacity plus the refill from that ms to the slot; 1 ms after, the whole', () => {
     const s = reserved();
     const debtAfterChangeAt = (us: number) => applyOverride(s, undefined, at(us), { base: third, limits: one }).write!.debtUnits[0]!;
     // The debt at `us` (µs) plus `plusUs` of the old refill, carried to 1 a second (rounded up).
     const carried = (us: number, plusUs = 0) => convertUnits(s.debtUnits[0]! - (us - plusUs) * third[0]!.refillUnitsPerUs, third[0]!.tokenUnits, one[0]!.tokenUnits, 'up');
-    // Pending, and at the caller's ms: 1 ms of 3 a second (0.003 tokens) more than the bucket holds.
+    // Pending: 1 ms of 3 a second (0.003 tokens) more than the bucket holds.
     expect(debtAfterChangeAt(100_000)).toBe(Math.max(carried(100_000, 1000), (333_334 - 100_000) * one[0]!.refillUnitsPerUs + carried(333_334, 1000)));
+    // At the caller's ms: 1 ms less of it (0.003 tokens is less than the capacity, 1).
     expect(debtAfterChangeAt(334_000)).toBe(carried(334_000, 1000));
     expect(debtAfterChangeAt(334_333)).toBe(carried(334_333, 1000));
     // 1 ms after the slot the caller has come: the carry is exact.

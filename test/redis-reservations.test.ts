@@ -115,6 +115,20 @@ for (const batch of [false, true]) {
       expect(await take(third, 1, 0)).toBe(true);
     });
 
+    it('what such a change does not count is at most what the reservations of that ms took (review 15, F1)', async () => {
+      const { store, key, at, take } = setup(batch);
+      const fast = policyOf(10, 1_000_000);
+      at(0);
+      expect(await take(fast, 10, 0)).toBe(true);
+      // Its slot 1 µs on, its caller told 1 ms; the key moves to 5 a second then: 11 tokens owed (the
+      // capacity and 1 µs of refill), not 1,000 (1 ms of 1e6 a second).
+      expect(await take(fast, 1, 5)).toBe(true);
+      at(1);
+      await store.override!(key, { base: baseNumbers(fast), limits: baseNumbers(policyOf(5, 1)) });
+      const peek = await store.step(key, stepArgs(fast, 0, 0));
+      expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);
+    });
+
     it("a take whose cost is above the key's own lower capacity is refused, even with a wait", async () => {
       const { store, key, at, take, value } = setup(batch);
       const base = policyOf(10, 10);

@@ -98,4 +98,23 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
     at(1336);
     expect((await take()).allowed).toBe(true);
   });
+
+  it('what it does not count is at most what the reservations of that ms took: 1 ms of a fast rate is not carried whole to a slow one (review 15, F1)', async () => {
+    let nowUs = 1_790_000_000_000_000;
+    const store = memoryStore({ nowMs: () => nowUs / 1000 });
+    const fast = policyOf({ capacity: 10, rate: { p: 1_000_000, q: 1 } });
+    const at0 = nowUs;
+    const take = async (cost: number, maxWaitMs = 0) => store.step('r:lag', stepArgs(fast, cost, maxWaitMs));
+    expect((await take(10)).allowed).toBe(true);
+    // Reserved: its slot 1 µs on, its caller told 1 ms; the key moves to 5 a second then.
+    const r = await take(1, 5);
+    expect(toDecision(fast, 1, r)).toMatchObject({ allowed: true, waitMs: 1 });
+    nowUs = at0 + 1000;
+    await store.override('r:lag', { base: baseNumbers(fast), limits: baseNumbers(policyOf({ capacity: 5, rate: { p: 1, q: 1 } })) });
+    // Exact: 1 token spent (the reservation's), 4 left. 1 ms of 1e6 a second is 1,000 tokens (996 s at 1
+    // a second); what the reservations of that ms took is at most the capacity plus 1 µs of refill, 11.
+    const five = policyUnder(fast, baseNumbers(policyOf({ capacity: 5, rate: { p: 1, q: 1 } })));
+    const peek = toDecision(five, 0, await store.step('r:lag', stepArgs(fast, 0, 0)));
+    expect(peek).toMatchObject({ remaining: 0, resetAfterMs: 11_000 });
+  });
 });

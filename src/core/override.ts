@@ -65,18 +65,31 @@ export function numbersAt(record: OverrideRecord | undefined, tUs: number, base:
  * times and count at `from`'s rate, and no admission under `to` comes before them or on top of them
  * (a change to a faster rate would otherwise count them at its rate, and admit that many more in a
  * window ending when they are due). With a reservation due less than 1 ms before the change, or after
- * it, `from`'s last ms of refill is not counted (see CALLER_LAG_US).
+ * it, `from`'s refill counted since the slots of the ms before is not (lagUnits).
  */
 export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit, atUs = 0, reservedUntilUs = 0): number {
-  // A reservation due less than CALLER_LAG_US before the change (or after it) may have its caller still
-  // to come, under `to`: `from`'s refill since its slot is not counted to it (review 3, F6), so the
-  // change counts CALLER_LAG_US less of it, against the caller.
-  if (reservedUntilUs > 0 && reservedUntilUs > atUs - CALLER_LAG_US) debtUnits = Math.max(debtUnits, Math.min(MAX_LIMIT_UNITS, debtUnits + CALLER_LAG_US * from.refillUnitsPerUs));
+  // A reservation due less than CALLER_LAG_US before the change, or after it: reservations due in the ms
+  // before may have their callers still to come, under `to` (review 3, F6), so the refill counted to
+  // their tokens since their slots is not counted (lagUnits).
+  if (reservedUntilUs > 0 && reservedUntilUs > atUs - CALLER_LAG_US) debtUnits += lagUnits(debtUnits, from, atUs, reservedUntilUs);
   const whole = convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
   if (!(reservedUntilUs > atUs)) return whole;
   const then = convertUnits(decayed(debtUnits, atUs, reservedUntilUs, from.refillUnitsPerUs), from.tokenUnits, to.tokenUnits, 'up');
   const held = Math.min(MAX_LIMIT_UNITS, (reservedUntilUs - atUs) * to.refillUnitsPerUs + then);
   return held > whole ? held : whole;
+}
+
+/**
+ * The refill carryDebt does not count for the callers still to come of reservations due in the ms before
+ * the change at atUs (their slots in (atUs - CALLER_LAG_US, atUs]): at most CALLER_LAG_US of `from`'s
+ * refill (what the bucket counted since the earliest such slot), and at most what those reservations
+ * took, which exact GCRA bounds by the capacity plus the refill over the slots' span (up to the latest,
+ * reservedUntilUs, or atUs while one is pending). Capped with the debt at MAX_LIMIT_UNITS.
+ */
+function lagUnits(debtUnits: number, from: OverrideLimit, atUs: number, reservedUntilUs: number): number {
+  const spanUs = Math.min(reservedUntilUs, atUs) - (atUs - CALLER_LAG_US);
+  const more = Math.min(CALLER_LAG_US * from.refillUnitsPerUs, from.capacityUnits + spanUs * from.refillUnitsPerUs);
+  return Math.max(0, Math.min(MAX_LIMIT_UNITS - debtUnits, more));
 }
 
 /** Whether two limits' numbers are the same (a record carries the policy's own for a limit it does not set): nothing to carry. */

@@ -107,15 +107,18 @@ export function versionExpr(id: Expr): object {
  * nothing to carry, d as it is): converted whole to the new token's units, rounded up; with a
  * reservation due at r after `at`, at least as the bucket will stand then (decayed under `from` to r
  * and carried, plus `to`'s refill until r); with r less than 1 ms before `at` or after it, from d plus
- * 1 ms of `from`'s refill. `from` and `to` are expressions of limit objects, `r` 0 when none is stored.
+ * the refill counted since the slots of that ms (core lagUnits). `from` and `to` are expressions of limit objects, `r` 0 when none is stored.
  */
 export function carryExpr(d: Expr, from: Expr, to: Expr, at: Expr, r: Expr): object {
   const same = { $and: ['tokenUnits', 'capacityUnits', 'refillUnitsPerUs'].map((k) => ({ $eq: [`$$f.${k}`, `$$t.${k}`] })) };
   const later = { $gt: ['$$r', '$$at'] };
-  // `e`: d, plus 1 ms of `from`'s refill with a reservation due less than that before `at` or after it
-  // (its caller may still come: core CALLER_LAG_US).
+  // `e`: d, plus the refill counted since the slots of the ms before `at` with a reservation due in it or
+  // after (their callers may still come: core lagUnits): 1 ms of `from`'s, at most the capacity plus
+  // the refill from that ms's start to the latest slot.
   const lag = { $and: [{ $gt: ['$$r', 0] }, { $gt: ['$$r', { $subtract: ['$$at', CALLER_LAG_US] }] }] };
-  const e = { $cond: [lag, { $max: ['$$d', { $min: [MAX_LIMIT_UNITS, { $add: ['$$d', { $multiply: [CALLER_LAG_US, '$$f.refillUnitsPerUs'] }] }] }] }, '$$d'] };
+  const span = { $add: [{ $subtract: [{ $min: ['$$r', '$$at'] }, '$$at'] }, CALLER_LAG_US] };
+  const more = { $min: [{ $multiply: [CALLER_LAG_US, '$$f.refillUnitsPerUs'] }, { $add: ['$$f.capacityUnits', { $multiply: [span, '$$f.refillUnitsPerUs'] }] }] };
+  const e = { $cond: [lag, { $max: ['$$d', { $min: [MAX_LIMIT_UNITS, { $add: ['$$d', more] }] }] }, '$$d'] };
   // The debt now and, with a reservation pending, as it stands at r: converted by the one expression
   // (an update's size is what the pipelines pay for).
   const c = { $map: { input: { $cond: [later, ['$$e', decayedExpr('$$e', '$$at', '$$r', '$$f.refillUnitsPerUs')], ['$$e']] }, as: 'x', in: convertExpr('$$x', '$$f.tokenUnits', '$$t.tokenUnits', 'up') } };

@@ -203,4 +203,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = '3fc446472ed4cb460efbbe6a762284e7935fd70d';
+export const GCRA_BATCH_SCRIPT_SHA = 'ecf4e1c761423587b39fd0c4f075f153fe8fe32b';

@@ -33,10 +33,10 @@ end
   // core's carryDebt, after sameNumbers: a debt d at \`at\` carried from the numbers ft, fc, fr to tt, tc,
   // tr (the same: d as it is), whole; with a reservation due at h after \`at\`, at least as the bucket
   // will stand then (decayed under fr to h and carried, plus tr's refill until h); with h less than 1 ms
-  // before \`at\` or after it, from d plus 1 ms of fr's refill (core CALLER_LAG_US).
+  // before \`at\` or after it, from d plus the refill counted since the slots of that ms (core lagUnits).
   `local function carry(d, ft, fc, fr, tt, tc, tr, at, h)
   if ft == tt and fc == tc and fr == tr then return d end
-  if h and h > at - 1000 then d = math.max(d, math.min(MAXL, d + 1000 * fr)) end
+  if h and h > at - 1000 then d = math.max(d, math.min(MAXL, d + math.min(1000 * fr, fc + (math.min(h, at) - at + 1000) * fr))) end
   local whole = conv(d, ft, tt, true)
   if not (h and h > at) then return whole end
   local held = math.min(MAXL, (h - at) * tr + conv(dec(d, at, h, fr), ft, tt, true))

@@ -69,14 +69,20 @@ function convert(x: bigint, from: bigint, to: bigint, up: boolean): bigint {
 /**
  * One debt carried from numbers f to t at `at`: whole, in t's units (rounded up); with a reservation
  * due at r after `at`, at least as the bucket will stand then (decayed under f to r, carried, plus t's
- * refill until r); with one due less than 1 ms before `at` or after it, from d plus 1 ms of f's refill.
+ * refill until r); with one due less than 1 ms before `at` or after it, from d plus the refill counted
+ * since the slots of that ms (at most 1 ms of f's, and at most what they took).
  */
 function carry(d: bigint, f: Numbers, t: Numbers, at = 0n, r = 0n): bigint {
   // A reservation due less than 1 ms before the change, or after it: its caller (told whole ms) may
   // still come, under t, so f's last ms of refill is not counted.
   if (r > 0n && r > at - 1000n) {
-    const more = d + 1000n * f.rate;
-    d = more > MAX ? (d > MAX ? d : MAX) : more;
+    // The refill counted since the slots of the ms before: at most 1 ms of f's, and at most what those
+    // reservations took (the capacity plus f's refill from the ms's start to the latest slot, or to `at`).
+    const span = (r < at ? r : at) - (at - 1000n);
+    const lag = 1000n * f.rate;
+    const took = f.cap + span * f.rate;
+    const more = lag < took ? lag : took;
+    d = d + more > MAX ? (d > MAX ? d : MAX) : d + more;
   }
   const whole = convert(d, f.token, t.token, true);
   if (r <= at) return whole;
