@@ -229,7 +229,8 @@ export function buildWorkerDeps(outDir) {
  * a class's methods are never dropped by a bundler, and this one imports the request rewriting of
  * utils/mount.js and helper/route: 1,084 bytes of the Worker's 60 KiB gzip. Cut: the method with its doc
  * comment, and the two imports only it used. Each piece must be there once, in the shape of hono 4's
- * build, or the build stops.
+ * build, the span cut must hold that comment and that method and nothing else, and the class must keep
+ * every other member it had, or the build stops.
  */
 export function cutHonoMount(code) {
   const once = (text, what) => {
@@ -240,7 +241,14 @@ export function cutHonoMount(code) {
   const doc = once('\t/**\n\t* `.mount()` allows you to mount', 'doc comment of mount()');
   const method = once('\n\tmount(path, applicationHandler, options) {\n', 'mount() method');
   const next = once('\n\t#addRoute(method, path, handler, baseRoutePath) {', '#addRoute after mount()');
-  if (!(doc < method && method < next) || !code.slice(method, next).endsWith('\n\t}')) throw new Error('[build-worker-deps] hono: mount() is not followed by #addRoute');
+  // What goes is exactly the doc comment, then the method: its body lines indented deeper, up to its
+  // closing brace, then #addRoute. Anything else there (a member hono adds) stops the build.
+  const span = code.slice(doc, next + 1);
+  const commentEnd = span.indexOf('\t*/\n') + '\t*/\n'.length;
+  const body = span.slice(commentEnd).split('\n').slice(1, -2);
+  if (!(doc < method && method < next) || doc + commentEnd !== method + 1 || !span.endsWith('\n\t}\n') || !body.every((line) => line === '' || line.startsWith('\t\t'))) {
+    throw new Error('[build-worker-deps] hono: mount() is not one doc comment and one method right before #addRoute');
+  }
   let cut = code.slice(0, doc) + code.slice(next + 1);
   for (const line of ['import { createMountedRequest } from "./utils/mount.js";\n', 'import { routePath } from "./helper/route/index.js";\n']) {
     const at = cut.indexOf(line);
@@ -248,6 +256,10 @@ export function cutHonoMount(code) {
     cut = cut.slice(0, at) + cut.slice(at + line.length);
   }
   if (/\bcreateMountedRequest\b|\broutePath\b|\bmount\(/.test(cut)) throw new Error('[build-worker-deps] hono: HonoBase still uses what mount() used');
+  // And every other member of the class is still there.
+  const members = (text) => [...text.matchAll(/^\t(?:(?:static|async|get|set) )*(#?[A-Za-z_$][\w$]*)\s*(?:[=(;]|$)/gm)].map((m) => m[1]);
+  const before = members(code).filter((m) => m !== 'mount');
+  if (JSON.stringify(members(cut)) !== JSON.stringify(before)) throw new Error('[build-worker-deps] hono: the cut lost a member of HonoBase other than mount()');
   return cut;
 }
 

@@ -77,5 +77,10 @@ describe("the Worker's hono/hono-base", () => {
     expect(() => cutHonoMount(code.replace('import { routePath } from "./helper/route/index.js";\n', ''))).toThrow(/hono: no "import \{ routePath \}/);
     expect(() => cutHonoMount(code.replace('#addRoute(method, path, handler, baseRoutePath) {', '#addRoute(method, path, handler) {'))).toThrow(/#addRoute after mount/);
     expect(() => cutHonoMount(code + '\nexport const m = (c) => routePath(c);\n')).toThrow(/still uses what mount\(\) used/);
+    // A member a newer hono puts beside mount() is never cut with it (review 14, F1: it went silently).
+    const between = code.replace('\n\t#addRoute(method, path, handler, baseRoutePath) {', '\n\tfetchWithRetry(req) {\n\t\treturn this.fetch(req);\n\t}\n\t#addRoute(method, path, handler, baseRoutePath) {');
+    expect(() => cutHonoMount(between)).toThrow(/not one doc comment and one method right before #addRoute/);
+    const before = code.replace('\tmount(path, applicationHandler, options) {\n', '\tfoo = 1;\n\tbar() { return 2; }\n\tmount(path, applicationHandler, options) {\n');
+    expect(() => cutHonoMount(before)).toThrow(/not one doc comment and one method right before #addRoute/);
   });
 });
