@@ -8,6 +8,9 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, createLimiter } from '../src/index.js';
 import type { Store } from '../src/store.js';
 import { durableObjectStore } from '../src/stores/durable-object.js';
+import { adjustArgs, stepArgs } from '../src/core/gcra.js';
+import { baseNumbers } from '../src/core/override.js';
+import { resolvePolicy } from '../src/core/policy.js';
 import { startDurableObjects, type WorkerdDurableObjects } from '../scripts/lib/workerd-durable-object.js';
 import { storeConformance } from './support/conformance.js';
 import { checkGrantsAgainstModel, checkMultiAgainstModel, checkTakesAgainstModel, leaseOpsArb, multiLimitsArb, multiOpsArb, rateArb, takeOpsArb } from './support/exact-bucket.js';
@@ -134,6 +137,36 @@ describe('RateLimiterObject storage hygiene (fake storage, fake clock)', () => {
       const bad = await obj.fetch(new Request('https://x/', { method: 'POST', body: '{"op":"step","key":"","args":{}}' }));
       expect(bad.status).toBe(400);
       expect((await obj.fetch(new Request('https://x/', { method: 'POST', body: 'not json' }))).status).toBe(400);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+});
+
+describe('RateLimiterObject reservations (fake storage, fake clock)', () => {
+  it("keeps a bucket full again before its reservation's caller comes until then: its alarm does not take it, a refund does not, and a change in that ms finds the reservation (review 15, F2)", async () => {
+    const { RateLimiterObject } = await import('../src/stores/durable-object.js');
+    const { data, alarm, storage } = fakeStorage();
+    let now = 1_790_000_000_000;
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => now);
+    try {
+      const obj = new RateLimiterObject({ storage });
+      const fast = resolvePolicy('p', { capacity: 10, refillPerSecond: 1_000_000 }, { onStoreError: 'deny', timeoutMs: 1000 });
+      const send = (op: string, body: object) => obj.fetch(new Request('https://x/', { method: 'POST', body: JSON.stringify({ op, key: 'k', ...body }) })).then((r) => r.json() as Promise<{ debtUnits: number[] }>);
+      await send('step', { args: stepArgs(fast, 10, 0) });
+      await send('step', { args: stepArgs(fast, 1, 5) });
+      // Full 11 µs on; the reservation's caller comes at the next ms, and the entry stays until it is over.
+      expect((data.get('k') as { fullAtMs: number }).fullAtMs).toBe(now + 2);
+      now += 1;
+      await obj.alarm();
+      expect(data.has('k')).toBe(true);
+      expect(alarm.at).toBe(now + 1);
+      await send('step', { args: adjustArgs(fast, -1) });
+      expect(data.has('k')).toBe(true);
+      await send('override', { args: { base: baseNumbers(fast), limits: baseNumbers(resolvePolicy('p', { capacity: 5, refillPerSecond: 1 }, { onStoreError: 'deny', timeoutMs: 1000 })) } });
+      const peek = await send('step', { args: stepArgs(fast, 0, 0) });
+      // 11 tokens owed at 5 a second's scale (1e6 units a token), not a full bucket.
+      expect(peek.debtUnits).toEqual([11_000_000]);
     } finally {
       clock.mockRestore();
     }

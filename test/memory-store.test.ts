@@ -137,6 +137,22 @@ describe('memory store: maxKeys', () => {
     expect(store.size).toBe(1);
     expect(store.evictedActive).toBe(1);
   });
+
+  it("a bucket full again is not taken for full while its reservation's caller may still come (1 ms after its slot)", async () => {
+    let nowUs = 1_790_000_000_000_000;
+    const store = memoryStore({ maxKeys: 1, nowMs: () => nowUs / 1000 });
+    const fast = resolvePolicy('f', { capacity: 10, refillPerSecond: 1_000_000 }, { onStoreError: 'deny', timeoutMs: 1000 });
+    await store.step('a', stepArgs(fast, 10, 0));
+    expect((await store.step('a', stepArgs(fast, 1, 5))).allowed).toBe(true);
+    // Full 11 µs on, its caller at the next ms: a new key before then evicts it as a bucket that was not full.
+    nowUs += 500;
+    await store.step('b', stepArgs(fast, 1, 0));
+    expect(store.evictedActive).toBe(1);
+    // Past that ms a full bucket is dropped as full.
+    nowUs += 1000;
+    await store.step('c', stepArgs(fast, 1, 0));
+    expect(store.evictedActive).toBe(1);
+  });
 });
 
 describe('memory store: takeOneSync, the limiter’s hot path', () => {

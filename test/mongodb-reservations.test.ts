@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { BSON } from 'mongodb';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
+import { adjustArgs, CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
 import { baseNumbers, policyUnder } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit, PolicyOverride, StepArgs, Store } from '../src/store.js';
@@ -183,6 +183,22 @@ describe('mongodb store: what such a change does not count (mingo, $$NOW on a fa
     now = T0 + 1;
     await store.override!('r:lag', { base: baseNumbers(fast), limits: baseNumbers(policyOf(5, 1)) });
     const peek = await store.step('r:lag', stepArgs(fast, 0, 0));
+    expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);
+  });
+
+  it("a document full again before its reservation's caller comes is kept until then: no expiry before, and a refund keeps it (review 15, F2)", async () => {
+    const collection = new MingoCollection();
+    const store = mongoStore({ collection });
+    const fast = policyOf(10, 1_000_000);
+    expect((await store.step('r:gone', stepArgs(fast, 10, 0))).allowed).toBe(true);
+    expect((await store.step('r:gone', stepArgs(fast, 1, 5))).allowed).toBe(true);
+    // Full 11 µs on, but the TTL monitor may not take it before the caller's ms is over.
+    expect((collection.docs[0]!.expiresAt as Date).getTime()).toBe(T0 + 2);
+    now = T0 + 1;
+    await store.step('r:gone', adjustArgs(fast, -1));
+    expect(collection.docs[0]).toMatchObject({ debt: [0], atUs: (T0 + 1) * 1000, reservedUntilUs: T0 * 1000 + 1 });
+    await store.override!('r:gone', { base: baseNumbers(fast), limits: baseNumbers(policyOf(5, 1)) });
+    const peek = await store.step('r:gone', stepArgs(fast, 0, 0));
     expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);
   });
 });

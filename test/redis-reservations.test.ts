@@ -6,7 +6,7 @@
 // through the single-key script and the batch script.
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { stepArgs } from '../src/core/gcra.js';
+import { adjustArgs, stepArgs } from '../src/core/gcra.js';
 import { baseNumbers } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { StepArgs, Store } from '../src/store.js';
@@ -124,6 +124,21 @@ for (const batch of [false, true]) {
       // capacity and 1 µs of refill), not 1,000 (1 ms of 1e6 a second).
       expect(await take(fast, 1, 5)).toBe(true);
       at(1);
+      await store.override!(key, { base: baseNumbers(fast), limits: baseNumbers(policyOf(5, 1)) });
+      const peek = await store.step(key, stepArgs(fast, 0, 0));
+      expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);
+    });
+
+    it("a bucket full again before its reservation's caller comes is kept until then (review 15, F2)", async () => {
+      const { store, key, at, take, value } = setup(batch);
+      const fast = policyOf(10, 1_000_000);
+      at(0);
+      expect(await take(fast, 10, 0)).toBe(true);
+      expect(await take(fast, 1, 5)).toBe(true);
+      // At the caller's ms a refund finds nothing to give back: the value stays, with its horizon.
+      at(1);
+      await store.step(key, adjustArgs(fast, -1));
+      expect(await value()).toBe(`0:${T0 + 1000}~${T0 + 1}`);
       await store.override!(key, { base: baseNumbers(fast), limits: baseNumbers(policyOf(5, 1)) });
       const peek = await store.step(key, stepArgs(fast, 0, 0));
       expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);

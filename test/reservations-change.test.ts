@@ -7,7 +7,7 @@
 // lowered, faster, slower, one limit of several, with an end) between takes that wait.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
+import { adjustArgs, CALLER_LAG_US, stepArgs, toDecision } from '../src/core/gcra.js';
 import { baseNumbers, policyUnder } from '../src/core/override.js';
 import { resolvePolicy, type ResolvedPolicy } from '../src/core/policy.js';
 import type { OverrideLimit } from '../src/store.js';
@@ -116,5 +116,21 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
     const five = policyUnder(fast, baseNumbers(policyOf({ capacity: 5, rate: { p: 1, q: 1 } })));
     const peek = toDecision(five, 0, await store.step('r:lag', stepArgs(fast, 0, 0)));
     expect(peek).toMatchObject({ remaining: 0, resetAfterMs: 11_000 });
+  });
+
+  it("a bucket full again before its reservation's caller comes is kept until then, so a change in that ms still finds the reservation (review 15, F2)", async () => {
+    let nowUs = 1_790_000_000_000_000;
+    const store = memoryStore({ nowMs: () => nowUs / 1000 });
+    const fast = policyOf({ capacity: 10, rate: { p: 1_000_000, q: 1 } });
+    const at0 = nowUs;
+    expect((await store.step('r:gone', stepArgs(fast, 10, 0))).allowed).toBe(true);
+    expect((await store.step('r:gone', stepArgs(fast, 1, 5))).allowed).toBe(true);
+    // Full again 11 µs on; at the caller's ms a refund finds nothing to give back, and writes the bucket
+    // (it deleted it, and the reservation with it: the change then found a full bucket).
+    nowUs = at0 + 1000;
+    expect((await store.step('r:gone', adjustArgs(fast, -1))).debtUnits).toEqual([0]);
+    await store.override('r:gone', { base: baseNumbers(fast), limits: baseNumbers(policyOf({ capacity: 5, rate: { p: 1, q: 1 } })) });
+    const five = policyUnder(fast, baseNumbers(policyOf({ capacity: 5, rate: { p: 1, q: 1 } })));
+    expect(toDecision(five, 0, await store.step('r:gone', stepArgs(fast, 0, 0)))).toMatchObject({ remaining: 0, resetAfterMs: 11_000 });
   });
 });

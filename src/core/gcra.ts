@@ -49,6 +49,19 @@ export interface BucketState {
  */
 export const CALLER_LAG_US = 1000;
 
+/**
+ * The refill carryDebt does not count for the callers still to come of reservations due in the ms before
+ * the change at atUs (their slots in (atUs - CALLER_LAG_US, atUs]): at most CALLER_LAG_US of `from`'s
+ * refill (what the bucket counted since the earliest such slot), and at most what those reservations
+ * took, which exact GCRA bounds by the capacity plus the refill over the slots' span (up to the latest,
+ * reservedUntilUs, or atUs while one is pending). Capped with the debt at MAX_LIMIT_UNITS.
+ */
+export function lagUnits(debtUnits: number, from: Pick<LimitStep, 'refillUnitsPerUs'> & { capacityUnits: number }, atUs: number, reservedUntilUs: number): number {
+  const spanUs = Math.min(reservedUntilUs, atUs) - (atUs - CALLER_LAG_US);
+  const more = Math.min(CALLER_LAG_US * from.refillUnitsPerUs, from.capacityUnits + spanUs * from.refillUnitsPerUs);
+  return Math.max(0, Math.min(MAX_LIMIT_UNITS - debtUnits, more));
+}
+
 /** The reservation horizon a write at nowUs keeps: `state`'s while its caller may still come (CALLER_LAG_US), or the later of it and `dueUs`. */
 function horizon(state: BucketState | undefined, nowUs: number, dueUs = 0): number | undefined {
   const r = state?.reservedUntilUs;
@@ -244,7 +257,8 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
       }
     }
   }
-  const write = after.some((d) => d > 0) ? stateAt(after, nowUs, state, dueUs) : state === undefined ? undefined : null;
+  // (A full bucket goes, but not while a reservation's caller may still come: its horizon stays.)
+  const write = after.some((d) => d > 0) || horizon(state, nowUs, dueUs) !== undefined ? stateAt(after, nowUs, state, dueUs) : state === undefined ? undefined : null;
   return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
 }
 
@@ -259,7 +273,7 @@ function takeOne(state: BucketState | undefined, nowUs: number, l: LimitStep, ca
   const a = c < 0 ? Math.max(0, d + c) : takeUnits(d, l);
   if (a < 0) return { allowed: false, debtUnits: [d], atUs: nowUs };
   const debtUnits = [a];
-  if (a === 0) return { allowed: true, debtUnits, atUs: nowUs, write: state === undefined ? undefined : null };
+  if (a === 0) return { allowed: true, debtUnits, atUs: nowUs, write: state === undefined ? undefined : horizon(state, nowUs) === undefined ? null : stateAt(debtUnits, nowUs, state) };
   const dueUs = c > 0 && capUnits !== undefined && a > capUnits ? nowUs + ceilDiv(a - capUnits, l.refillUnitsPerUs) : 0;
   const write = dueUs === 0 && state?.reservedUntilUs === undefined ? { debtUnits, atUs: nowUs } : stateAt(debtUnits, nowUs, state, dueUs);
   return { allowed: true, debtUnits, atUs: nowUs, write };

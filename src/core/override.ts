@@ -15,7 +15,7 @@
 // policy-wide change for a while, can give back what was spent. A bucket in the record's numbers read at
 // or after untilUs decays under the record's refill to untilUs, is carried to the base there, and
 // decays under the base refill from untilUs: so an expiry is exact in both directions.
-import { CALLER_LAG_US, debtAt, decayed, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
+import { CALLER_LAG_US, debtAt, decayed, lagUnits, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
@@ -68,28 +68,14 @@ export function numbersAt(record: OverrideRecord | undefined, tUs: number, base:
  * it, `from`'s refill counted since the slots of the ms before is not (lagUnits).
  */
 export function carryDebt(debtUnits: number, from: OverrideLimit, to: OverrideLimit, atUs = 0, reservedUntilUs = 0): number {
-  // A reservation due less than CALLER_LAG_US before the change, or after it: reservations due in the ms
-  // before may have their callers still to come, under `to` (review 3, F6), so the refill counted to
-  // their tokens since their slots is not counted (lagUnits).
+  // Reservations due in the ms before may have their callers still to come, under `to` (review 3, F6):
+  // the refill counted to their tokens since their slots is not counted (lagUnits).
   if (reservedUntilUs > 0 && reservedUntilUs > atUs - CALLER_LAG_US) debtUnits += lagUnits(debtUnits, from, atUs, reservedUntilUs);
   const whole = convertUnits(debtUnits, from.tokenUnits, to.tokenUnits, 'up');
   if (!(reservedUntilUs > atUs)) return whole;
   const then = convertUnits(decayed(debtUnits, atUs, reservedUntilUs, from.refillUnitsPerUs), from.tokenUnits, to.tokenUnits, 'up');
   const held = Math.min(MAX_LIMIT_UNITS, (reservedUntilUs - atUs) * to.refillUnitsPerUs + then);
   return held > whole ? held : whole;
-}
-
-/**
- * The refill carryDebt does not count for the callers still to come of reservations due in the ms before
- * the change at atUs (their slots in (atUs - CALLER_LAG_US, atUs]): at most CALLER_LAG_US of `from`'s
- * refill (what the bucket counted since the earliest such slot), and at most what those reservations
- * took, which exact GCRA bounds by the capacity plus the refill over the slots' span (up to the latest,
- * reservedUntilUs, or atUs while one is pending). Capped with the debt at MAX_LIMIT_UNITS.
- */
-function lagUnits(debtUnits: number, from: OverrideLimit, atUs: number, reservedUntilUs: number): number {
-  const spanUs = Math.min(reservedUntilUs, atUs) - (atUs - CALLER_LAG_US);
-  const more = Math.min(CALLER_LAG_US * from.refillUnitsPerUs, from.capacityUnits + spanUs * from.refillUnitsPerUs);
-  return Math.max(0, Math.min(MAX_LIMIT_UNITS - debtUnits, more));
 }
 
 /** Whether two limits' numbers are the same (a record carries the policy's own for a limit it does not set): nothing to carry. */
@@ -305,7 +291,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   if (next !== record) {
     // The record changed (installed, replaced, cleared, or what had ended dropped): the bucket is
     // rewritten at now in the numbers now in force, whatever the step did.
-    if (r.write === undefined && state !== undefined) r.write = debts.some((d) => d > 0) ? now : null;
+    if (r.write === undefined && state !== undefined) r.write = debts.some((d) => d > 0) || now.reservedUntilUs !== undefined ? now : null;
     r.writeRecord = next ?? null;
   }
   return r;
@@ -375,7 +361,7 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   out.writeRecord = after ?? null;
   if (state !== undefined) {
     const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? view : undefined);
-    out.write = debts.some((d) => d > 0) ? stateAt(debts, nowUs, state) : null;
+    out.write = ((w) => (debts.some((d) => d > 0) || w.reservedUntilUs !== undefined ? w : null))(stateAt(debts, nowUs, state));
   }
   return out;
 }
@@ -401,6 +387,8 @@ export function keepUntilUs(state: BucketState | undefined, base: readonly Overr
   else if (record?.policyId !== undefined) until = holdUntilUs;
   if (record?.blockedUntilUs !== undefined && record.blockedUntilUs > until) until = record.blockedUntilUs;
   if (state === undefined) return until;
+  // (Not before a reservation's caller may come: a change in that ms carries the bucket, see carryDebt.)
+  if (state.reservedUntilUs !== undefined && state.reservedUntilUs + CALLER_LAG_US > until) until = state.reservedUntilUs + CALLER_LAG_US;
   const from = numbersAt(record, state.atUs, base);
   const end = record?.untilUs;
   for (let i = 0; i < base.length; i++) {

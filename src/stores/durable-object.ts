@@ -9,7 +9,7 @@
 //
 // Nothing here imports `cloudflare:workers`: the class uses the fetch handler, so this module also loads
 // (and type-checks) outside workerd.
-import { chargedUnitsOf, fullAfterMs, repeatOf, settledArgs, step, type BucketState, type OpRecord } from '../core/gcra.js';
+import { CALLER_LAG_US, chargedUnitsOf, fullAfterMs, repeatOf, settledArgs, step, type BucketState, type OpRecord } from '../core/gcra.js';
 import { applyOverride, keepUntilUs, stepBaseNumbers, stepWithRecord, type OverrideWrites } from '../core/override.js';
 import { ConfigError, StoreError } from '../errors.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepArgs, StepOptions, StepResult, Store } from '../store.js';
@@ -240,7 +240,9 @@ export class RateLimiterObject {
         }
       }
     } else if (r.write) {
-      const fullAtMs = nowMs + Math.max(...r.write.debtUnits.map((d, i) => fullAfterMs(d, args.limits[i]!.refillUnitsPerUs)));
+      // Full again, but not before a reservation's caller may come (core CALLER_LAG_US after its slot).
+      const h = r.write.reservedUntilUs;
+      const fullAtMs = Math.max(nowMs + Math.max(...r.write.debtUnits.map((d, i) => fullAfterMs(d, args.limits[i]!.refillUnitsPerUs))), h === undefined ? 0 : Math.ceil((h + CALLER_LAG_US) / 1000));
       await this.storage.put(body.key, { debtUnits: r.write.debtUnits, atUs: r.write.atUs, ...(r.write.reservedUntilUs === undefined ? {} : { reservedUntilUs: r.write.reservedUntilUs }), fullAtMs });
       await this.armAlarm(fullAtMs);
     } else if (r.write === null) {

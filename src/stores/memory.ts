@@ -1,7 +1,7 @@
 // The embedded default store: buckets in this process (a Map from key to a slot of one Float64Array). It
 // is its own store, so the process's monotonic clock is the store clock, read in whole µs like every
 // store's. Bounded by maxKeys.
-import { ceilDiv, chargedUnitsOf, decayed, repeatOf, settledArgs, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
+import { CALLER_LAG_US, ceilDiv, chargedUnitsOf, decayed, repeatOf, settledArgs, step, takeUnits, type BucketState, type LimitStep, type OpRecord } from '../core/gcra.js';
 import { flattened, ownCopy, ROPE_MIN_LENGTH } from '../core/key.js';
 import { applyOverride, numbersAt, stepWithRecord, type OverrideWrites } from '../core/override.js';
 import { ConfigError, StoreError } from '../errors.js';
@@ -54,7 +54,6 @@ export interface MemoryStore extends Store {
 }
 
 const SWEEP_BATCH = 64;
-
 /**
  * The buckets that takeOneSync reached under one key prefix, by the rest of their storage key: an index
  * beside `slots`, so that a take in the limiter's hot path finds its bucket by the caller's key, with no
@@ -173,9 +172,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     freeSlots.push(at);
   }
 
-  /** Whether the bucket in slot `at` is full at `now`: past the whole µs at which every limit is. */
+  /** Whether the bucket in slot `at` is full at `now`: past the whole µs at which every limit is, and its reservation's caller come (CALLER_LAG_US). */
   function isFull(at: number, now: number): boolean {
     const atUs = nums[at + AT]!;
+    if (reserved.size !== 0 && (reserved.get(at) ?? 0) > now - CALLER_LAG_US) return false;
     if (nums[at + META]! < 4) return atUs + ceilDiv(nums[at + DEBT]!, nums[at + RATE]!) <= now;
     const { debtUnits, limits } = several.get(at)!;
     for (let i = 0; i < debtUnits.length; i++) if (atUs + ceilDiv(debtUnits[i]!, limits[i]!.refillUnitsPerUs) > now) return false;

@@ -25,6 +25,9 @@ export function storedDebt(i: number): object {
 /** The bucket's stored reservation horizon (core BucketState.reservedUntilUs), or 0 when none is pending. */
 export const RESERVED = { $ifNull: ['$reservedUntilUs', 0] };
 
+/** When a key whose written horizon is `h` (0: none) may go at the soonest, in µs (null: any time): CALLER_LAG_US after it. */
+export const horizonUntil = (h: Expr) => ({ $cond: [{ $gt: [h, 0] }, { $add: [h, CALLER_LAG_US] }, null] });
+
 /** The stored reservation horizon a write at `now` keeps (core stateAt): while its caller may still come (CALLER_LAG_US), else 0. */
 export const keptHorizon = (now: Expr) => ({ $cond: [{ $gt: [RESERVED, { $subtract: [now, CALLER_LAG_US] }] }, '$reservedUntilUs', 0] });
 

@@ -5,7 +5,7 @@
 import { changeVersion, numbersAt, priorOf, type OverrideArgs, type OverrideLimit, type PolicyOverride } from '../core/override.js';
 import type { LimitStep, StepArgs } from '../core/gcra.js';
 import { MAX_LIMIT_UNITS } from '../core/policy.js';
-import { carryExpr, convertExpr, decayedExpr, keptHorizon, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
+import { carryExpr, convertExpr, decayedExpr, horizonUntil, keptHorizon, NOW_US, RESERVED, storedDebt, versionExpr, type Expr } from './mongodb-mql.js';
 import { elem, endedAt, has, isSet, limitDoc, liveRecordExpr, markerExpr, NOW, numbersLiveExpr, orNull, unchangedExpr, unset, versionedIdExpr } from './mongodb-record-expr.js';
 
 /** One limit's numbers in a step: literals (the step's own) or expressions (a record's, read in the update). */
@@ -171,7 +171,7 @@ export function expiryExpr(base: readonly OverrideLimit[], w: (i: number) => Exp
   // Full under the numbers in force (the record's, or the base's).
   const unders = base.map((_, i) => ({ $add: [NOW, { $ceil: { $divide: [w(i), `$_sT${i}.refillUnitsPerUs`] } }] }));
   const hold = holdMs > 0 ? [{ $cond: [isSet('$_sN.policyId'), { $add: [NOW, holdMs * 1000] }, null] }] : [];
-  const us = { $max: [...unders, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold] };
+  const us = { $max: [...unders, orNull('$_sN.untilUs'), orNull('$_sN.blockedUntilUs'), ...hold, horizonUntil('$_sRv')] };
   const spentAtEnd = { $and: [isSet('$_sNL'), isSet('$_sN.untilUs'), { $or: unders.map((u) => ({ $gt: [u, '$_sN.untilUs'] })) }] };
   const never = { $or: [{ $and: [isSet('$_sNL'), unset('$_sN.untilUs'), unset('$_sN.policyId')] }, spentAtEnd] };
   return {
@@ -362,7 +362,7 @@ export function overridePipeline(args: OverrideArgs, callId: string): object[] {
   if (view) scratch.push('_sN0', '_sL1', '_sKp', '_sX', '_sVw');
   const debts = Array.from({ length: n }, (_, i) => `$_sD${i}`);
   const write = (then: Expr, keep: Expr) => ({ $cond: ['$_sChg', then, keep] });
-  const stored = { $and: ['$_sSt', { $not: [fullExpr(n)] }] };
+  const stored = { $and: ['$_sSt', { $or: [{ $not: [fullExpr(n)] }, { $gt: ['$_sRk', 0] }] }] };
   return [
     { $set: { _sNow: NOW_US } },
     ...stages,

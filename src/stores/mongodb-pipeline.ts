@@ -4,7 +4,7 @@
 import type { LimitStep, OpArgs } from '../core/gcra.js';
 import { StoreError } from '../errors.js';
 import type { StepArgs } from '../store.js';
-import { atDueExpr, dueExpr, keptHorizon, NOW_US, refundFloorExpr, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
+import { atDueExpr, dueExpr, horizonUntil, keptHorizon, NOW_US, refundFloorExpr, RESERVED, storedDebt, type Expr } from './mongodb-mql.js';
 import { expiryExpr, fullExpr, inForceExpr, type LimitParams, type RecordPlan } from './mongodb-override.js';
 
 /**
@@ -226,10 +226,11 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // The document may go once every limit is full again (a missing document is a full bucket): the TTL
   // monitor only ever deletes later than this, never sooner. ceil(after / rate) is exact for integers
   // below 2^53 (a quotient that is no integer is never rounded onto one).
-  const fullAt = { $toDate: { $ceil: { $divide: [{ $add: ['$_sNow', fullAfterUs.length === 1 ? fullAfterUs[0] : { $max: fullAfterUs }] }, 1000] } } };
+  // (And not before a reservation's caller may come: core CALLER_LAG_US after the horizon written.)
+  const fullAt = { $toDate: { $ceil: { $divide: [{ $max: [{ $add: ['$_sNow', fullAfterUs.length === 1 ? fullAfterUs[0] : { $max: fullAfterUs }] }, horizonUntil(due === 0 ? keptHorizon('$_sNow') : '$_sRv')] }, 1000] } } };
   stages.push(
     { $set: Object.fromEntries(idx.map((i) => [A(i), after[i]!])) },
-    // _sFull: no limit is in debt after the step. The bucket is then stored as no bucket at all (debt and
+    // _sFull: no limit is in debt after the step, nor a caller to come (kept). Then no bucket at all (debt and
     // atUs removed), as core/gcra.ts step deletes it: a full bucket stays full even if the clock goes back.
     // With an op, a repeat is never allowed: _sOk false keeps every bucket field as it is.
     // With a plan, a live block refuses a take (`_sBlk`), not an adjustment, and a step whose every cost
@@ -237,7 +238,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
     {
       $set: {
         _sOk: { $and: [...(op ? [{ $not: ['$_sRep'] }] : plan ? [] : [{ $not: [hasRecord] }]), ...(plan ? [...blocked, { $or: [zero!, ok] }] : [ok])] },
-        _sFull: { $and: afters.map((a) => ({ $lte: [a, 0] })) },
+        _sFull: { $and: [...afters.map((a) => ({ $lte: [a, 0] })), { $eq: [kept, 0] }] },
         // Without a plan, the horizon an allowed take writes (with a plan: _sRv below).
         ...(atDue ? { _sDu: due } : !plan && due !== 0 ? { _sRv: { $max: [kept, due] } } : {}),
       },
@@ -252,7 +253,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   if (plan) {
     // _sRv: the reservation horizon written with the bucket (0: none, or the bucket is full): the step's
     // (the later of the stored one and its own due) when it writes, else the stored one, carried.
-    const rv = { $cond: ['$_sStep', { $cond: ['$_sFull', 0, { $max: [kept, atDue ? '$_sDu' : due] }] }, { $cond: [fullExpr(idx.length), 0, kept] }] };
+    const rv = { $cond: ['$_sStep', { $cond: ['$_sFull', 0, { $max: [kept, atDue ? '$_sDu' : due] }] }, kept] };
     stages.push({ $set: { _sW: { $and: ['$_sChg', ...(op ? [{ $not: ['$_sRep'] }] : [])] }, _sRv: rv } });
     scratch.push('_sStep', '_sW', '_sRv');
   } else if (due !== 0) scratch.push('_sRv');
@@ -289,7 +290,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   const ds = idx.map((i) => `$${D(i)}`);
   // Whether the step itself writes the bucket (with a plan, not a peek).
   const stepped = plan ? '$_sStep' : '$_sOk';
-  const carried = (then: Expr, other: Expr) => (plan ? { $cond: ['$_sW', { $cond: [fullExpr(idx.length), '$$REMOVE', then] }, other] } : other);
+  const carried = (then: Expr, other: Expr) => (plan ? { $cond: ['$_sW', { $cond: [{ $and: [fullExpr(idx.length), { $eq: ['$_sRk', 0] }] }, '$$REMOVE', then] }, other] } : other);
   let expiresAt: object;
   if (!plan) {
     // Never before the latest operation record expires either (a retry needs it): without an op,

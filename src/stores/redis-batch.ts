@@ -203,4 +203,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'ecf4e1c761423587b39fd0c4f075f153fe8fe32b';
+export const GCRA_BATCH_SCRIPT_SHA = 'bc07649ea94ab821f2a0b09e5f1285dfcc9f5320';

@@ -183,13 +183,13 @@ end
       if w[i] > 0 then keep = true end
     end
   end
-  if not keep and not r then
+  if not keep and not r and not (h and w) then
     if v then redis.call('DEL', key) end
     return false
   end
   local ms = 0
   local value = ''
-  if keep then
+  if keep or (h and w) then
     local f = {}
     for i = 1, n do
       f[i] = w[i]

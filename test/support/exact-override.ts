@@ -210,8 +210,8 @@ export class OverrideModel {
   }
   /** The answer with the state as it is now. */
   private answer(allowed: boolean, extra: { tokens?: number } = {}): ModelStep {
-    // A full bucket is no bucket: its reservation horizon goes with it.
-    if (this.debts.every((d) => d === 0n)) this.reservedUntil = 0n;
+    // A full bucket is no bucket: its reservation horizon goes with it, once its caller may have come (1 ms after it).
+    if (this.debts.every((d) => d === 0n) && this.reservedUntil <= this.at - 1000n) this.reservedUntil = 0n;
     const out: ModelStep = { allowed, debtUnits: this.debts.map(Number), ...extra };
     if (this.inRecord) out.limits = this.record.limits!.map(view);
     if (this.blocked(this.at)) out.blockedUntilUs = Number(this.record.blockedUntilUs);
