@@ -129,6 +129,22 @@ for (const batch of [false, true]) {
       expect(peek.debtUnits[0]! / baseNumbers(policyOf(5, 1))[0]!.tokenUnits).toBe(11);
     });
 
+    it("a refund between a reservation's slot and its caller gives back none of what the reservation holds (review 16, F1)", async () => {
+      const { store, key, at, take } = setup(batch);
+      const tenth = policyOf(1, 10);
+      at(0);
+      expect(await take(tenth, 1, 0)).toBe(true);
+      // Its slot at 100 ms, its caller at 100.5 ms; a refund at 100.2 ms, a take at 100.7 ms.
+      at(0.5);
+      expect(await take(tenth, 1, 1000)).toBe(true);
+      at(100.2);
+      await store.step(key, adjustArgs(tenth, -1));
+      at(100.7);
+      expect(await take(tenth, 1, 0)).toBe(false);
+      at(200);
+      expect(await take(tenth, 1, 0)).toBe(true);
+    });
+
     it("a bucket full again before its reservation's caller comes is kept until then (review 15, F2)", async () => {
       const { store, key, at, take, value } = setup(batch);
       const fast = policyOf(10, 1_000_000);

@@ -118,6 +118,26 @@ describe('a change of numbers with reservations pending (memory store, fake cloc
     expect(peek).toMatchObject({ remaining: 0, resetAfterMs: 11_000 });
   });
 
+  it("a refund between a reservation's slot and its caller gives back none of what the reservation holds (review 16, F1)", async () => {
+    let nowUs = 1_790_000_000_000_000;
+    const store = memoryStore({ nowMs: () => nowUs / 1000 });
+    const tenth = policyOf({ capacity: 1, rate: { p: 10, q: 1 } });
+    const at0 = nowUs;
+    const take = async (maxWaitMs = 0) => (await store.step('r:refund', stepArgs(tenth, 1, maxWaitMs))).allowed;
+    expect(await take()).toBe(true);
+    // At 0.5 ms a reservation: its slot at 100 ms, its caller told 100 ms, so it comes at 100.5 ms.
+    nowUs = at0 + 500;
+    expect(await take(1000)).toBe(true);
+    // A refund at 100.2 ms gives nothing back (it gave the reservation's token, and a take at 100.7 ms
+    // came on top of the caller: 2 in 0.2 ms where 1.012 are allowed).
+    nowUs = at0 + 100_200;
+    await store.step('r:refund', adjustArgs(tenth, -1));
+    nowUs = at0 + 100_700;
+    expect(await take()).toBe(false);
+    nowUs = at0 + 200_000;
+    expect(await take()).toBe(true);
+  });
+
   it("a bucket full again before its reservation's caller comes is kept until then, so a change in that ms still finds the reservation (review 15, F2)", async () => {
     let nowUs = 1_790_000_000_000_000;
     const store = memoryStore({ nowMs: () => nowUs / 1000 });

@@ -220,15 +220,16 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
   let tokens: number | undefined;
   let dueUs = 0;
   if (args.adjust) {
-    // While a reservation is pending (due at h), a refund gives back only what it does not hold: each
-    // limit's debt stays at least the refill until h plus its capacity, as the last reservation left it
-    // (its caller comes at h whatever a refund frees: room freed under it would be taken twice).
+    // While a reservation is pending (due at h), and until its caller has come (CALLER_LAG_US after h), a
+    // refund gives back only what it does not hold: each limit's debt stays at least the refill until h
+    // plus its capacity (less the refill since h), as the last reservation left it (its caller comes
+    // whatever a refund frees: room freed under it would be taken twice; review 16, F1).
     const h = state?.reservedUntilUs;
-    const held = h !== undefined && h > nowUs && capsUnits !== undefined;
+    const held = h !== undefined && h > nowUs - CALLER_LAG_US && capsUnits !== undefined;
     for (let i = 0; i < n; i++) {
       const { costUnits, limitUnits, refillUnitsPerUs } = limits[i]!;
       const d = debts[i]!;
-      if (costUnits < 0) after[i] = Math.max(held ? Math.min(d, (h - nowUs) * refillUnitsPerUs + capsUnits[i]!) : 0, d - refundUnitsAt(costUnits, refillUnitsPerUs, args.refundSinceUs, nowUs));
+      if (costUnits < 0) after[i] = Math.max(held ? Math.min(d, (h - nowUs) * refillUnitsPerUs + capsUnits[i]!) : 0, d - refundUnitsAt(costUnits, refillUnitsPerUs, args.refundSinceUs, nowUs), 0);
       else after[i] = d + costUnits > limitUnits ? Math.max(d, limitUnits) : d + costUnits;
     }
   } else if (args.tokenUnits !== undefined) {

@@ -153,10 +153,11 @@ export function atDueExpr(after: Expr, due: Expr, nowUs: Expr, refill: Expr, cos
 
 /**
  * core/gcra.ts step's floor of a refund on a limit whose debt now is `d`: while a reservation is pending
- * (due at `h`, after now), the refill until then plus the capacity `cap`, at most `d`; else (or with no
- * capacity known: no StepArgs.base) 0.
+ * or its caller may still come (due at `h`, after now less CALLER_LAG_US), the refill until then plus
+ * the capacity `cap` (less the refill since), at most `d`; else (or with no capacity known: no
+ * StepArgs.base) 0.
  */
 export function refundFloorExpr(d: Expr, h: Expr, nowUs: Expr, refill: Expr, cap: Expr | undefined): Expr {
   if (cap === undefined) return 0;
-  return { $cond: [{ $gt: [h, nowUs] }, { $min: [d, { $add: [{ $multiply: [{ $subtract: [h, nowUs] }, refill] }, cap] }] }, 0] };
+  return { $cond: [{ $gt: [h, { $subtract: [nowUs, CALLER_LAG_US] }] }, { $max: [0, { $min: [d, { $add: [{ $multiply: [{ $subtract: [h, nowUs] }, refill] }, cap] }] }] }, 0] };
 }

@@ -203,4 +203,4 @@ return out
 `);
 
 /** SHA1 of GCRA_BATCH_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const GCRA_BATCH_SCRIPT_SHA = 'bc07649ea94ab821f2a0b09e5f1285dfcc9f5320';
+export const GCRA_BATCH_SCRIPT_SHA = '16004b46ace224d6e4ff27b31664b707f409aa5e';

@@ -120,4 +120,4 @@ if k > 1 then w = rcarry(s, k, n, rec, x, after, now, bt, bc, br, h, (P or S) an
 `);
 
 /** SHA1 of OVERRIDE_SCRIPT (checked against SCRIPT LOAD by a test). */
-export const OVERRIDE_SCRIPT_SHA = '2a0234c3cfe3ad802a69f917e35215b41a63d499';
+export const OVERRIDE_SCRIPT_SHA = 'd233098b82ec22a25826e2321316a7bc14d5f54b';

@@ -313,7 +313,7 @@ end
       if kind == 'a' then
         if c < 0 then
           a = math.max(0, a + c)
-          if h and h > now then a = math.max(a, math.min(d[i], (h - now) * R[i] + K[i])) end
+          if h and h > now - 1000 then a = math.max(a, math.min(d[i], (h - now) * R[i] + K[i])) end
         elseif a + c > L[i] then a = math.max(a, L[i]) else a = a + c end
       else
         if c < 0 then a = math.max(0, a + c) else a = a + c end

@@ -280,7 +280,7 @@ for i = 1, n do
       if not (back > 0) then back = 0 end
     end
     a = d - back
-    if h and h > now and B then a = math.max(a, math.min(d, (h - now) * r + B[2 * i + 1])) end
+    if h and h > now - 1000 and B then a = math.max(a, math.min(d, (h - now) * r + B[2 * i + 1])) end
     if a < 0 then a = 0 end
   else
     if c > 0 then peek = false end
@@ -299,6 +299,6 @@ return reply(1)
 `);
 
 /** SHA1 of GCRA_SCRIPT, as Redis computes it (a test checks this against SCRIPT LOAD). */
-export const GCRA_SCRIPT_SHA = '57201f4e1ab36d73519cf2702a76a2e51f587c81';
+export const GCRA_SCRIPT_SHA = '613cb4b83a995c2559acdec93c95cb89449f270f';
 
 export { GCRA_BATCH_SCRIPT, GCRA_BATCH_SCRIPT_SHA } from './redis-batch.js';

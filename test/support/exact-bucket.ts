@@ -59,12 +59,13 @@ export class ExactBucket {
     if (this.units > cap) this.units = cap;
     return { remaining: this.whole() };
   }
-  /** Adds `back` units, but no fuller than a pending reservation allows (heldUntil). */
+  /** Adds `back` units, but no fuller than a pending reservation allows (heldUntil), or one whose caller may still come. */
   protected giveBack(tUs: number, back: bigint): void {
     const before = this.units;
     this.units += back;
     const t = BigInt(tUs);
-    if (this.heldUntil > t) {
+    // (Until the last reservation's caller has come: 1 ms after it is due, as it is told whole ms.)
+    if (this.heldUntil > 0n && this.heldUntil > t - 1000n) {
       const most = -(this.heldUntil - t) * this.p;
       const limit = before > most ? before : most;
       if (this.units > limit) this.units = limit;

@@ -406,7 +406,7 @@ export class OverrideModel {
    * than the refill until it is due plus the capacity (at most d), what the reservations hold.
    */
   private keep(i: number, d: bigint, after: bigint): bigint {
-    if (!(this.reservedUntil > this.at)) return after;
+    if (!(this.reservedUntil > 0n && this.reservedUntil > this.at - 1000n)) return after;
     const n = this.current()[i]!;
     const held = min(d, (this.reservedUntil - this.at) * n.rate + n.cap);
     return after > held ? after : held;
