@@ -69,6 +69,9 @@ function horizon(state: BucketState | undefined, nowUs: number, dueUs = 0): numb
   return h > 0 && h > nowUs - CALLER_LAG_US ? h : undefined;
 }
 
+/** `s` as a bucket to store, or null (delete it): one in debt, or keeping a horizon whose caller may still come. */
+export const written = (s: BucketState): BucketState | null => (s.debtUnits.some((d) => d > 0) || s.reservedUntilUs !== undefined ? s : null);
+
 /** A bucket to write at nowUs: the debts, and the reservation horizon kept (see horizon). */
 export function stateAt(debtUnits: readonly number[], nowUs: number, state: BucketState | undefined, dueUs = 0): BucketState {
   const r = horizon(state, nowUs, dueUs);
@@ -258,8 +261,9 @@ export function step(state: BucketState | undefined, nowUs: number, args: StepAr
       }
     }
   }
-  // (A full bucket goes, but not while a reservation's caller may still come: its horizon stays.)
-  const write = after.some((d) => d > 0) || horizon(state, nowUs, dueUs) !== undefined ? stateAt(after, nowUs, state, dueUs) : state === undefined ? undefined : null;
+  // (A full bucket goes, but not while a reservation's caller may still come: see written.)
+  const kept = written(stateAt(after, nowUs, state, dueUs));
+  const write = kept ?? (state === undefined ? undefined : null);
   return tokens === undefined ? { allowed: true, debtUnits: after, atUs: nowUs, write } : { allowed: true, debtUnits: after, tokens, atUs: nowUs, write };
 }
 
@@ -274,7 +278,7 @@ function takeOne(state: BucketState | undefined, nowUs: number, l: LimitStep, ca
   const a = c < 0 ? Math.max(0, d + c) : takeUnits(d, l);
   if (a < 0) return { allowed: false, debtUnits: [d], atUs: nowUs };
   const debtUnits = [a];
-  if (a === 0) return { allowed: true, debtUnits, atUs: nowUs, write: state === undefined ? undefined : horizon(state, nowUs) === undefined ? null : stateAt(debtUnits, nowUs, state) };
+  if (a === 0) return { allowed: true, debtUnits, atUs: nowUs, write: state === undefined ? undefined : written(stateAt(debtUnits, nowUs, state)) };
   const dueUs = c > 0 && capUnits !== undefined && a > capUnits ? nowUs + ceilDiv(a - capUnits, l.refillUnitsPerUs) : 0;
   const write = dueUs === 0 && state?.reservedUntilUs === undefined ? { debtUnits, atUs: nowUs } : stateAt(debtUnits, nowUs, state, dueUs);
   return { allowed: true, debtUnits, atUs: nowUs, write };

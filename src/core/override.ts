@@ -15,7 +15,7 @@
 // policy-wide change for a while, can give back what was spent. A bucket in the record's numbers read at
 // or after untilUs decays under the record's refill to untilUs, is carried to the base there, and
 // decays under the base refill from untilUs: so an expiry is exact in both directions.
-import { CALLER_LAG_US, debtAt, decayed, lagUnits, refundUnitsAt, stateAt, step, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
+import { CALLER_LAG_US, debtAt, decayed, lagUnits, refundUnitsAt, stateAt, step, written, type BucketState, type LimitStep, type PolicyView, type StepArgs, type StepResult } from './gcra.js';
 import { MAX_LIMIT_UNITS, type ResolvedLimit, type ResolvedPolicy } from './policy.js';
 import { ceilDiv, convertUnits } from './units.js';
 import type { OverrideArgs, OverrideLimit, OverrideRecord, OverrideResult, StepBase } from './override-types.js';
@@ -291,7 +291,7 @@ export function stepWithRecord(state: BucketState | undefined, nowUs: number, ar
   if (next !== record) {
     // The record changed (installed, replaced, cleared, or what had ended dropped): the bucket is
     // rewritten at now in the numbers now in force, whatever the step did.
-    if (r.write === undefined && state !== undefined) r.write = debts.some((d) => d > 0) || now.reservedUntilUs !== undefined ? now : null;
+    if (r.write === undefined && state !== undefined) r.write = written(now);
     r.writeRecord = next ?? null;
   }
   return r;
@@ -361,7 +361,7 @@ export function applyOverride(state: BucketState | undefined, record: OverrideRe
   out.writeRecord = after ?? null;
   if (state !== undefined) {
     const debts = carried(state, nowUs, base, record, view && liveRecord(recordForStep(before, view), nowUs), numbersAt(after, nowUs, base), view && (view.policy ?? view.policySeenUs) !== undefined ? view : undefined);
-    out.write = ((w) => (debts.some((d) => d > 0) || w.reservedUntilUs !== undefined ? w : null))(stateAt(debts, nowUs, state));
+    out.write = written(stateAt(debts, nowUs, state));
   }
   return out;
 }

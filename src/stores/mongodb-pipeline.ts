@@ -227,7 +227,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
   // monitor only ever deletes later than this, never sooner. ceil(after / rate) is exact for integers
   // below 2^53 (a quotient that is no integer is never rounded onto one).
   // (And not before a reservation's caller may come: core CALLER_LAG_US after the horizon written.)
-  const fullAt = { $toDate: { $ceil: { $divide: [{ $max: [{ $add: ['$_sNow', fullAfterUs.length === 1 ? fullAfterUs[0] : { $max: fullAfterUs }] }, horizonUntil(due === 0 ? keptHorizon('$_sNow') : '$_sRv')] }, 1000] } } };
+  const fullAt = { $toDate: { $ceil: { $divide: [{ $max: [{ $add: ['$_sNow', fullAfterUs.length === 1 ? fullAfterUs[0] : { $max: fullAfterUs }] }, horizonUntil(due === 0 ? kept : '$_sRv')] }, 1000] } } };
   stages.push(
     { $set: Object.fromEntries(idx.map((i) => [A(i), after[i]!])) },
     // _sFull: no limit is in debt after the step, nor a caller to come (kept). Then no bucket at all (debt and
@@ -320,7 +320,7 @@ export function stepPipeline(args: StepArgs, callId: string, plan?: RecordPlan):
           ? { $cond: [{ $or: ['$_sStep', '$_sW'] }, { $cond: [{ $gt: ['$_sRv', 0] }, '$_sRv', '$$REMOVE'] }, '$reservedUntilUs'] }
           : due === 0
             ? // (A missing field is missing either way: no $ifNull for it.)
-              { $cond: [{ $and: ['$_sOk', { $or: ['$_sFull', { $eq: [keptHorizon('$_sNow'), 0] }] }] }, '$$REMOVE', '$reservedUntilUs'] }
+              { $cond: [{ $and: ['$_sOk', { $or: ['$_sFull', { $eq: [kept, 0] }] }] }, '$$REMOVE', '$reservedUntilUs'] }
             : { $cond: ['$_sOk', { $cond: [{ $or: ['$_sFull', { $lte: ['$_sRv', 0] }] }, '$$REMOVE', '$_sRv'] }, '$reservedUntilUs'] },
         ...(plan ? { ov: { $cond: ['$_sW', { $ifNull: ['$_sN', '$$REMOVE'] }, '$ov'] } } : {}),
         expiresAt,

@@ -129,7 +129,8 @@ end
 ` +
   // Stores the debts after a step, f[1 .. n], at now with an expiry of px ms, and returns the value stored;
   // when none is above 0 (keep false), every limit is full again and the key goes (a missing key is a
-  // full bucket), unless a reservation's caller may still come (h: core CALLER_LAG_US): returns false. The expiry is when the slowest limit is full again, but not sooner than
+  // full bucket), unless a reservation's caller may still come (h: core CALLER_LAG_US): returns false.
+  // The expiry is when the slowest limit is full again, but not sooner than
   // 1 s: a key kept longer is harmless (its debts have decayed to nothing by then), and the floor keeps
   // Redis's own clock, which times expiry, from outrunning a clock sent in the client-clock mode. All
   // formatted as integers: a Lua number of 1e14 or more would reach Redis as "1e+14".
